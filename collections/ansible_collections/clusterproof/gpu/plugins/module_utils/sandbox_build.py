@@ -1,0 +1,300 @@
+"""Build the sandbox's control-plane binaries from their Go modules into a per-machine cache.
+
+The sandbox runs a real etcd, kube-apiserver, kube-controller-manager and kube-scheduler, plus
+KWOK for the simulated nodes. None of them ship as packages these machines can install, but all
+of them are Go modules, so they are built here once, keyed by the pinned versions, and reused.
+
+What it touches: the cache directory (default ``~/.cache/clusterproof/sandbox``) and the Go
+module and build caches. It never touches the repository.
+
+``k8s.io/kubernetes`` cannot be ``go install``ed: its go.mod replaces every staging module with a
+path inside its own tree. So the build uses a small wrapper module that requires it and replaces
+each staging module with its published ``v0.<minor>.<patch>`` version; the replace list is
+generated from the downloaded go.mod, never typed by hand.
+
+Run as a program for a build with progress on standard output::
+
+    python -m ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox_build
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+# Bump when the way binaries are built changes, so old caches are not reused.
+RECIPE_REVISION = "1"
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxVersions:
+    """The pinned versions the sandbox is built from."""
+
+    kubernetes: str = "v1.36.3"
+    etcd: str = "v3.6.8"
+    kwok: str = "v0.8.0"
+
+    def cache_key(self, go_version: str) -> str:
+        text = json.dumps(
+            {**dataclasses.asdict(self), "go": go_version, "recipe": RECIPE_REVISION},
+            sort_keys=True,
+        )
+        return "k8s-%s-%s" % (self.kubernetes, hashlib.sha256(text.encode()).hexdigest()[:12])
+
+
+KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+ALL_BINARIES = ("etcd",) + KUBERNETES_COMMANDS + ("kwok",)
+
+_STAGING_REPLACE = re.compile(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/\1\s*$")
+
+
+def default_cache_root() -> Path:
+    env = os.environ.get("CLUSTERPROOF_CACHE")
+    if env:
+        return Path(env).expanduser() / "sandbox"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "clusterproof" / "sandbox"
+
+
+def staging_modules(kubernetes_gomod: str) -> list[str]:
+    """Return the staging module paths that k8s.io/kubernetes's go.mod replaces locally."""
+    modules = []
+    for line in kubernetes_gomod.splitlines():
+        match = _STAGING_REPLACE.match(line)
+        if match:
+            modules.append(match.group(1))
+    if not modules:
+        raise ValueError("no './staging/src/k8s.io/...' replace directives found in k8s.io/kubernetes go.mod")
+    return sorted(set(modules))
+
+
+def staging_version(kubernetes_version: str) -> str:
+    """k8s.io/kubernetes v1.M.P publishes its staging modules as v0.M.P."""
+    match = re.fullmatch(r"v1\.(\d+)\.(\d+)", kubernetes_version)
+    if not match:
+        raise ValueError("kubernetes version: expected v1.<minor>.<patch>, found %r" % kubernetes_version)
+    return "v0.%s.%s" % match.groups()
+
+
+def kubernetes_wrapper_gomod(kubernetes_version: str, kubernetes_gomod: str, go_directive: str) -> str:
+    """The go.mod of the wrapper module that builds k8s.io/kubernetes commands."""
+    published = staging_version(kubernetes_version)
+    lines = [
+        "module clusterproof.local/sandbox/kubernetes",
+        "",
+        "go %s" % go_directive,
+        "",
+        "require k8s.io/kubernetes %s" % kubernetes_version,
+        "",
+        "replace (",
+    ]
+    lines += ["\t%s => %s %s" % (module, module, published) for module in staging_modules(kubernetes_gomod)]
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def go_directive_of(gomod: str) -> str:
+    match = re.search(r"^go\s+(\S+)\s*$", gomod, re.MULTILINE)
+    if not match:
+        raise ValueError("go.mod has no 'go' directive")
+    return match.group(1)
+
+
+def kubernetes_version_ldflags(kubernetes_version: str, build_date: str) -> str:
+    """-X flags that stamp the real version, as the Kubernetes release build does."""
+    major, minor = re.fullmatch(r"v(\d+)\.(\d+)\.\d+", kubernetes_version).groups()
+    package = "k8s.io/component-base/version"
+    values = {
+        "gitVersion": kubernetes_version,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": build_date,
+    }
+    flags = " ".join("-X %s.%s=%s" % (package, name, value) for name, value in values.items())
+    return "-s -w " + flags
+
+
+ETCD_MAIN = """package main
+
+// The etcd server's own entry point, so that the server module's published version is built.
+import (
+\t"os"
+
+\t"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+\tetcdmain.Main(os.Args)
+}
+"""
+
+
+@dataclasses.dataclass
+class BuildPlan:
+    versions: SandboxVersions
+    cache_root: Path
+    go_version: str
+
+    @property
+    def key_dir(self) -> Path:
+        return self.cache_root / self.versions.cache_key(self.go_version)
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.key_dir / "bin"
+
+    @property
+    def src_dir(self) -> Path:
+        return self.key_dir / "src"
+
+    def binary(self, name: str) -> Path:
+        return self.bin_dir / name
+
+    def missing(self) -> list[str]:
+        return [name for name in ALL_BINARIES if not os.access(self.binary(name), os.X_OK)]
+
+
+def go_version() -> str:
+    out = subprocess.run(["go", "env", "GOVERSION"], check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def plan(versions: SandboxVersions | None = None, cache_root: Path | None = None) -> BuildPlan:
+    return BuildPlan(versions or SandboxVersions(), cache_root or default_cache_root(), go_version())
+
+
+Progress = Callable[[str], None]
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
+    with log.open("a") as handle:
+        handle.write("$ %s\n" % " ".join(cmd))
+        handle.flush()
+        result = subprocess.run(cmd, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-30:])
+        raise RuntimeError("'%s' failed with exit %d; last lines of %s:\n%s" % (" ".join(cmd), result.returncode, log, tail))
+
+
+def _go_env(gobin: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["CGO_ENABLED"] = "0"
+    env["GOFLAGS"] = "-mod=mod -trimpath"
+    env["GOTOOLCHAIN"] = "local"
+    if gobin is not None:
+        env["GOBIN"] = str(gobin)
+    return env
+
+
+def _download_gomod(module: str, version: str, cwd: Path, env: dict[str, str]) -> str:
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", "%s@%s" % (module, version)],
+        cwd=cwd, env=env, check=True, capture_output=True, text=True,
+    )
+    return Path(json.loads(out.stdout)["GoMod"]).read_text()
+
+
+def _build_kubernetes(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable[str]) -> None:
+    version = plan_.versions.kubernetes
+    work = plan_.src_dir / "kubernetes"
+    work.mkdir(parents=True, exist_ok=True)
+    env = _go_env()
+    progress("downloading k8s.io/kubernetes %s go.mod" % version)
+    upstream = _download_gomod("k8s.io/kubernetes", version, work, env)
+    gomod = kubernetes_wrapper_gomod(version, upstream, go_directive_of(upstream))
+    (work / "go.mod").write_text(gomod)
+    build_date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ldflags = kubernetes_version_ldflags(version, build_date)
+    for command in wanted:
+        progress("building %s %s (go build; the first build on 2 cores takes many minutes)" % (command, version))
+        out = plan_.bin_dir / (command + ".tmp")
+        _run(["go", "build", "-ldflags", ldflags, "-o", str(out), "k8s.io/kubernetes/cmd/" + command], work, env, log)
+        out.rename(plan_.bin_dir / command)
+
+
+def _build_etcd(plan_: BuildPlan, log: Path, progress: Progress) -> None:
+    version = plan_.versions.etcd
+    work = plan_.src_dir / "etcd"
+    work.mkdir(parents=True, exist_ok=True)
+    env = _go_env()
+    (work / "go.mod").write_text(
+        "module clusterproof.local/sandbox/etcd\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n" % version
+    )
+    (work / "main.go").write_text(ETCD_MAIN)
+    progress("building etcd %s" % version)
+    out = plan_.bin_dir / "etcd.tmp"
+    _run(["go", "build", "-ldflags", "-s -w", "-o", str(out), "."], work, env, log)
+    out.rename(plan_.bin_dir / "etcd")
+
+
+def _build_kwok(plan_: BuildPlan, log: Path, progress: Progress) -> None:
+    version = plan_.versions.kwok
+    work = plan_.src_dir
+    work.mkdir(parents=True, exist_ok=True)
+    env = _go_env(gobin=plan_.bin_dir)
+    env["GOFLAGS"] = "-trimpath"
+    progress("building kwok %s" % version)
+    ldflags = "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=%s" % version
+    _run(["go", "install", "-ldflags", ldflags, "sigs.k8s.io/kwok/cmd/kwok@" + version], work, env, log)
+
+
+def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
+    """Build whatever is missing from the cache. Returns True if anything was built."""
+    missing = plan_.missing()
+    if not missing:
+        return False
+    if shutil.which("go") is None:
+        raise RuntimeError("the sandbox needs Go to build its binaries; 'go' is not on PATH")
+    plan_.bin_dir.mkdir(parents=True, exist_ok=True)
+    log = plan_.key_dir / "build.log"
+    progress("sandbox cache %s: building %s (log: %s)" % (plan_.key_dir, ", ".join(missing), log))
+    started = time.monotonic()
+    steps = []
+    if "etcd" in missing:
+        steps.append(lambda: _build_etcd(plan_, log, progress))
+    kube = [name for name in KUBERNETES_COMMANDS if name in missing]
+    if kube:
+        steps.append(lambda: _build_kubernetes(plan_, log, progress, kube))
+    if "kwok" in missing:
+        steps.append(lambda: _build_kwok(plan_, log, progress))
+    for step in steps:
+        step_started = time.monotonic()
+        step()
+        progress("  done in %.0f s" % (time.monotonic() - step_started))
+    progress("sandbox binaries ready in %.0f s" % (time.monotonic() - started))
+    (plan_.key_dir / "versions.json").write_text(
+        json.dumps({**dataclasses.asdict(plan_.versions), "go": plan_.go_version}, indent=2) + "\n"
+    )
+    return True
+
+
+def main(argv: list[str]) -> int:
+    def progress(message: str) -> None:
+        print("[sandbox-build %s] %s" % (time.strftime("%H:%M:%S"), message), flush=True)
+
+    build = plan()
+    if "--print-bin-dir" in argv:
+        print(build.bin_dir)
+        return 0
+    try:
+        if not ensure_built(build, progress):
+            progress("cache hit: %s" % build.bin_dir)
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        print("sandbox build failed: %s" % error, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
