@@ -1,0 +1,344 @@
+"""The site inventory schema: what an admin may declare, checked before anything runs.
+
+The same inventory drives install and validation, so a typo here would either install the wrong
+thing or validate against the wrong expectation. Every error names where it is (a host, the
+``all`` group, a project), the field, what was expected and what was found.
+
+Variables are recognised by their prefix: ``clusterproof_*`` (site-wide), and on hosts ``gpu_*``
+and ``node_*``. Any variable with one of those prefixes that the schema does not know is an error
+(``gpu_cuont: 8`` must not silently fall back to a default). Variables of other prefixes belong
+to Ansible or other collections and are left alone.
+
+Pure: takes plain mappings (Ansible's hostvars and groups), returns dataclasses and errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+CLUSTER_MODES = ("sandbox", "existing")
+REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
+
+SITE_VARIABLES = {
+    "clusterproof_site_name": "the site's name, used for report folders",
+    "clusterproof_cluster_mode": "how Kubernetes comes to be: %s" % " | ".join(CLUSTER_MODES),
+    "clusterproof_kubeconfig": "kubeconfig of an existing cluster (mode existing)",
+    "clusterproof_projects": "the projects (tenants) and their GPU quotas",
+    "clusterproof_reports_dir": "where site reports are written",
+    "clusterproof_sandbox_dir": "where the sandbox keeps its state (mode sandbox)",
+    "clusterproof_sandbox_port_base": "first of the loopback ports the sandbox listens on",
+    "clusterproof_sandbox_cache": "where the sandbox binaries are cached",
+    # Facts clusterproof itself sets during a run.
+    "clusterproof_site": "the checked declaration (set by clusterproof.gpu.site_inventory)",
+    "clusterproof_report_sections": "validation results gathered for the site report",
+    "clusterproof_active_kubeconfig": "kubeconfig of the cluster the run works on (sandbox or existing)",
+}
+NODE_VARIABLES = {
+    "gpu_count": "GPUs the node has (allocatable nvidia.com/gpu)",
+    "gpu_product": "GPU product as GPU feature discovery labels it",
+    "gpu_memory_mib": "memory of one GPU in MiB",
+    "node_name": "the Kubernetes node name, if it differs from the inventory name",
+    "node_cpu_cores": "CPU cores the node offers to pods",
+    "node_memory_gib": "memory the node offers to pods, in GiB",
+    "node_labels": "extra node labels",
+    "node_taints": "node taints",
+}
+PROJECT_FIELDS = {
+    "name": "project name (a DNS label; becomes the namespace)",
+    "gpu_quota": "guaranteed GPUs (a non-negative number, may be fractional)",
+    "gpu_limit": "the most GPUs the project may use, over quota included",
+    "over_quota_weight": "share of spare GPUs; defaults to the quota",
+}
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_OUR_HOST_PREFIXES = ("gpu_", "node_")
+
+DEFAULT_CPU_CORES = 8
+DEFAULT_MEMORY_GIB = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class InventoryError:
+    where: str
+    field: str
+    expected: str
+    found: str
+
+    def __str__(self) -> str:
+        return "%s: %s: expected %s, found %s" % (self.where, self.field, self.expected, self.found)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeDeclaration:
+    host: str
+    name: str
+    gpu_count: int
+    gpu_product: str | None
+    gpu_memory_mib: int | None
+    cpu_cores: int
+    memory_gib: int
+    labels: dict[str, str]
+    taints: list[dict[str, str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectDeclaration:
+    name: str
+    gpu_quota: float
+    gpu_limit: float | None
+    over_quota_weight: float
+
+
+@dataclasses.dataclass
+class SiteDeclaration:
+    site_name: str
+    cluster_mode: str
+    kubeconfig: str | None
+    nodes: list[NodeDeclaration]
+    projects: list[ProjectDeclaration]
+    warnings: list[str]
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(node.gpu_count for node in self.nodes)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["total_gpus"] = self.total_gpus
+        return data
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, str):
+        return repr(str(value))
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return repr(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.errors: list[InventoryError] = []
+
+    def error(self, where: str, field: str, expected: str, value: Any) -> None:
+        self.errors.append(InventoryError(where, field, expected, _show(value)))
+
+    def unknown_keys(self, where: str, keys: Iterable[str], known: Mapping[str, str], prefixes: tuple[str, ...]) -> None:
+        for key in sorted(keys):
+            if key.startswith(prefixes) and key not in known:
+                expected = "one of %s" % ", ".join(sorted(name for name in known if name.startswith(prefixes)))
+                self.errors.append(InventoryError(where, key, expected, "an unknown variable"))
+
+    def non_negative_int(self, where: str, field: str, value: Any) -> int | None:
+        if _is_int(value) and value >= 0:
+            return int(value)
+        self.error(where, field, "a non-negative integer", value)
+        return None
+
+    def positive_int(self, where: str, field: str, value: Any) -> int | None:
+        if _is_int(value) and value > 0:
+            return int(value)
+        self.error(where, field, "a positive integer", value)
+        return None
+
+    def text(self, where: str, field: str, value: Any, pattern: re.Pattern[str] | None, expected: str) -> str | None:
+        if isinstance(value, str) and (pattern is None or pattern.match(value)):
+            return str(value)
+        self.error(where, field, expected, value)
+        return None
+
+
+def _check_labels(check: _Checker, where: str, value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        check.error(where, "node_labels", "a mapping of label keys to string values", value)
+        return {}
+    labels = {}
+    for key, label_value in value.items():
+        if not isinstance(key, str) or not _LABEL_KEY.match(key):
+            check.error(where, "node_labels", "label keys of the form [prefix/]name", key)
+        elif not isinstance(label_value, str) or not _LABEL_VALUE.match(label_value):
+            check.error(where, "node_labels.%s" % key, "a label value (63 characters of [A-Za-z0-9_.-])", label_value)
+        else:
+            labels[str(key)] = str(label_value)
+    return labels
+
+
+def _check_taints(check: _Checker, where: str, value: Any) -> list[dict[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        check.error(where, "node_taints", "a list of {key, value, effect}", value)
+        return []
+    taints = []
+    for index, taint in enumerate(value):
+        field = "node_taints[%d]" % index
+        if not isinstance(taint, Mapping):
+            check.error(where, field, "a mapping with key, value and effect", taint)
+            continue
+        unknown = sorted(set(taint) - {"key", "value", "effect"})
+        if unknown:
+            check.error(where, "%s.%s" % (field, unknown[0]), "only key, value and effect", "an unknown key")
+        key = taint.get("key")
+        if not isinstance(key, str) or not _LABEL_KEY.match(key):
+            check.error(where, field + ".key", "a taint key of the form [prefix/]name", key)
+            continue
+        effect = taint.get("effect")
+        if effect not in TAINT_EFFECTS:
+            check.error(where, field + ".effect", "one of %s" % ", ".join(TAINT_EFFECTS), effect)
+            continue
+        entry = {"key": str(key), "effect": str(effect)}
+        if taint.get("value") is not None:
+            entry["value"] = str(taint["value"])
+        taints.append(entry)
+    return taints
+
+
+def _check_node(check: _Checker, host: str, variables: Mapping[str, Any]) -> NodeDeclaration | None:
+    where = "host %s" % host
+    check.unknown_keys(where, variables.keys(), NODE_VARIABLES, _OUR_HOST_PREFIXES)
+    errors_before = len(check.errors)
+    if "gpu_count" not in variables:
+        check.error(where, "gpu_count", "the number of GPUs this node has (a non-negative integer)", None)
+        gpu_count = None
+    else:
+        gpu_count = check.non_negative_int(where, "gpu_count", variables["gpu_count"])
+    name = variables.get("node_name", host)
+    node_name = check.text(where, "node_name", name, _DNS_SUBDOMAIN, "a Kubernetes node name (lower-case DNS name)")
+    product = variables.get("gpu_product")
+    if product is not None:
+        product = check.text(where, "gpu_product", product, _LABEL_VALUE, "a GPU product name usable as a label value")
+    memory = variables.get("gpu_memory_mib")
+    if memory is not None:
+        memory = check.positive_int(where, "gpu_memory_mib", memory)
+    cpu = check.positive_int(where, "node_cpu_cores", variables.get("node_cpu_cores", DEFAULT_CPU_CORES))
+    mem = check.positive_int(where, "node_memory_gib", variables.get("node_memory_gib", DEFAULT_MEMORY_GIB))
+    labels = _check_labels(check, where, variables.get("node_labels"))
+    taints = _check_taints(check, where, variables.get("node_taints"))
+    if len(check.errors) > errors_before:
+        return None
+    assert gpu_count is not None and node_name is not None and cpu is not None and mem is not None
+    return NodeDeclaration(host, node_name, gpu_count, product, memory, cpu, mem, labels, taints)
+
+
+def _check_projects(check: _Checker, value: Any) -> list[ProjectDeclaration]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        check.error("group all", "clusterproof_projects", "a list of projects", value)
+        return []
+    projects: list[ProjectDeclaration] = []
+    seen: set[str] = set()
+    for index, project in enumerate(value):
+        where = "clusterproof_projects[%d]" % index
+        if not isinstance(project, Mapping):
+            check.error(where, "project", "a mapping with name and gpu_quota", project)
+            continue
+        name = project.get("name")
+        if isinstance(name, str):
+            where = "project %s" % name
+        for key in sorted(set(project) - set(PROJECT_FIELDS)):
+            check.error(where, str(key), "one of %s" % ", ".join(PROJECT_FIELDS), "an unknown field")
+        errors_before = len(check.errors)
+        name = check.text(where, "name", name, _DNS_LABEL, "a lower-case DNS label (it becomes the namespace)")
+        if name is not None and name in seen:
+            check.error(where, "name", "a name used by one project only", name)
+        quota = project.get("gpu_quota")
+        if not _is_number(quota) or quota < 0:
+            check.error(where, "gpu_quota", "a non-negative number of GPUs", quota)
+        limit = project.get("gpu_limit")
+        if limit is not None and (not _is_number(limit) or (_is_number(quota) and limit < quota)):
+            check.error(where, "gpu_limit", "a number of GPUs not below gpu_quota (%s)" % quota, limit)
+        weight = project.get("over_quota_weight", quota)
+        if not _is_number(weight) or weight < 0:
+            check.error(where, "over_quota_weight", "a non-negative number", weight)
+        if len(check.errors) == errors_before and name is not None:
+            seen.add(name)
+            projects.append(ProjectDeclaration(name, float(quota), None if limit is None else float(limit), float(weight)))
+    return projects
+
+
+def validate_site(
+    groups: Mapping[str, Iterable[str]], hostvars: Mapping[str, Mapping[str, Any]]
+) -> tuple[SiteDeclaration | None, list[InventoryError]]:
+    """Check the inventory and return what it declares, or every error found.
+
+    ``groups`` is Ansible's ``groups`` (group name -> host names), ``hostvars`` maps each host to
+    its variables. Site-wide ``clusterproof_*`` variables are read from the first control-plane
+    host; every host is checked for unknown variables of the recognised prefixes.
+    """
+    check = _Checker()
+    for group in REQUIRED_GROUPS:
+        if group not in groups:
+            check.error("inventory", "group %s" % group, "a group named %s" % group, None)
+    if check.errors:
+        return None, check.errors
+    control_plane = list(groups["kube_control_plane"])
+    if not control_plane:
+        check.error("group kube_control_plane", "hosts", "at least one host", "an empty group")
+        return None, check.errors
+    site = hostvars[control_plane[0]]
+    for host in sorted(set(hostvars)):
+        check.unknown_keys(
+            "host %s" % host, hostvars[host].keys(), {**SITE_VARIABLES, **NODE_VARIABLES}, ("clusterproof_",)
+        )
+
+    site_name = check.text(
+        "group all", "clusterproof_site_name", site.get("clusterproof_site_name"), _DNS_LABEL, "a lower-case DNS label"
+    )
+    mode = site.get("clusterproof_cluster_mode", "sandbox")
+    if mode not in CLUSTER_MODES:
+        check.error("group all", "clusterproof_cluster_mode", "one of %s" % ", ".join(CLUSTER_MODES), mode)
+    kubeconfig = site.get("clusterproof_kubeconfig")
+    if mode == "existing" and not isinstance(kubeconfig, str):
+        check.error("group all", "clusterproof_kubeconfig", "the path of the cluster's kubeconfig (mode existing)", kubeconfig)
+
+    nodes: list[NodeDeclaration] = []
+    by_name: dict[str, str] = {}
+    for host in groups["gpu_nodes"]:
+        node = _check_node(check, host, hostvars[host])
+        if node is None:
+            continue
+        if node.name in by_name:
+            check.error("host %s" % host, "node_name", "a node name no other host uses", "%s, also used by host %s" % (node.name, by_name[node.name]))
+            continue
+        by_name[node.name] = host
+        nodes.append(node)
+    projects = _check_projects(check, site.get("clusterproof_projects"))
+    if check.errors:
+        return None, check.errors
+
+    warnings = []
+    quota_sum = sum(project.gpu_quota for project in projects)
+    total = sum(node.gpu_count for node in nodes)
+    if quota_sum > total:
+        warnings.append(
+            "project quotas sum to %g GPUs, more than the %d GPUs the inventory declares; "
+            "the documents advise that quotas sum to the cluster's GPUs" % (quota_sum, total)
+        )
+    assert site_name is not None
+    return (
+        SiteDeclaration(site_name, str(mode), None if kubeconfig is None else str(kubeconfig), nodes, projects, warnings),
+        [],
+    )

@@ -1,0 +1,558 @@
+"""The sandbox control plane: its processes, their flags, and the simulated GPU nodes.
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK run as local processes of
+this machine, all listening on 127.0.0.1. Each process is started in its own session with its
+output in ``logs/``; its pid, start time and command line are recorded in ``run/``, and only a
+process that still matches that record is ever signalled, so ``down`` never touches anything it did
+not start.
+
+State directory layout (default ``~/.local/state/clusterproof/sandbox``)::
+
+    kubeconfig            admin kubeconfig (mode 0600): export KUBECONFIG=<dir>/kubeconfig
+    pki/                  CA, serving and client certificates, service-account keys
+    etcd/                 etcd's data
+    logs/<component>.log  each process's output
+    run/<component>.json  pid, start time, command line of each process started
+    kwok.yaml             the KWOK stages in force
+
+The pure parts (ports, flags, node manifests, the diff between declared and existing nodes) are
+plain functions; the rest starts, checks and stops processes and calls the API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_pki
+
+MARKER = ".clusterproof-sandbox"
+SANDBOX_NODE_LABEL = "clusterproof.io/sandbox-node"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"
+PODS_PER_NODE = 110
+LOOPBACK = "127.0.0.1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Ports:
+    """The loopback ports of the sandbox, all derived from one base port."""
+
+    base: int = 16440
+
+    @property
+    def etcd_client(self) -> int:
+        return self.base
+
+    @property
+    def etcd_peer(self) -> int:
+        return self.base + 1
+
+    @property
+    def apiserver(self) -> int:
+        return self.base + 3
+
+    @property
+    def controller_manager(self) -> int:
+        return self.base + 4
+
+    @property
+    def scheduler(self) -> int:
+        return self.base + 5
+
+    @property
+    def kwok(self) -> int:
+        return self.base + 6
+
+    def all(self) -> list[int]:
+        return [port for owned in self.by_component().values() for port in owned]
+
+    def by_component(self) -> dict[str, list[int]]:
+        return {
+            "etcd": [self.etcd_client, self.etcd_peer],
+            "kube-apiserver": [self.apiserver],
+            "kube-controller-manager": [self.controller_manager],
+            "kube-scheduler": [self.scheduler],
+            "kwok": [self.kwok],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def pki(self) -> sandbox_pki.PkiPaths:
+        return sandbox_pki.PkiPaths(self.root / "pki")
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def kwok_config(self) -> Path:
+        return self.root / "kwok.yaml"
+
+    def component_kubeconfig(self, stem: str) -> Path:
+        return self.root / "pki" / ("%s.kubeconfig" % stem)
+
+    def log(self, name: str) -> Path:
+        return self.root / "logs" / ("%s.log" % name)
+
+    def record(self, name: str) -> Path:
+        return self.root / "run" / ("%s.json" % name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    """One process of the sandbox and how to tell it is ready."""
+
+    name: str
+    argv: tuple[str, ...]
+    ready_url: str
+    # The API server's /readyz is checked against the sandbox CA; the controller-manager and
+    # scheduler serve /healthz with a self-signed certificate they make themselves.
+    verify_with_ca: bool = False
+
+
+def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
+    """Every sandbox process in start order, with its full command line. Pure."""
+    pki = layout.pki
+    etcd_url = "http://%s:%d" % (LOOPBACK, ports.etcd_client)
+    peer_url = "http://%s:%d" % (LOOPBACK, ports.etcd_peer)
+    server = "https://%s:%d" % (LOOPBACK, ports.apiserver)
+    return [
+        Component(
+            "etcd",
+            (
+                str(bin_dir / "etcd"),
+                "--name=sandbox",
+                "--data-dir=%s" % layout.etcd_data,
+                "--listen-client-urls=%s" % etcd_url,
+                "--advertise-client-urls=%s" % etcd_url,
+                "--listen-peer-urls=%s" % peer_url,
+                "--initial-advertise-peer-urls=%s" % peer_url,
+                "--initial-cluster=sandbox=%s" % peer_url,
+                # A throw-away cluster on one machine: durability is not worth an fsync per write,
+                # and 1,000 simulated nodes write a lot.
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ),
+            etcd_url + "/health",
+        ),
+        Component(
+            "kube-apiserver",
+            (
+                str(bin_dir / "kube-apiserver"),
+                "--etcd-servers=%s" % etcd_url,
+                "--bind-address=%s" % LOOPBACK,
+                "--advertise-address=%s" % LOOPBACK,
+                "--secure-port=%d" % ports.apiserver,
+                "--tls-cert-file=%s" % pki.apiserver_cert,
+                "--tls-private-key-file=%s" % pki.apiserver_key,
+                "--client-ca-file=%s" % pki.ca_cert,
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                "--service-account-key-file=%s" % pki.service_account_pub,
+                "--service-account-signing-key-file=%s" % pki.service_account_key,
+                "--service-cluster-ip-range=%s" % SERVICE_CIDR,
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                # Endpoints may not point at a loopback address, and no pod would reach it anyway.
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+                "--cert-dir=%s" % (layout.root / "pki" / "apiserver-generated"),
+            ),
+            server + "/readyz",
+            verify_with_ca=True,
+        ),
+        Component(
+            "kube-controller-manager",
+            (
+                str(bin_dir / "kube-controller-manager"),
+                "--kubeconfig=%s" % layout.component_kubeconfig("kube-controller-manager"),
+                "--bind-address=%s" % LOOPBACK,
+                "--secure-port=%d" % ports.controller_manager,
+                "--leader-elect=false",
+                "--service-account-private-key-file=%s" % pki.service_account_key,
+                "--root-ca-file=%s" % pki.ca_cert,
+                "--cluster-signing-cert-file=%s" % pki.ca_cert,
+                "--cluster-signing-key-file=%s" % pki.ca_key,
+                "--use-service-account-credentials=true",
+                "--cert-dir=%s" % (layout.root / "pki" / "controller-manager-generated"),
+                "--profiling=false",
+            ),
+            "https://%s:%d/healthz" % (LOOPBACK, ports.controller_manager),
+        ),
+        Component(
+            "kube-scheduler",
+            (
+                str(bin_dir / "kube-scheduler"),
+                "--kubeconfig=%s" % layout.component_kubeconfig("kube-scheduler"),
+                "--bind-address=%s" % LOOPBACK,
+                "--secure-port=%d" % ports.scheduler,
+                "--leader-elect=false",
+                "--cert-dir=%s" % (layout.root / "pki" / "scheduler-generated"),
+                "--profiling=false",
+            ),
+            "https://%s:%d/healthz" % (LOOPBACK, ports.scheduler),
+        ),
+        Component(
+            "kwok",
+            (
+                str(bin_dir / "kwok"),
+                "--kubeconfig=%s" % layout.component_kubeconfig("kwok"),
+                "--config=%s" % layout.kwok_config,
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=%s=fake" % KWOK_NODE_ANNOTATION,
+                "--cidr=%s" % POD_CIDR,
+                "--node-ip=%s" % "10.0.0.1",
+                "--node-lease-duration-seconds=40",
+                "--server-address=%s:%d" % (LOOPBACK, ports.kwok),
+            ),
+            "http://%s:%d/healthz" % (LOOPBACK, ports.kwok),
+        ),
+    ]
+
+
+def node_manifest(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The Node object KWOK will simulate for a declared GPU node. Pure.
+
+    Labels are those NVIDIA's GPU feature discovery sets on a real node (product, memory, count),
+    so that what the validator checks on the sandbox is what it checks on hardware.
+    """
+    gpus = int(node["gpu_count"])
+    labels = {
+        "kubernetes.io/hostname": node["name"],
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "type": "kwok",
+        SANDBOX_NODE_LABEL: "true",
+    }
+    if gpus > 0:
+        labels["nvidia.com/gpu.present"] = "true"
+        labels["nvidia.com/gpu.count"] = str(gpus)
+        if node.get("gpu_product"):
+            labels["nvidia.com/gpu.product"] = node["gpu_product"]
+        if node.get("gpu_memory_mib"):
+            labels["nvidia.com/gpu.memory"] = str(node["gpu_memory_mib"])
+    labels.update(node.get("labels") or {})
+    resources = {
+        "cpu": str(node["cpu_cores"]),
+        "memory": "%dGi" % node["memory_gib"],
+        "pods": str(PODS_PER_NODE),
+        "nvidia.com/gpu": str(gpus),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node["name"],
+            "labels": labels,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {"taints": [dict(taint) for taint in node.get("taints") or []]},
+        "status": {"capacity": dict(resources), "allocatable": dict(resources)},
+    }
+
+
+@dataclasses.dataclass
+class NodePlan:
+    create: list[dict[str, Any]]
+    replace: list[dict[str, Any]]
+    delete: list[str]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.create or self.replace or self.delete)
+
+
+def _node_differs(wanted: Mapping[str, Any], existing: Mapping[str, Any]) -> bool:
+    metadata = existing.get("metadata") or {}
+    existing_labels = metadata.get("labels") or {}
+    if any(existing_labels.get(key) != value for key, value in wanted["metadata"]["labels"].items()):
+        return True
+    status = existing.get("status") or {}
+    if (status.get("allocatable") or {}) != wanted["status"]["allocatable"]:
+        return True
+    return _declared_taints((existing.get("spec") or {}).get("taints") or []) != wanted["spec"]["taints"]
+
+
+def _declared_taints(taints: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Taints as the inventory declares them: without those Kubernetes itself manages
+    (node.kubernetes.io/not-ready and the like) and without the time it adds."""
+    return [
+        {key: value for key, value in taint.items() if key != "timeAdded"}
+        for taint in taints
+        if not str(taint.get("key", "")).startswith("node.kubernetes.io/")
+    ]
+
+
+def plan_nodes(declared: Iterable[Mapping[str, Any]], existing: Iterable[Mapping[str, Any]]) -> NodePlan:
+    """What to create, replace and delete so the simulated nodes are exactly the declared ones. Pure."""
+    wanted = {node["name"]: node_manifest(node) for node in declared}
+    current = {node["metadata"]["name"]: node for node in existing}
+    create = [manifest for name, manifest in wanted.items() if name not in current]
+    replace = [manifest for name, manifest in wanted.items() if name in current and _node_differs(manifest, current[name])]
+    delete = sorted(name for name in current if name not in wanted)
+    return NodePlan(create, replace, delete)
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+
+def _process_start_time(pid: int) -> float | None:
+    """Start time of a process in clock ticks since boot, from /proc; None if it is gone."""
+    try:
+        stat = Path("/proc/%d/stat" % pid).read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces; the fields after it are plain numbers.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None
+    return float(fields[19])
+
+
+def _read_record(layout: Layout, name: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(layout.record(name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def running_pid(layout: Layout, name: str, argv: tuple[str, ...] | None = None) -> int | None:
+    """The pid of a component we started, if that very process is still alive (and, if argv is
+    given, was started with that command line)."""
+    record = _read_record(layout, name)
+    if record is None:
+        return None
+    pid = int(record["pid"])
+    if _process_start_time(pid) != record["start_time"]:
+        return None
+    if argv is not None and tuple(record["argv"]) != tuple(argv):
+        return None
+    return pid
+
+
+def start(layout: Layout, component: Component) -> int:
+    layout.log(component.name).parent.mkdir(parents=True, exist_ok=True)
+    layout.record(component.name).parent.mkdir(parents=True, exist_ok=True)
+    with layout.log(component.name).open("ab") as log:
+        process = subprocess.Popen(
+            component.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            cwd=layout.root,
+        )
+    start_time = _process_start_time(process.pid)
+    layout.record(component.name).write_text(
+        json.dumps({"pid": process.pid, "start_time": start_time, "argv": list(component.argv)}) + "\n"
+    )
+    return process.pid
+
+
+def stop(layout: Layout, name: str, timeout: float = 15.0) -> bool:
+    """Stop a component we started (only if its recorded pid is still that process). True if it ran."""
+    pid = running_pid(layout, name)
+    layout_record = layout.record(name)
+    if pid is None:
+        layout_record.unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if running_pid(layout, name) is None:
+            break
+        _reap(pid)
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        while running_pid(layout, name) is not None:
+            _reap(pid)
+            time.sleep(0.05)
+    layout_record.unlink(missing_ok=True)
+    return True
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the process is our child (it is, in the process that started it)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        for line in Path("/proc/%d/status" % pid).read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _ssl_context(layout: Layout, verify_with_ca: bool) -> ssl.SSLContext:
+    if verify_with_ca:
+        context = ssl.create_default_context(cafile=str(layout.pki.ca_cert))
+        context.load_cert_chain(str(layout.pki.client_cert("admin")), str(layout.pki.client_key("admin")))
+        return context
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def is_ready(layout: Layout, component: Component) -> bool:
+    context = _ssl_context(layout, component.verify_with_ca) if component.ready_url.startswith("https") else None
+    try:
+        with urllib.request.urlopen(component.ready_url, timeout=2, context=context) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_ready(layout: Layout, component: Component, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if is_ready(layout, component):
+            return
+        if running_pid(layout, component.name) is None:
+            raise SandboxError(
+                "%s exited while starting; last lines of %s:\n%s"
+                % (component.name, layout.log(component.name), tail(layout.log(component.name)))
+            )
+        time.sleep(0.2)
+    raise SandboxError(
+        "%s did not become ready at %s within %.0f s; last lines of %s:\n%s"
+        % (component.name, component.ready_url, timeout, layout.log(component.name), tail(layout.log(component.name)))
+    )
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((LOOPBACK, port)) == 0
+
+
+def ports_taken_by_others(layout: Layout, ports: Ports) -> list[int]:
+    """Ports of components we are not running that something else already listens on."""
+    return [
+        port
+        for name, owned in ports.by_component().items()
+        if running_pid(layout, name) is None
+        for port in owned
+        if port_in_use(port)
+    ]
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be brought to the state asked for; the message says why."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole-sandbox operations
+
+
+def prepare_state(layout: Layout, kwok_stages: str, ports: Ports) -> bool:
+    """Create the state directory, PKI, kubeconfigs and KWOK config. True if anything was written."""
+    if layout.root.exists() and any(layout.root.iterdir()) and not (layout.root / MARKER).exists():
+        raise SandboxError(
+            "%s exists and is not a clusterproof sandbox (no %s file); choose an empty directory "
+            "for clusterproof_sandbox_dir" % (layout.root, MARKER)
+        )
+    layout.root.mkdir(parents=True, exist_ok=True)
+    os.chmod(layout.root, 0o700)
+    changed = False
+    if not (layout.root / MARKER).exists():
+        (layout.root / MARKER).write_text("state of a clusterproof sandbox; removed by its 'down'\n")
+        changed = True
+    changed |= sandbox_pki.ensure_pki(layout.pki)
+    server = "https://%s:%d" % (LOOPBACK, ports.apiserver)
+    pki = layout.pki
+    changed |= sandbox_pki.write_kubeconfig(
+        layout.kubeconfig,
+        sandbox_pki.kubeconfig_text(server, pki.ca_cert, pki.client_cert("admin"), pki.client_key("admin")),
+    )
+    for stem in ("kube-controller-manager", "kube-scheduler", "kwok"):
+        changed |= sandbox_pki.write_kubeconfig(
+            layout.component_kubeconfig(stem),
+            sandbox_pki.kubeconfig_text(server, pki.ca_cert, pki.client_cert(stem), pki.client_key(stem)),
+        )
+    if not layout.kwok_config.exists() or layout.kwok_config.read_text() != kwok_stages:
+        layout.kwok_config.write_text(kwok_stages)
+        changed = True
+    return changed
+
+
+def bring_up(layout: Layout, bin_dir: Path, ports: Ports, timeout: float = 120.0) -> list[str]:
+    """Start every component that is not already running as configured. Returns those started."""
+    started = []
+    for component in components(layout, bin_dir, ports):
+        if running_pid(layout, component.name, component.argv) is not None:
+            continue
+        if running_pid(layout, component.name) is not None:
+            # Running with another command line (the inventory changed its ports, say): restart.
+            stop(layout, component.name)
+        missing = [arg for arg in component.argv[:1] if not os.access(arg, os.X_OK)]
+        if missing:
+            raise SandboxError("%s is not built: %s is missing; run the sandbox build first" % (component.name, missing[0]))
+        start(layout, component)
+        started.append(component.name)
+        wait_ready(layout, component, timeout)
+    return started
+
+
+def status(layout: Layout, bin_dir: Path, ports: Ports) -> list[dict[str, Any]]:
+    report = []
+    for component in components(layout, bin_dir, ports):
+        pid = running_pid(layout, component.name)
+        report.append(
+            {
+                "name": component.name,
+                "running": pid is not None,
+                "pid": pid,
+                "rss_bytes": rss_bytes(pid) if pid else 0,
+                "ready": bool(pid) and is_ready(layout, component),
+                "log": str(layout.log(component.name)),
+            }
+        )
+    return report
+
+
+def tear_down(layout: Layout, names: Iterable[str]) -> list[str]:
+    """Stop every component we started, in reverse start order, and remove the state. Returns those stopped."""
+    stopped = [name for name in reversed(list(names)) if stop(layout, name)]
+    if layout.root.exists():
+        if not (layout.root / MARKER).exists():
+            raise SandboxError("%s is not a clusterproof sandbox (no %s); not removing it" % (layout.root, MARKER))
+        shutil.rmtree(layout.root)
+    return stopped

@@ -1,0 +1,102 @@
+#!/usr/bin/python
+"""Make sure the sandbox binaries are built in the per-machine cache."""
+
+DOCUMENTATION = r"""
+module: sandbox_binaries
+short_description: Build the sandbox's etcd, Kubernetes control plane and KWOK binaries into a cache
+description:
+  - Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK from their Go
+    modules at pinned versions into a cache directory keyed by those versions and the Go version.
+  - A cache that already holds every binary is reused and the task reports no change.
+  - The first build takes minutes (about 7 on 2 cores with a warm module download); progress is
+    written to C(build.log) in the cache directory. For progress on the terminal, run
+    C(./clusterproof build) before the playbook.
+version_added: 0.1.0
+options:
+  cache_dir:
+    description: Root of the cache; the binaries land in C(<cache_dir>/<key>/bin).
+    type: path
+  kubernetes_version:
+    description: Version of k8s.io/kubernetes to build the control plane from.
+    type: str
+    default: v1.36.3
+  etcd_version:
+    description: Version of go.etcd.io/etcd/server/v3.
+    type: str
+    default: v3.6.8
+  kwok_version:
+    description: Version of sigs.k8s.io/kwok.
+    type: str
+    default: v0.8.0
+author:
+  - clusterproof developers
+"""
+
+EXAMPLES = r"""
+- name: Build or reuse the sandbox binaries
+  clusterproof.gpu.sandbox_binaries:
+  register: sandbox_binaries
+"""
+
+RETURN = r"""
+bin_dir:
+  description: Directory holding the binaries.
+  returned: always
+  type: str
+missing:
+  description: Binaries that were missing before this run (built unless in check mode).
+  returned: always
+  type: list
+  elements: str
+build_log:
+  description: Log of the build.
+  returned: always
+  type: str
+"""
+
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_build
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "cache_dir": {"type": "path"},
+            "kubernetes_version": {"type": "str", "default": sandbox_build.SandboxVersions.kubernetes},
+            "etcd_version": {"type": "str", "default": sandbox_build.SandboxVersions.etcd},
+            "kwok_version": {"type": "str", "default": sandbox_build.SandboxVersions.kwok},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        versions = sandbox_build.SandboxVersions(params["kubernetes_version"], params["etcd_version"], params["kwok_version"])
+        sandbox_build.staging_version(versions.kubernetes)
+        cache_root = Path(params["cache_dir"]) if params["cache_dir"] else None
+        plan = sandbox_build.plan(versions, cache_root)
+    except (ValueError, OSError) as error:
+        module.fail_json(msg=str(error))
+    except Exception as error:  # go missing or broken: say so rather than a traceback
+        module.fail_json(msg="cannot plan the sandbox build (is Go installed?): %s" % error)
+    missing = plan.missing()
+    result = {
+        "changed": bool(missing),
+        "bin_dir": str(plan.bin_dir),
+        "missing": missing,
+        "build_log": str(plan.key_dir / "build.log"),
+    }
+    if missing and not module.check_mode:
+        messages = []
+        try:
+            sandbox_build.ensure_built(plan, messages.append)
+        except (RuntimeError, OSError) as error:
+            module.fail_json(msg="sandbox build failed: %s" % error, progress=messages, **result)
+        result["progress"] = messages
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

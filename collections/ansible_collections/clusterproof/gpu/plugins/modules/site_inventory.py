@@ -1,0 +1,48 @@
+# The work is done by the action plugin of the same name (plugins/action/site_inventory.py), on
+# the controller; this file carries its documentation.
+
+DOCUMENTATION = r"""
+module: site_inventory
+short_description: Check the site inventory against clusterproof's schema and publish the declaration
+description:
+  - Reads every host's variables and checks the groups C(kube_control_plane) and C(gpu_nodes), the
+    site-wide C(clusterproof_*) variables, the per-node C(gpu_*) and C(node_*) variables and the projects.
+  - Variables with a recognised prefix that the schema does not know are errors, so a typo does not
+    fall back to a default.
+  - On success sets a fact (default C(clusterproof_site)) holding the nodes, projects and site settings.
+  - On failure lists every error with its host or project, the field, what was expected and what was
+    found; it changes nothing.
+  - Runs on the controller only.
+version_added: 0.1.0
+options:
+  fact_name:
+    description: Name of the fact to set with the checked declaration.
+    type: str
+    default: clusterproof_site
+author:
+  - clusterproof developers
+"""
+
+EXAMPLES = r"""
+- name: Check the inventory before anything runs
+  clusterproof.gpu.site_inventory:
+"""
+
+RETURN = r"""
+site:
+  description: The checked declaration.
+  returned: success
+  type: dict
+  contains:
+    site_name: {description: The site's name., type: str}
+    cluster_mode: {description: sandbox or existing., type: str}
+    nodes: {description: The GPU nodes with their declared GPUs, product, memory, CPU, labels and taints., type: list}
+    projects: {description: Projects with quota, limit and over-quota weight., type: list}
+    total_gpus: {description: GPUs the inventory declares in all., type: int}
+    warnings: {description: Findings that are allowed but worth a look., type: list}
+errors:
+  description: One line per problem found.
+  returned: failure
+  type: list
+  elements: str
+"""
