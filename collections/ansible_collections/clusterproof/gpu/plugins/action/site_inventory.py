@@ -7,7 +7,6 @@ module. The logic is in module_utils/inventory_schema.py.
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory_schema import validate_site
 
 
@@ -29,7 +28,7 @@ class ActionModule(ActionBase):
             result["errors"] = [str(error) for error in errors]
             result["msg"] = "the inventory has %d error(s); nothing was changed:\n%s" % (
                 len(errors),
-                "\n".join("  - %s" % error for error in errors),
+                "\n".join(f"  - {error}" for error in errors),
             )
             return result
         assert declaration is not None

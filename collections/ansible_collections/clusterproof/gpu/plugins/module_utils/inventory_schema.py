@@ -25,7 +25,7 @@ REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
 
 SITE_VARIABLES = {
     "clusterproof_site_name": "the site's name, used for report folders",
-    "clusterproof_cluster_mode": "how Kubernetes comes to be: %s" % " | ".join(CLUSTER_MODES),
+    "clusterproof_cluster_mode": "how Kubernetes comes to be: {}".format(" | ".join(CLUSTER_MODES)),
     "clusterproof_kubeconfig": "kubeconfig of an existing cluster (mode existing)",
     "clusterproof_projects": "the projects (tenants) and their GPU quotas",
     "clusterproof_reports_dir": "where site reports are written",
@@ -57,7 +57,9 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _OUR_HOST_PREFIXES = ("gpu_", "node_")
 
@@ -73,7 +75,7 @@ class InventoryError:
     found: str
 
     def __str__(self) -> str:
-        return "%s: %s: expected %s, found %s" % (self.where, self.field, self.expected, self.found)
+        return f"{self.where}: {self.field}: expected {self.expected}, found {self.found}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,10 +145,12 @@ class _Checker:
     def error(self, where: str, field: str, expected: str, value: Any) -> None:
         self.errors.append(InventoryError(where, field, expected, _show(value)))
 
-    def unknown_keys(self, where: str, keys: Iterable[str], known: Mapping[str, str], prefixes: tuple[str, ...]) -> None:
+    def unknown_keys(
+        self, where: str, keys: Iterable[str], known: Mapping[str, str], prefixes: tuple[str, ...]
+    ) -> None:
         for key in sorted(keys):
             if key.startswith(prefixes) and key not in known:
-                expected = "one of %s" % ", ".join(sorted(name for name in known if name.startswith(prefixes)))
+                expected = "one of {}".format(", ".join(sorted(name for name in known if name.startswith(prefixes))))
                 self.errors.append(InventoryError(where, key, expected, "an unknown variable"))
 
     def non_negative_int(self, where: str, field: str, value: Any) -> int | None:
@@ -179,7 +183,7 @@ def _check_labels(check: _Checker, where: str, value: Any) -> dict[str, str]:
         if not isinstance(key, str) or not _LABEL_KEY.match(key):
             check.error(where, "node_labels", "label keys of the form [prefix/]name", key)
         elif not isinstance(label_value, str) or not _LABEL_VALUE.match(label_value):
-            check.error(where, "node_labels.%s" % key, "a label value (63 characters of [A-Za-z0-9_.-])", label_value)
+            check.error(where, f"node_labels.{key}", "a label value (63 characters of [A-Za-z0-9_.-])", label_value)
         else:
             labels[str(key)] = str(label_value)
     return labels
@@ -199,14 +203,14 @@ def _check_taints(check: _Checker, where: str, value: Any) -> list[dict[str, str
             continue
         unknown = sorted(set(taint) - {"key", "value", "effect"})
         if unknown:
-            check.error(where, "%s.%s" % (field, unknown[0]), "only key, value and effect", "an unknown key")
+            check.error(where, f"{field}.{unknown[0]}", "only key, value and effect", "an unknown key")
         key = taint.get("key")
         if not isinstance(key, str) or not _LABEL_KEY.match(key):
             check.error(where, field + ".key", "a taint key of the form [prefix/]name", key)
             continue
         effect = taint.get("effect")
         if effect not in TAINT_EFFECTS:
-            check.error(where, field + ".effect", "one of %s" % ", ".join(TAINT_EFFECTS), effect)
+            check.error(where, field + ".effect", "one of {}".format(", ".join(TAINT_EFFECTS)), effect)
             continue
         entry = {"key": str(key), "effect": str(effect)}
         if taint.get("value") is not None:
@@ -216,7 +220,7 @@ def _check_taints(check: _Checker, where: str, value: Any) -> list[dict[str, str
 
 
 def _check_node(check: _Checker, host: str, variables: Mapping[str, Any]) -> NodeDeclaration | None:
-    where = "host %s" % host
+    where = f"host {host}"
     check.unknown_keys(where, variables.keys(), NODE_VARIABLES, _OUR_HOST_PREFIXES)
     errors_before = len(check.errors)
     if "gpu_count" not in variables:
@@ -257,9 +261,9 @@ def _check_projects(check: _Checker, value: Any) -> list[ProjectDeclaration]:
             continue
         name = project.get("name")
         if isinstance(name, str):
-            where = "project %s" % name
+            where = f"project {name}"
         for key in sorted(set(project) - set(PROJECT_FIELDS)):
-            check.error(where, str(key), "one of %s" % ", ".join(PROJECT_FIELDS), "an unknown field")
+            check.error(where, str(key), "one of {}".format(", ".join(PROJECT_FIELDS)), "an unknown field")
         errors_before = len(check.errors)
         name = check.text(where, "name", name, _DNS_LABEL, "a lower-case DNS label (it becomes the namespace)")
         if name is not None and name in seen:
@@ -269,13 +273,15 @@ def _check_projects(check: _Checker, value: Any) -> list[ProjectDeclaration]:
             check.error(where, "gpu_quota", "a non-negative number of GPUs", quota)
         limit = project.get("gpu_limit")
         if limit is not None and (not _is_number(limit) or (_is_number(quota) and limit < quota)):
-            check.error(where, "gpu_limit", "a number of GPUs not below gpu_quota (%s)" % quota, limit)
+            check.error(where, "gpu_limit", f"a number of GPUs not below gpu_quota ({quota})", limit)
         weight = project.get("over_quota_weight", quota)
         if not _is_number(weight) or weight < 0:
             check.error(where, "over_quota_weight", "a non-negative number", weight)
         if len(check.errors) == errors_before and name is not None:
             seen.add(name)
-            projects.append(ProjectDeclaration(name, float(quota), None if limit is None else float(limit), float(weight)))
+            projects.append(
+                ProjectDeclaration(name, float(quota), None if limit is None else float(limit), float(weight))
+            )
     return projects
 
 
@@ -291,7 +297,7 @@ def validate_site(
     check = _Checker()
     for group in REQUIRED_GROUPS:
         if group not in groups:
-            check.error("inventory", "group %s" % group, "a group named %s" % group, None)
+            check.error("inventory", f"group {group}", f"a group named {group}", None)
     if check.errors:
         return None, check.errors
     control_plane = list(groups["kube_control_plane"])
@@ -301,7 +307,7 @@ def validate_site(
     site = hostvars[control_plane[0]]
     for host in sorted(set(hostvars)):
         check.unknown_keys(
-            "host %s" % host, hostvars[host].keys(), {**SITE_VARIABLES, **NODE_VARIABLES}, ("clusterproof_",)
+            f"host {host}", hostvars[host].keys(), {**SITE_VARIABLES, **NODE_VARIABLES}, ("clusterproof_",)
         )
 
     site_name = check.text(
@@ -309,10 +315,12 @@ def validate_site(
     )
     mode = site.get("clusterproof_cluster_mode", "sandbox")
     if mode not in CLUSTER_MODES:
-        check.error("group all", "clusterproof_cluster_mode", "one of %s" % ", ".join(CLUSTER_MODES), mode)
+        check.error("group all", "clusterproof_cluster_mode", "one of {}".format(", ".join(CLUSTER_MODES)), mode)
     kubeconfig = site.get("clusterproof_kubeconfig")
     if mode == "existing" and not isinstance(kubeconfig, str):
-        check.error("group all", "clusterproof_kubeconfig", "the path of the cluster's kubeconfig (mode existing)", kubeconfig)
+        check.error(
+            "group all", "clusterproof_kubeconfig", "the path of the cluster's kubeconfig (mode existing)", kubeconfig
+        )
 
     nodes: list[NodeDeclaration] = []
     by_name: dict[str, str] = {}
@@ -321,7 +329,12 @@ def validate_site(
         if node is None:
             continue
         if node.name in by_name:
-            check.error("host %s" % host, "node_name", "a node name no other host uses", "%s, also used by host %s" % (node.name, by_name[node.name]))
+            check.error(
+                f"host {host}",
+                "node_name",
+                "a node name no other host uses",
+                f"{node.name}, also used by host {by_name[node.name]}",
+            )
             continue
         by_name[node.name] = host
         nodes.append(node)
@@ -339,6 +352,8 @@ def validate_site(
         )
     assert site_name is not None
     return (
-        SiteDeclaration(site_name, str(mode), None if kubeconfig is None else str(kubeconfig), nodes, projects, warnings),
+        SiteDeclaration(
+            site_name, str(mode), None if kubeconfig is None else str(kubeconfig), nodes, projects, warnings
+        ),
         [],
     )

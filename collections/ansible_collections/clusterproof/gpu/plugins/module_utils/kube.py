@@ -37,10 +37,10 @@ class KubeError(RuntimeError):
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """An ApiClient for the kubeconfig given (or $KUBECONFIG, or ~/.kube/config)."""
     if KUBERNETES_IMPORT_ERROR is not None:
-        raise KubeError("the Python 'kubernetes' package is needed on the controller: %s" % KUBERNETES_IMPORT_ERROR)
+        raise KubeError(f"the Python 'kubernetes' package is needed on the controller: {KUBERNETES_IMPORT_ERROR}")
     path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     if not os.path.exists(path):
-        raise KubeError("kubeconfig %s does not exist" % path)
+        raise KubeError(f"kubeconfig {path} does not exist")
     configuration = k8s_client.Configuration()
     k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     return k8s_client.ApiClient(configuration)
@@ -67,7 +67,7 @@ def list_nodes(api: Any, request_timeout: int = 30) -> list[dict[str, Any]]:
         try:
             page = core.list_node(limit=500, _continue=token, _request_timeout=request_timeout)
         except ApiException as error:
-            raise KubeError("listing nodes failed: %s" % error) from error
+            raise KubeError(f"listing nodes failed: {error}") from error
         nodes.extend(api.sanitize_for_serialization(item) for item in page.items)
         token = page.metadata._continue
         if not token:

@@ -111,13 +111,13 @@ class Layout:
         return self.root / "kwok.yaml"
 
     def component_kubeconfig(self, stem: str) -> Path:
-        return self.root / "pki" / ("%s.kubeconfig" % stem)
+        return self.root / "pki" / (f"{stem}.kubeconfig")
 
     def log(self, name: str) -> Path:
-        return self.root / "logs" / ("%s.log" % name)
+        return self.root / "logs" / (f"{name}.log")
 
     def record(self, name: str) -> Path:
-        return self.root / "run" / ("%s.json" % name)
+        return self.root / "run" / (f"{name}.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,12 +144,12 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
             (
                 str(bin_dir / "etcd"),
                 "--name=sandbox",
-                "--data-dir=%s" % layout.etcd_data,
-                "--listen-client-urls=%s" % etcd_url,
-                "--advertise-client-urls=%s" % etcd_url,
-                "--listen-peer-urls=%s" % peer_url,
-                "--initial-advertise-peer-urls=%s" % peer_url,
-                "--initial-cluster=sandbox=%s" % peer_url,
+                f"--data-dir={layout.etcd_data}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=sandbox={peer_url}",
                 # A throw-away cluster on one machine: durability is not worth an fsync per write,
                 # and 1,000 simulated nodes write a lot.
                 "--unsafe-no-fsync=true",
@@ -161,17 +161,17 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
             "kube-apiserver",
             (
                 str(bin_dir / "kube-apiserver"),
-                "--etcd-servers=%s" % etcd_url,
-                "--bind-address=%s" % LOOPBACK,
-                "--advertise-address=%s" % LOOPBACK,
+                f"--etcd-servers={etcd_url}",
+                f"--bind-address={LOOPBACK}",
+                f"--advertise-address={LOOPBACK}",
                 "--secure-port=%d" % ports.apiserver,
-                "--tls-cert-file=%s" % pki.apiserver_cert,
-                "--tls-private-key-file=%s" % pki.apiserver_key,
-                "--client-ca-file=%s" % pki.ca_cert,
+                f"--tls-cert-file={pki.apiserver_cert}",
+                f"--tls-private-key-file={pki.apiserver_key}",
+                f"--client-ca-file={pki.ca_cert}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                "--service-account-key-file=%s" % pki.service_account_pub,
-                "--service-account-signing-key-file=%s" % pki.service_account_key,
-                "--service-cluster-ip-range=%s" % SERVICE_CIDR,
+                f"--service-account-key-file={pki.service_account_pub}",
+                f"--service-account-signing-key-file={pki.service_account_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=RBAC",
                 "--allow-privileged=true",
                 # Endpoints may not point at a loopback address, and no pod would reach it anyway.
@@ -186,14 +186,14 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
             "kube-controller-manager",
             (
                 str(bin_dir / "kube-controller-manager"),
-                "--kubeconfig=%s" % layout.component_kubeconfig("kube-controller-manager"),
-                "--bind-address=%s" % LOOPBACK,
+                "--kubeconfig={}".format(layout.component_kubeconfig("kube-controller-manager")),
+                f"--bind-address={LOOPBACK}",
                 "--secure-port=%d" % ports.controller_manager,
                 "--leader-elect=false",
-                "--service-account-private-key-file=%s" % pki.service_account_key,
-                "--root-ca-file=%s" % pki.ca_cert,
-                "--cluster-signing-cert-file=%s" % pki.ca_cert,
-                "--cluster-signing-key-file=%s" % pki.ca_key,
+                f"--service-account-private-key-file={pki.service_account_key}",
+                f"--root-ca-file={pki.ca_cert}",
+                f"--cluster-signing-cert-file={pki.ca_cert}",
+                f"--cluster-signing-key-file={pki.ca_key}",
                 "--use-service-account-credentials=true",
                 "--cert-dir=%s" % (layout.root / "pki" / "controller-manager-generated"),
                 "--profiling=false",
@@ -204,8 +204,8 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
             "kube-scheduler",
             (
                 str(bin_dir / "kube-scheduler"),
-                "--kubeconfig=%s" % layout.component_kubeconfig("kube-scheduler"),
-                "--bind-address=%s" % LOOPBACK,
+                "--kubeconfig={}".format(layout.component_kubeconfig("kube-scheduler")),
+                f"--bind-address={LOOPBACK}",
                 "--secure-port=%d" % ports.scheduler,
                 "--leader-elect=false",
                 "--cert-dir=%s" % (layout.root / "pki" / "scheduler-generated"),
@@ -217,12 +217,12 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
             "kwok",
             (
                 str(bin_dir / "kwok"),
-                "--kubeconfig=%s" % layout.component_kubeconfig("kwok"),
-                "--config=%s" % layout.kwok_config,
+                "--kubeconfig={}".format(layout.component_kubeconfig("kwok")),
+                f"--config={layout.kwok_config}",
                 "--manage-all-nodes=false",
-                "--manage-nodes-with-annotation-selector=%s=fake" % KWOK_NODE_ANNOTATION,
-                "--cidr=%s" % POD_CIDR,
-                "--node-ip=%s" % "10.0.0.1",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                f"--cidr={POD_CIDR}",
+                "--node-ip={}".format("10.0.0.1"),
                 "--node-lease-duration-seconds=40",
                 "--server-address=%s:%d" % (LOOPBACK, ports.kwok),
             ),
@@ -309,7 +309,9 @@ def plan_nodes(declared: Iterable[Mapping[str, Any]], existing: Iterable[Mapping
     wanted = {node["name"]: node_manifest(node) for node in declared}
     current = {node["metadata"]["name"]: node for node in existing}
     create = [manifest for name, manifest in wanted.items() if name not in current]
-    replace = [manifest for name, manifest in wanted.items() if name in current and _node_differs(manifest, current[name])]
+    replace = [
+        manifest for name, manifest in wanted.items() if name in current and _node_differs(manifest, current[name])
+    ]
     delete = sorted(name for name in current if name not in wanted)
     return NodePlan(create, replace, delete)
 
@@ -439,14 +441,13 @@ def wait_ready(layout: Layout, component: Component, timeout: float) -> None:
         if is_ready(layout, component):
             return
         if running_pid(layout, component.name) is None:
-            raise SandboxError(
-                "%s exited while starting; last lines of %s:\n%s"
-                % (component.name, layout.log(component.name), tail(layout.log(component.name)))
-            )
+            log = layout.log(component.name)
+            raise SandboxError(f"{component.name} exited while starting; last lines of {log}:\n{tail(log)}")
         time.sleep(0.2)
+    log = layout.log(component.name)
     raise SandboxError(
-        "%s did not become ready at %s within %.0f s; last lines of %s:\n%s"
-        % (component.name, component.ready_url, timeout, layout.log(component.name), tail(layout.log(component.name)))
+        f"{component.name} did not become ready at {component.ready_url} within {timeout:.0f} s; "
+        f"last lines of {log}:\n{tail(log)}"
     )
 
 
@@ -486,8 +487,8 @@ def prepare_state(layout: Layout, kwok_stages: str, ports: Ports) -> bool:
     """Create the state directory, PKI, kubeconfigs and KWOK config. True if anything was written."""
     if layout.root.exists() and any(layout.root.iterdir()) and not (layout.root / MARKER).exists():
         raise SandboxError(
-            "%s exists and is not a clusterproof sandbox (no %s file); choose an empty directory "
-            "for clusterproof_sandbox_dir" % (layout.root, MARKER)
+            f"{layout.root} exists and is not a clusterproof sandbox (no {MARKER} file); choose an empty directory "
+            "for clusterproof_sandbox_dir"
         )
     layout.root.mkdir(parents=True, exist_ok=True)
     os.chmod(layout.root, 0o700)
@@ -524,7 +525,7 @@ def bring_up(layout: Layout, bin_dir: Path, ports: Ports, timeout: float = 120.0
             stop(layout, component.name)
         missing = [arg for arg in component.argv[:1] if not os.access(arg, os.X_OK)]
         if missing:
-            raise SandboxError("%s is not built: %s is missing; run the sandbox build first" % (component.name, missing[0]))
+            raise SandboxError(f"{component.name} is not built: {missing[0]} is missing; run the sandbox build first")
         start(layout, component)
         started.append(component.name)
         wait_ready(layout, component, timeout)
@@ -553,6 +554,6 @@ def tear_down(layout: Layout, names: Iterable[str]) -> list[str]:
     stopped = [name for name in reversed(list(names)) if stop(layout, name)]
     if layout.root.exists():
         if not (layout.root / MARKER).exists():
-            raise SandboxError("%s is not a clusterproof sandbox (no %s); not removing it" % (layout.root, MARKER))
+            raise SandboxError(f"{layout.root} is not a clusterproof sandbox (no {MARKER}); not removing it")
         shutil.rmtree(layout.root)
     return stopped

@@ -29,8 +29,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 # Bump when the way binaries are built changes, so old caches are not reused.
 RECIPE_REVISION = "1"
@@ -49,7 +49,7 @@ class SandboxVersions:
             {**dataclasses.asdict(self), "go": go_version, "recipe": RECIPE_REVISION},
             sort_keys=True,
         )
-        return "k8s-%s-%s" % (self.kubernetes, hashlib.sha256(text.encode()).hexdigest()[:12])
+        return f"k8s-{self.kubernetes}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -82,8 +82,8 @@ def staging_version(kubernetes_version: str) -> str:
     """k8s.io/kubernetes v1.M.P publishes its staging modules as v0.M.P."""
     match = re.fullmatch(r"v1\.(\d+)\.(\d+)", kubernetes_version)
     if not match:
-        raise ValueError("kubernetes version: expected v1.<minor>.<patch>, found %r" % kubernetes_version)
-    return "v0.%s.%s" % match.groups()
+        raise ValueError(f"kubernetes version: expected v1.<minor>.<patch>, found {kubernetes_version!r}")
+    return "v0.{}.{}".format(*match.groups())
 
 
 def kubernetes_wrapper_gomod(kubernetes_version: str, kubernetes_gomod: str, go_directive: str) -> str:
@@ -92,13 +92,13 @@ def kubernetes_wrapper_gomod(kubernetes_version: str, kubernetes_gomod: str, go_
     lines = [
         "module clusterproof.local/sandbox/kubernetes",
         "",
-        "go %s" % go_directive,
+        f"go {go_directive}",
         "",
-        "require k8s.io/kubernetes %s" % kubernetes_version,
+        f"require k8s.io/kubernetes {kubernetes_version}",
         "",
         "replace (",
     ]
-    lines += ["\t%s => %s %s" % (module, module, published) for module in staging_modules(kubernetes_gomod)]
+    lines += [f"\t{module} => {module} {published}" for module in staging_modules(kubernetes_gomod)]
     lines.append(")")
     return "\n".join(lines) + "\n"
 
@@ -121,7 +121,7 @@ def kubernetes_version_ldflags(kubernetes_version: str, build_date: str) -> str:
         "gitTreeState": "clean",
         "buildDate": build_date,
     }
-    flags = " ".join("-X %s.%s=%s" % (package, name, value) for name, value in values.items())
+    flags = " ".join(f"-X {package}.{name}={value}" for name, value in values.items())
     return "-s -w " + flags
 
 
@@ -179,12 +179,14 @@ Progress = Callable[[str], None]
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
     with log.open("a") as handle:
-        handle.write("$ %s\n" % " ".join(cmd))
+        handle.write("$ {}\n".format(" ".join(cmd)))
         handle.flush()
         result = subprocess.run(cmd, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
     if result.returncode != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-30:])
-        raise RuntimeError("'%s' failed with exit %d; last lines of %s:\n%s" % (" ".join(cmd), result.returncode, log, tail))
+        raise RuntimeError(
+            "'%s' failed with exit %d; last lines of %s:\n%s" % (" ".join(cmd), result.returncode, log, tail)
+        )
 
 
 def _go_env(gobin: Path | None = None) -> dict[str, str]:
@@ -199,8 +201,12 @@ def _go_env(gobin: Path | None = None) -> dict[str, str]:
 
 def _download_gomod(module: str, version: str, cwd: Path, env: dict[str, str]) -> str:
     out = subprocess.run(
-        ["go", "mod", "download", "-json", "%s@%s" % (module, version)],
-        cwd=cwd, env=env, check=True, capture_output=True, text=True,
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        cwd=cwd,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return Path(json.loads(out.stdout)["GoMod"]).read_text()
 
@@ -210,14 +216,14 @@ def _build_kubernetes(plan_: BuildPlan, log: Path, progress: Progress, wanted: I
     work = plan_.src_dir / "kubernetes"
     work.mkdir(parents=True, exist_ok=True)
     env = _go_env()
-    progress("downloading k8s.io/kubernetes %s go.mod" % version)
+    progress(f"downloading k8s.io/kubernetes {version} go.mod")
     upstream = _download_gomod("k8s.io/kubernetes", version, work, env)
     gomod = kubernetes_wrapper_gomod(version, upstream, go_directive_of(upstream))
     (work / "go.mod").write_text(gomod)
-    build_date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    build_date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     ldflags = kubernetes_version_ldflags(version, build_date)
     for command in wanted:
-        progress("building %s %s (go build; the first build on 2 cores takes many minutes)" % (command, version))
+        progress(f"building {command} {version} (go build; the first build on 2 cores takes many minutes)")
         out = plan_.bin_dir / (command + ".tmp")
         _run(["go", "build", "-ldflags", ldflags, "-o", str(out), "k8s.io/kubernetes/cmd/" + command], work, env, log)
         out.rename(plan_.bin_dir / command)
@@ -229,10 +235,10 @@ def _build_etcd(plan_: BuildPlan, log: Path, progress: Progress) -> None:
     work.mkdir(parents=True, exist_ok=True)
     env = _go_env()
     (work / "go.mod").write_text(
-        "module clusterproof.local/sandbox/etcd\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n" % version
+        f"module clusterproof.local/sandbox/etcd\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 {version}\n"
     )
     (work / "main.go").write_text(ETCD_MAIN)
-    progress("building etcd %s" % version)
+    progress(f"building etcd {version}")
     out = plan_.bin_dir / "etcd.tmp"
     _run(["go", "build", "-ldflags", "-s -w", "-o", str(out), "."], work, env, log)
     out.rename(plan_.bin_dir / "etcd")
@@ -244,8 +250,8 @@ def _build_kwok(plan_: BuildPlan, log: Path, progress: Progress) -> None:
     work.mkdir(parents=True, exist_ok=True)
     env = _go_env(gobin=plan_.bin_dir)
     env["GOFLAGS"] = "-trimpath"
-    progress("building kwok %s" % version)
-    ldflags = "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=%s" % version
+    progress(f"building kwok {version}")
+    ldflags = f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={version}"
     _run(["go", "install", "-ldflags", ldflags, "sigs.k8s.io/kwok/cmd/kwok@" + version], work, env, log)
 
 
@@ -258,7 +264,7 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
         raise RuntimeError("the sandbox needs Go to build its binaries; 'go' is not on PATH")
     plan_.bin_dir.mkdir(parents=True, exist_ok=True)
     log = plan_.key_dir / "build.log"
-    progress("sandbox cache %s: building %s (log: %s)" % (plan_.key_dir, ", ".join(missing), log))
+    progress("sandbox cache {}: building {} (log: {})".format(plan_.key_dir, ", ".join(missing), log))
     started = time.monotonic()
     steps = []
     if "etcd" in missing:
@@ -281,7 +287,7 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
 
 def main(argv: list[str]) -> int:
     def progress(message: str) -> None:
-        print("[sandbox-build %s] %s" % (time.strftime("%H:%M:%S"), message), flush=True)
+        print("[sandbox-build {}] {}".format(time.strftime("%H:%M:%S"), message), flush=True)
 
     build = plan()
     if "--print-bin-dir" in argv:
@@ -289,9 +295,9 @@ def main(argv: list[str]) -> int:
         return 0
     try:
         if not ensure_built(build, progress):
-            progress("cache hit: %s" % build.bin_dir)
+            progress(f"cache hit: {build.bin_dir}")
     except (RuntimeError, subprocess.CalledProcessError) as error:
-        print("sandbox build failed: %s" % error, file=sys.stderr)
+        print(f"sandbox build failed: {error}", file=sys.stderr)
         return 1
     return 0
 

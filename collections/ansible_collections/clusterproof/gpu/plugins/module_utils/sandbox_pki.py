@@ -23,8 +23,13 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALIDITY = datetime.timedelta(days=365)
-API_SERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                    "kubernetes.default.svc.cluster.local")
+API_SERVER_NAMES = (
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
 API_SERVER_IPS = ("127.0.0.1", "10.96.0.1")
 
 
@@ -58,7 +63,9 @@ def _write(path: Path, data: bytes, private: bool) -> None:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _name(common_name: str, groups: tuple[str, ...] = ()) -> x509.Name:
@@ -78,7 +85,7 @@ def _certificate(
     server_ips: tuple[str, ...] = (),
     client: bool = False,
 ) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -141,14 +148,20 @@ class PkiPaths:
         return self.root / "sa.pub"
 
     def client_cert(self, stem: str) -> Path:
-        return self.root / ("%s.crt" % stem)
+        return self.root / (f"{stem}.crt")
 
     def client_key(self, stem: str) -> Path:
-        return self.root / ("%s.key" % stem)
+        return self.root / (f"{stem}.key")
 
     def all_files(self) -> list[Path]:
-        files = [self.ca_cert, self.ca_key, self.apiserver_cert, self.apiserver_key,
-                 self.service_account_key, self.service_account_pub]
+        files = [
+            self.ca_cert,
+            self.ca_key,
+            self.apiserver_cert,
+            self.apiserver_key,
+            self.service_account_key,
+            self.service_account_pub,
+        ]
         for client in CLIENTS:
             files += [self.client_cert(client.stem), self.client_key(client.stem)]
         return files
@@ -166,8 +179,12 @@ def ensure_pki(paths: PkiPaths) -> bool:
 
     server_key = ec.generate_private_key(ec.SECP256R1())
     server_cert = _certificate(
-        _name("kube-apiserver"), server_key.public_key(), ca_name, ca_key,
-        server_names=API_SERVER_NAMES, server_ips=API_SERVER_IPS,
+        _name("kube-apiserver"),
+        server_key.public_key(),
+        ca_name,
+        ca_key,
+        server_names=API_SERVER_NAMES,
+        server_ips=API_SERVER_IPS,
     )
     _write(paths.apiserver_key, _key_pem(server_key), private=True)
     _write(paths.apiserver_cert, _cert_pem(server_cert), private=False)
@@ -188,19 +205,23 @@ def ensure_pki(paths: PkiPaths) -> bool:
     return True
 
 
-def kubeconfig_text(server: str, ca_cert: Path, client_cert: Path, client_key: Path, name: str = "clusterproof-sandbox") -> str:
+def kubeconfig_text(
+    server: str, ca_cert: Path, client_cert: Path, client_key: Path, name: str = "clusterproof-sandbox"
+) -> str:
     """A kubeconfig that embeds the CA and the client's certificate and key."""
     import base64
 
     def b64(path: Path) -> str:
         return base64.b64encode(path.read_bytes()).decode()
 
-    user = "%s-%s" % (name, client_cert.stem)
+    user = f"{name}-{client_cert.stem}"
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": b64(ca_cert)}}],
-        "users": [{"name": user, "user": {"client-certificate-data": b64(client_cert), "client-key-data": b64(client_key)}}],
+        "users": [
+            {"name": user, "user": {"client-certificate-data": b64(client_cert), "client-key-data": b64(client_key)}}
+        ],
         "contexts": [{"name": name, "context": {"cluster": name, "user": user}}],
         "current-context": name,
     }

@@ -57,7 +57,6 @@ build_log:
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_build
 
 
@@ -73,14 +72,16 @@ def main():
     )
     params = module.params
     try:
-        versions = sandbox_build.SandboxVersions(params["kubernetes_version"], params["etcd_version"], params["kwok_version"])
+        versions = sandbox_build.SandboxVersions(
+            params["kubernetes_version"], params["etcd_version"], params["kwok_version"]
+        )
         sandbox_build.staging_version(versions.kubernetes)
         cache_root = Path(params["cache_dir"]) if params["cache_dir"] else None
         plan = sandbox_build.plan(versions, cache_root)
     except (ValueError, OSError) as error:
         module.fail_json(msg=str(error))
     except Exception as error:  # go missing or broken: say so rather than a traceback
-        module.fail_json(msg="cannot plan the sandbox build (is Go installed?): %s" % error)
+        module.fail_json(msg=f"cannot plan the sandbox build (is Go installed?): {error}")
     missing = plan.missing()
     result = {
         "changed": bool(missing),
@@ -93,7 +94,7 @@ def main():
         try:
             sandbox_build.ensure_built(plan, messages.append)
         except (RuntimeError, OSError) as error:
-            module.fail_json(msg="sandbox build failed: %s" % error, progress=messages, **result)
+            module.fail_json(msg=f"sandbox build failed: {error}", progress=messages, **result)
         result["progress"] = messages
     module.exit_json(**result)
 

@@ -16,7 +16,8 @@ description:
 version_added: 0.1.0
 options:
   state:
-    description: C(up) to run the sandbox as declared, C(status) to report on it, C(down) to stop it and remove its state.
+    description:
+      - C(up) to run the sandbox as declared, C(status) to report on it, C(down) to stop it and remove its state.
     type: str
     choices: [up, status, down]
     default: up
@@ -102,7 +103,6 @@ import time
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, sandbox
 
 
@@ -111,7 +111,7 @@ def _node_api(layout):
 
 
 def _existing_nodes(core):
-    items = core.list_node(label_selector="%s=true" % sandbox.SANDBOX_NODE_LABEL).items
+    items = core.list_node(label_selector=f"{sandbox.SANDBOX_NODE_LABEL}=true").items
     return [core.api_client.sanitize_for_serialization(item) for item in items]
 
 
@@ -164,7 +164,9 @@ def run_module():
     bin_dir = Path(params["bin_dir"] or "/nonexistent")
     ports = sandbox.Ports(params["port_base"])
     if not 1024 <= ports.base <= 65535 - len(ports.all()):
-        module.fail_json(msg="port_base: expected a port from 1024 to %d, found %d" % (65535 - len(ports.all()), ports.base))
+        module.fail_json(
+            msg="port_base: expected a port from 1024 to %d, found %d" % (65535 - len(ports.all()), ports.base)
+        )
     result = {
         "changed": False,
         "kubeconfig": str(layout.kubeconfig),
@@ -189,7 +191,7 @@ def run_module():
     except (sandbox.SandboxError, kube.KubeError, OSError) as error:
         module.fail_json(msg=str(error), **result)
     except kube.ApiException as error:
-        module.fail_json(msg="the sandbox API server refused a request: %s %s" % (error.status, error.reason), **result)
+        module.fail_json(msg=f"the sandbox API server refused a request: {error.status} {error.reason}", **result)
     module.exit_json(**result)
 
 
@@ -206,8 +208,8 @@ def _up(module, layout, bin_dir, ports):
     busy = sandbox.ports_taken_by_others(layout, ports)
     if busy:
         raise sandbox.SandboxError(
-            "ports %s on 127.0.0.1 are in use by another program; set clusterproof_sandbox_port_base to a free range"
-            % ", ".join(str(port) for port in busy)
+            "ports %s on 127.0.0.1 are in use by another program; "
+            "set clusterproof_sandbox_port_base to a free range" % ", ".join(str(port) for port in busy)
         )
     changed = sandbox.prepare_state(layout, kwok_stages, ports)
     started = sandbox.bring_up(layout, bin_dir, ports, params["timeout"])

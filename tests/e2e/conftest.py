@@ -1,0 +1,110 @@
+"""End-to-end fixtures: a sandbox of the test's own, driven through the real playbooks.
+
+The tests' sandbox has its own state directory and ports, so a sandbox a developer runs on the
+default ports is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+PORTS_PER_SANDBOX = 7
+
+
+def free_port_base() -> int:
+    """A base port whose whole range is free on 127.0.0.1, so test sandboxes never collide with a
+    developer's sandbox or with another test run on the same machine."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 40000, 10)
+        sockets = []
+        try:
+            for port in range(base, base + PORTS_PER_SANDBOX):
+                probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(probe)
+                probe.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for probe in sockets:
+                probe.close()
+    raise RuntimeError("no free range of %d ports on 127.0.0.1" % PORTS_PER_SANDBOX)
+
+
+@dataclass
+class PlaybookRun:
+    returncode: int
+    output: str
+
+    def recap(self, host: str = "localhost") -> dict[str, int]:
+        match = re.search(rf"^{re.escape(host)}\s*:\s*(.*)$", self.output, re.MULTILINE)
+        assert match, f"no PLAY RECAP line for {host} in:\n{self.output[-3000:]}"
+        return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(1))}
+
+
+def run_playbook(playbook: str, *args: str, inventory: str | Path | None = None, timeout: int = 900) -> PlaybookRun:
+    env = dict(os.environ)
+    env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
+    env["PATH"] = "{}:{}".format(Path(sys.executable).parent, env.get("PATH", ""))
+    env["ANSIBLE_NOCOLOR"] = "1"
+    command = [
+        str(ANSIBLE_PLAYBOOK),
+        "-i",
+        str(inventory or REPO / "inventories" / "sandbox"),
+        str(REPO / playbook),
+        *args,
+    ]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    return PlaybookRun(done.returncode, done.stdout + done.stderr)
+
+
+def sandbox_vars(state_dir: Path, port_base: int) -> list[str]:
+    return ["-e", f"clusterproof_sandbox_dir={state_dir}", "-e", "clusterproof_sandbox_port_base=%d" % port_base]
+
+
+@dataclass
+class Sandbox:
+    state_dir: Path
+    port_base: int
+    first_up: PlaybookRun
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    def vars(self) -> list[str]:
+        return sandbox_vars(self.state_dir, self.port_base)
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    state_dir = tmp_path_factory.mktemp("sandbox") / "state"
+    port_base = free_port_base()
+    up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base))
+    try:
+        assert up.returncode == 0, up.output[-5000:]
+        yield Sandbox(state_dir, port_base, up)
+    finally:
+        run_playbook("playbooks/sandbox.yml", "-e", "sandbox_cluster_state=down", *sandbox_vars(state_dir, port_base))
+
+
+@pytest.fixture(scope="session")
+def api_client(sandbox: Sandbox):
+    from kubernetes import config
+
+    api = config.new_client_from_config(config_file=str(sandbox.kubeconfig))
+    yield api
+    api.close()

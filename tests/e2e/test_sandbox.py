@@ -1,0 +1,222 @@
+"""The sandbox site: a real control plane whose simulated GPU nodes are the inventory's."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from kubernetes import client
+
+from .conftest import REPO, free_port_base, run_playbook, sandbox_vars
+
+pytestmark = pytest.mark.sandbox
+
+
+def _wait(predicate, timeout: float = 60.0, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+@pytest.fixture
+def namespace(api_client):
+    core = client.CoreV1Api(api_client)
+    name = "e2e-" + uuid.uuid4().hex[:8]
+    core.create_namespace({"metadata": {"name": name}})
+    # The namespace's default ServiceAccount comes from the controller-manager; pods need it.
+    assert _wait(lambda: core.list_namespaced_service_account(name).items, 30), f"no default ServiceAccount in {name}"
+    yield name
+    core.delete_namespace(name)
+
+
+def _gpu_job(name: str, gpus: int, annotations: dict[str, str] | None = None) -> dict:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": annotations or {}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _job_pods(core, namespace: str, job: str):
+    return core.list_namespaced_pod(namespace, label_selector=f"job-name={job}").items
+
+
+def test_api_server_reports_the_pinned_version(api_client):
+    assert client.VersionApi(api_client).get_code().git_version == "v1.36.3"
+
+
+def test_nodes_are_the_declared_gpu_nodes(api_client):
+    nodes = {node.metadata.name: node for node in client.CoreV1Api(api_client).list_node().items}
+    assert sorted(nodes) == ["dgx1-1", "dgx1-2"]
+    for node in nodes.values():
+        assert node.status.allocatable["nvidia.com/gpu"] == "8"
+        assert node.metadata.labels["nvidia.com/gpu.product"] == "Tesla-V100-SXM2-32GB"
+        assert node.metadata.labels["nvidia.com/gpu.memory"] == "32768"
+        assert node.metadata.labels["nvidia.com/gpu.count"] == "8"
+        ready = [c.status for c in node.status.conditions if c.type == "Ready"]
+        assert ready == ["True"]
+
+
+def test_second_up_reports_no_change(sandbox):
+    assert sandbox.first_up.recap()["changed"] >= 1
+    again = run_playbook("playbooks/sandbox.yml", *sandbox.vars())
+    assert again.returncode == 0, again.output[-3000:]
+    assert again.recap()["changed"] == 0, again.output[-3000:]
+
+
+def test_status_reports_every_process_running(sandbox):
+    run = run_playbook("playbooks/sandbox.yml", "-e", "sandbox_cluster_state=status", "-v", *sandbox.vars())
+    assert run.returncode == 0, run.output[-3000:]
+    assert run.recap()["changed"] == 0
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
+        assert f"'name': '{name}'" in run.output or f'"name": "{name}"' in run.output or f"name: {name}" in run.output
+
+
+def test_gpu_job_is_scheduled_on_a_gpu_node_and_stays_running(api_client, namespace):
+    core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
+    batch.create_namespaced_job(namespace, _gpu_job("two-gpus", 2))
+    pods = _wait(lambda: [p for p in _job_pods(core, namespace, "two-gpus") if p.status.phase == "Running"])
+    assert pods, "the 2-GPU job never ran: {}".format(_job_pods(core, namespace, "two-gpus"))
+    assert pods[0].spec.node_name in ("dgx1-1", "dgx1-2")
+    # KWOK's default stages would complete a Job's pod at once; ours keep it running.
+    time.sleep(5)
+    pod = core.read_namespaced_pod(pods[0].metadata.name, namespace)
+    assert pod.status.phase == "Running"
+    assert batch.read_namespaced_job("two-gpus", namespace).status.active == 1
+
+
+def test_job_larger_than_any_node_stays_pending(api_client, namespace):
+    core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
+    batch.create_namespaced_job(namespace, _gpu_job("nine-gpus", 9))
+
+    def unschedulable():
+        for pod in _job_pods(core, namespace, "nine-gpus"):
+            for condition in pod.status.conditions or []:
+                if condition.type == "PodScheduled" and condition.reason == "Unschedulable":
+                    return condition
+        return None
+
+    condition = _wait(unschedulable)
+    assert condition is not None, "the scheduler never marked the 9-GPU pod unschedulable"
+    assert "nvidia.com/gpu" in condition.message
+    assert _job_pods(core, namespace, "nine-gpus")[0].status.phase == "Pending"
+
+
+def test_pod_that_declares_its_run_time_completes(api_client, namespace):
+    core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
+    batch.create_namespaced_job(namespace, _gpu_job("short", 1, {"clusterproof.io/complete-after": "2s"}))
+    job = _wait(
+        lambda: (lambda j: j if j.status.succeeded == 1 else None)(batch.read_namespaced_job("short", namespace))
+    )
+    assert job is not None, "the job that runs for 2 s never succeeded"
+    assert _job_pods(core, namespace, "short")[0].status.phase == "Succeeded"
+
+
+def test_deployment_scales(api_client, namespace):
+    apps, core = client.AppsV1Api(api_client), client.CoreV1Api(api_client)
+    labels = {"app": "notebook"}
+    apps.create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "notebook"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "jupyter",
+                                "image": "jupyter/base-notebook",
+                                "resources": {"requests": {"cpu": "1"}},
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    )
+
+    def running(count: int):
+        pods = core.list_namespaced_pod(namespace, label_selector="app=notebook").items
+        return len([p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp]) == count
+
+    assert _wait(lambda: running(2)), "2 replicas never ran"
+    apps.patch_namespaced_deployment_scale("notebook", namespace, {"spec": {"replicas": 5}})
+    assert _wait(lambda: running(5)), "the deployment did not scale to 5 running replicas"
+    apps.patch_namespaced_deployment_scale("notebook", namespace, {"spec": {"replicas": 1}})
+    assert _wait(lambda: running(1)), "the deployment did not scale down to 1"
+
+
+def _our_processes(state_dir) -> list[int]:
+    """Pids of processes whose command line mentions this sandbox's state directory."""
+    import os
+
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = open(f"/proc/{entry}/cmdline", "rb").read().decode(errors="replace")
+            except OSError:
+                continue
+            if str(state_dir) in cmdline:
+                pids.append(int(entry))
+    return pids
+
+
+def test_down_stops_every_process_and_removes_the_state(tmp_path):
+    """A sandbox of its own (other ports, one node), so the session's sandbox is left alone."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  children:\n    kube_control_plane:\n      hosts:\n        localhost:\n"
+        "          ansible_connection: local\n          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        "    gpu_nodes:\n      hosts:\n        gpu-1:\n          gpu_count: 4\n"
+        "  vars:\n    clusterproof_site_name: down-test\n"
+    )
+    state_dir = tmp_path / "state"
+    port_base = free_port_base()
+    up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+    assert up.returncode == 0, up.output[-3000:]
+    assert len(_our_processes(state_dir)) == 5
+    down = run_playbook(
+        "playbooks/sandbox.yml",
+        "-e",
+        "sandbox_cluster_state=down",
+        *sandbox_vars(state_dir, port_base),
+        inventory=inventory,
+    )
+    assert down.returncode == 0, down.output[-3000:]
+    assert down.recap()["changed"] == 1
+    assert _our_processes(state_dir) == []
+    assert not state_dir.exists()
+    again = run_playbook(
+        "playbooks/sandbox.yml",
+        "-e",
+        "sandbox_cluster_state=down",
+        *sandbox_vars(state_dir, port_base),
+        inventory=inventory,
+    )
+    assert again.returncode == 0 and again.recap()["changed"] == 0
+
+
+def test_repo_inventory_is_the_netapp_site():
+    assert (REPO / "inventories" / "sandbox" / "hosts.yml").read_text().count("dgx1-") == 2
