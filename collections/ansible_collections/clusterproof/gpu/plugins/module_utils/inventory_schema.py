@@ -36,6 +36,7 @@ SITE_VARIABLES = {
     "clusterproof_site": "the checked declaration (set by clusterproof.gpu.site_inventory)",
     "clusterproof_report_sections": "validation results gathered for the site report",
     "clusterproof_active_kubeconfig": "kubeconfig of the cluster the run works on (sandbox or existing)",
+    "clusterproof_run_started": "when this run started (UTC), for the report",
 }
 NODE_VARIABLES = {
     "gpu_count": "GPUs the node has (allocatable nvidia.com/gpu)",
@@ -263,7 +264,8 @@ def _check_projects(check: _Checker, value: Any) -> list[ProjectDeclaration]:
         if isinstance(name, str):
             where = f"project {name}"
         for key in sorted(set(project) - set(PROJECT_FIELDS)):
-            check.error(where, str(key), "one of {}".format(", ".join(PROJECT_FIELDS)), "an unknown field")
+            expected = "one of %s" % ", ".join(PROJECT_FIELDS)
+            check.errors.append(InventoryError(where, str(key), expected, "an unknown field"))
         errors_before = len(check.errors)
         name = check.text(where, "name", name, _DNS_LABEL, "a lower-case DNS label (it becomes the namespace)")
         if name is not None and name in seen:
@@ -274,8 +276,9 @@ def _check_projects(check: _Checker, value: Any) -> list[ProjectDeclaration]:
         limit = project.get("gpu_limit")
         if limit is not None and (not _is_number(limit) or (_is_number(quota) and limit < quota)):
             check.error(where, "gpu_limit", f"a number of GPUs not below gpu_quota ({quota})", limit)
+        # The Run:AI default: spare GPUs are shared in proportion to the quotas.
         weight = project.get("over_quota_weight", quota)
-        if not _is_number(weight) or weight < 0:
+        if "over_quota_weight" in project and (not _is_number(weight) or weight < 0):
             check.error(where, "over_quota_weight", "a non-negative number", weight)
         if len(check.errors) == errors_before and name is not None:
             seen.add(name)

@@ -1,0 +1,907 @@
+"""Fair-share model: the stable allocation a quota scheduler reaches, for the validator to expect.
+
+Pure logic, no Ansible and no Kubernetes: given the nodes, the projects (a flat list or a tree), the
+workloads in submission order and what is running now, `predict` says which workloads run where,
+which wait, and how many GPUs each project holds once the scheduler has settled. Two policies:
+
+``"runai"`` (Run:AI, NVIDIA KAI scheduler; NetApp validation, SCENARIOS.md 4.8 - 4.10)
+    Fair share, computed per level of the tree: each project first deserves ``min(quota, demand)``;
+    spare capacity is water-filled in proportion to the over-quota weight (default: the quota),
+    capped by the project's limit and its demand. Jobs run within their fair share; idle capacity
+    that fair shares leave unused (job granularity, node fragmentation) is lent to the project
+    furthest below its fair share. A project under its fair share reclaims from projects above
+    theirs. Interactive (non-preemptible) jobs only start within the project's quota and, once
+    running, are never preempted.
+
+``"elastic"`` (Alibaba Cloud ACK elastic quota tree, capacity scheduling; SCENARIOS.md second half)
+    ``quota`` is the node's ``min`` and ``limit`` its ``max``. A job starts if it fits in idle
+    capacity and every node on its path stays within ``max`` (idle capacity is borrowed up to
+    ``max``). A job whose leaf stays within ``min`` reclaims from quota nodes above their ``min``:
+    the elastic engine reclaims only up to ``min``, never towards an over-quota split.
+
+Rules that make the prediction deterministic (the documents leave them to "fairness algorithms"):
+
+* Submission order is the order of ``jobs``. Pending jobs are admitted earliest-submitted first,
+  so jobs left pending by an earlier step start before the ones submitted after them (4.10: the
+  b-4-gg and c-4-gg that 4.9 paused run, the new b-5-gg and c-6-gg wait). A job that cannot start
+  does not block later, smaller jobs of its project.
+* runai admission runs in two passes: first every job that keeps its project within its fair share
+  (submission order); then idle capacity is lent, one job at a time, to the project furthest below
+  its fair share (ties: declaration order), each project's jobs in submission order.
+* Reclaim: pending jobs entitled to reclaim (within fair share for runai, within ``min`` for
+  elastic) claim in submission order. A victim must be preemptible, belong to another project,
+  and its project and every ancestor it does not share with the claimant must stay at or above
+  its entitlement (fair share, or ``min``) after the preemption. Victims are ranked by the tree
+  from the top down: the most over-entitlement subtree first (ties: declaration order), within a
+  project the most recently submitted job first. On each node, victims are taken in that rank,
+  preferring one whose removal lets the claimant fit; victims not needed are then released. Of the
+  nodes where the claimant can fit, the one that preempts the fewest GPUs wins, then the fewest
+  jobs, then the best-ranked victims, then node order. Repeated until nothing changes.
+* Placement is bin packing: a whole-GPU job goes to the node with the fewest free GPUs that still
+  holds it (ties: node order), its GPUs the lowest free indices; a fractional job (0 < gpus < 1)
+  goes to the shared GPU with the least room that still holds it, else takes a whole GPU the same
+  way. Fractions on one GPU sum to at most 1. Amounts are counted in thousandths of a GPU.
+
+The model also serves a tree with a single scalar resource (the Alibaba example counts CPU cores):
+``Job.gpus`` is then the replica size and the "GPUs" of a node its cores.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+POLICIES = ("runai", "elastic")
+UNITS_PER_GPU = 1000  # amounts are counted in thousandths of a GPU: 0.6 + 0.4 is exactly one GPU
+_EPS = 1e-6  # in units; fair shares are real numbers, allocations whole units
+_INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Project:
+    """A Run:AI project / KAI queue, or a node of the elastic quota tree.
+
+    ``quota`` is what the project is guaranteed (Run:AI quota, elastic ``min``), ``limit`` the most it
+    may hold (Run:AI limit, elastic ``max``; None for no limit), ``weight`` its over-quota weight
+    (runai only; None means equal to the quota), ``parent`` the enclosing node (None: top level).
+    Jobs belong to projects without children.
+    """
+
+    name: str
+    quota: float = 0.0
+    limit: float | None = None
+    weight: float | None = None
+    parent: str | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A workload: ``gpus`` whole GPUs on one node, or a fraction (0 < gpus < 1) of one shared GPU.
+
+    ``interactive`` marks a non-preemptible job (a build session, a notebook); training is preemptible.
+    """
+
+    name: str
+    project: str
+    gpus: float
+    interactive: bool = False
+
+    @property
+    def preemptible(self) -> bool:
+        return not self.interactive
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a running job sits: its node and GPU indices (for a fraction, the one shared GPU)."""
+
+    node: str
+    gpus: tuple[int, ...]
+    shared: bool = False
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The stable state: per project GPUs held and deserved, per job where it runs or that it waits.
+
+    ``deserved`` is the runai fair share, or the elastic ``min``. ``preempted`` lists the jobs that
+    ran before this step (``running``) and wait now. ``parents`` maps each sub-project to its parent.
+    """
+
+    policy: str
+    capacity: float
+    allocated: dict[str, float]
+    deserved: dict[str, float]
+    placements: dict[str, Placement]
+    pending: tuple[str, ...]
+    preempted: tuple[str, ...] = ()
+    parents: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total_allocated(self) -> float:
+        """GPUs held by jobs, fractions counted as fractions (leaf projects only, no double count)."""
+        inner = set(self.parents.values())
+        return round(sum(amount for name, amount in self.allocated.items() if name not in inner), 3)
+
+    @property
+    def gpus_in_use(self) -> int:
+        """Devices with any job on them: a GPU shared by fractions counts once."""
+        return len({(placement.node, gpu) for placement in self.placements.values() for gpu in placement.gpus})
+
+    @property
+    def running(self) -> tuple[str, ...]:
+        return tuple(self.placements)
+
+    def state(self, job: str) -> str:
+        if job in self.placements:
+            return "running"
+        if job in self.pending:
+            return "pending"
+        raise KeyError(job)
+
+
+def replicas(name: str, project: str, count: int, size: float, interactive: bool = False) -> tuple[Job, ...]:
+    """The pods of a Deployment (or the workers of a job) as jobs: ``name-0`` … ``name-<count-1>``."""
+    return tuple(Job(f"{name}-{index}", project, size, interactive) for index in range(count))
+
+
+def _units(value: float, what: str) -> int:
+    scaled = value * UNITS_PER_GPU
+    units = round(scaled)
+    if abs(units - scaled) > 1e-6:
+        raise ValueError(f"{what} is {value}: amounts must be multiples of {1 / UNITS_PER_GPU}")
+    return units
+
+
+def _water_fill(amount: float, caps: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Split ``amount`` in proportion to ``weights``, nobody above its cap; zero weights get nothing."""
+    out = [0.0] * len(caps)
+    order = [i for i in range(len(caps)) if weights[i] > 0 and caps[i] > 0]
+    order.sort(key=lambda i: caps[i] / weights[i])
+    remaining = float(amount)
+    weight_left = sum(weights[i] for i in order)
+    for position, i in enumerate(order):
+        if remaining <= 0:
+            break
+        if caps[i] * weight_left <= remaining * weights[i]:
+            out[i] = caps[i]
+            remaining -= caps[i]
+            weight_left -= weights[i]
+            continue
+        level = remaining / weight_left
+        for rest in order[position:]:
+            out[rest] = level * weights[rest]
+        break
+    return out
+
+
+class _Tree:
+    """Projects by index: declaration order, parents, paths to the top, children."""
+
+    def __init__(self, projects: Sequence[Project]) -> None:
+        self.projects = list(projects)
+        self.index: dict[str, int] = {}
+        for i, project in enumerate(self.projects):
+            if project.name in self.index:
+                raise ValueError(f"project {project.name!r} is declared twice")
+            if project.quota < 0 or (project.limit is not None and project.limit < 0):
+                raise ValueError(f"project {project.name!r}: quota and limit must not be negative")
+            if project.weight is not None and project.weight < 0:
+                raise ValueError(f"project {project.name!r}: weight must not be negative")
+            self.index[project.name] = i
+        count = len(self.projects)
+        self.parent = [-1] * count
+        self.children: list[list[int]] = [[] for _ in range(count)]
+        self.top: list[int] = []
+        for i, project in enumerate(self.projects):
+            if project.parent is None:
+                self.top.append(i)
+                continue
+            if project.parent not in self.index:
+                raise ValueError(f"project {project.name!r}: parent {project.parent!r} is not declared")
+            self.parent[i] = self.index[project.parent]
+            self.children[self.parent[i]].append(i)
+        self.path: list[tuple[int, ...]] = []
+        for i in range(count):
+            chain = [i]
+            while self.parent[chain[-1]] >= 0:
+                chain.append(self.parent[chain[-1]])
+                if len(chain) > count:
+                    raise ValueError(f"project {self.projects[i].name!r} is its own ancestor")
+            self.path.append(tuple(chain))
+        self.quota = [p.quota * UNITS_PER_GPU for p in self.projects]
+        self.limit = [_INF if p.limit is None else p.limit * UNITS_PER_GPU for p in self.projects]
+        self.weight = [p.quota if p.weight is None else p.weight for p in self.projects]
+
+    def fair_shares(self, leaf_demand: Sequence[float], capacity: float) -> list[float]:
+        """Hierarchical fair share in units: at each level quota first, then spare by weight."""
+        count = len(self.projects)
+        demand = list(leaf_demand)
+        for i in self._bottom_up():
+            if self.children[i]:
+                demand[i] = sum(demand[c] for c in self.children[i])
+            demand[i] = min(demand[i], self.limit[i])
+        share = [0.0] * count
+        self._split(capacity, self.top, demand, share)
+        stack = list(self.top)
+        while stack:
+            i = stack.pop()
+            if self.children[i]:
+                self._split(share[i], self.children[i], demand, share)
+                stack.extend(self.children[i])
+        return share
+
+    def _bottom_up(self) -> list[int]:
+        order: list[int] = []
+        stack = list(self.top)
+        while stack:
+            i = stack.pop()
+            order.append(i)
+            stack.extend(self.children[i])
+        return order[::-1]
+
+    def _split(self, amount: float, members: list[int], demand: list[float], share: list[float]) -> None:
+        base = [min(self.quota[i], demand[i]) for i in members]
+        if sum(base) >= amount:
+            parts = _water_fill(amount, base, [self.quota[i] for i in members])
+        else:
+            extra = _water_fill(
+                amount - sum(base),
+                [demand[i] - b for i, b in zip(members, base, strict=True)],
+                [self.weight[i] for i in members],
+            )
+            parts = [b + e for b, e in zip(base, extra, strict=True)]
+        for i, part in zip(members, parts, strict=True):
+            share[i] = part
+
+
+def fair_shares(projects: Sequence[Project], demand: Mapping[str, float], capacity: float) -> dict[str, float]:
+    """The runai fair share of every project (GPUs) for the demand of each leaf project (GPUs)."""
+    tree = _Tree(projects)
+    leaf_demand = [0.0] * len(tree.projects)
+    for name, amount in demand.items():
+        leaf_demand[tree.index[name]] = amount * UNITS_PER_GPU
+    shares = tree.fair_shares(leaf_demand, capacity * UNITS_PER_GPU)
+    return {p.name: shares[i] / UNITS_PER_GPU for i, p in enumerate(tree.projects)}
+
+
+class _Engine:
+    """Mutable cluster state for one prediction; indices everywhere, names only at the edges."""
+
+    def __init__(
+        self,
+        policy: str,
+        nodes: Sequence[Node],
+        tree: _Tree,
+        jobs: Sequence[Job],
+        running: Mapping[str, Placement],
+    ) -> None:
+        self.policy = policy
+        self.tree = tree
+        self.node_names = [node.name for node in nodes]
+        node_index = {}
+        for n, node in enumerate(nodes):
+            if node.name in node_index:
+                raise ValueError(f"node {node.name!r} is listed twice")
+            if node.gpus < 0:
+                raise ValueError(f"node {node.name!r} has a negative GPU count")
+            node_index[node.name] = n
+        self.node_size = [node.gpus for node in nodes]
+        self.capacity = sum(self.node_size) * UNITS_PER_GPU
+        self.free = list(self.node_size)
+        self.free_whole = sum(self.node_size)  # idle whole GPUs, all nodes
+        self.free_idx = [list(range(size)) for size in self.node_size]
+        self.node_partial: list[dict[int, int]] = [{} for _ in nodes]  # gpu index -> units used
+        self.partial_room: list[tuple[int, int, int]] = []  # sorted (units free, node, gpu), shared GPUs
+        self.node_jobs: list[set[int]] = [set() for _ in nodes]
+
+        count = len(tree.projects)
+        self.jobs = list(jobs)
+        self.units: list[int] = []
+        self.whole: list[int] = []
+        self.leaf: list[int] = []
+        seen: set[str] = set()
+        for job in self.jobs:
+            if job.name in seen:
+                raise ValueError(f"job {job.name!r} is listed twice")
+            seen.add(job.name)
+            if job.project not in tree.index:
+                raise ValueError(f"job {job.name!r}: project {job.project!r} is not declared")
+            q = tree.index[job.project]
+            if tree.children[q]:
+                raise ValueError(f"job {job.name!r}: project {job.project!r} has sub-projects; use a leaf")
+            units = _units(job.gpus, f"job {job.name!r} gpus")
+            if units <= 0:
+                raise ValueError(f"job {job.name!r} asks for {job.gpus} GPUs: must be more than 0")
+            if units >= UNITS_PER_GPU and units % UNITS_PER_GPU:
+                raise ValueError(f"job {job.name!r} asks for {job.gpus} GPUs: a fraction must be below 1")
+            self.units.append(units)
+            self.whole.append(units // UNITS_PER_GPU)
+            self.leaf.append(q)
+        self.preemptible = [job.preemptible for job in self.jobs]
+        self.place: list[tuple[int, tuple[int, ...]] | None] = [None] * len(self.jobs)
+        self.alloc = [0] * count
+        self.interactive_alloc = [0] * count
+        self.leaf_running: list[set[int]] = [set() for _ in range(count)]
+
+        was_running: list[int] = []
+        for j, job in enumerate(self.jobs):
+            placement = running.get(job.name)
+            if placement is None:
+                continue
+            if placement.node not in node_index:
+                raise ValueError(f"running job {job.name!r} is on node {placement.node!r}, which is not listed")
+            self._restore(j, node_index[placement.node], placement)
+            was_running.append(j)
+        self.was_running = was_running
+        self.buckets: list[list[int]] = [[] for _ in range(max(self.node_size, default=0) + 1)]
+        for n, free in enumerate(self.free):
+            self.buckets[free].append(n)
+
+        demand = [0.0] * count
+        interactive_demand = [0.0] * count
+        for j, job in enumerate(self.jobs):
+            if job.interactive:
+                interactive_demand[self.leaf[j]] += self.units[j]
+            else:
+                demand[self.leaf[j]] += self.units[j]
+        if policy == "runai":
+            # interactive work beyond the quota never starts, so it claims no share
+            for q in range(count):
+                demand[q] += min(interactive_demand[q], tree.quota[q])
+            self.entitled = tree.fair_shares(demand, self.capacity)
+            # the quota part of the fair share: what KAI's second reclaim strategy protects
+            self.guaranteed = [min(quota, share) for quota, share in zip(tree.quota, self.entitled, strict=True)]
+            self.tiers = [self.entitled, self.guaranteed]
+        else:
+            self.entitled = list(tree.quota)
+            self.guaranteed = self.entitled
+            self.tiers = [self.entitled]
+
+    # placement primitives -------------------------------------------------------------------
+
+    def _restore(self, j: int, n: int, placement: Placement) -> None:
+        name = self.jobs[j].name
+        units, whole = self.units[j], self.whole[j]
+        if whole:
+            if placement.shared or len(placement.gpus) != whole or len(set(placement.gpus)) != whole:
+                raise ValueError(f"running job {name!r} needs {whole} whole GPUs, placement is {placement}")
+            for gpu in placement.gpus:
+                if gpu not in self.free_idx[n]:
+                    raise ValueError(f"running job {name!r}: GPU {gpu} of {placement.node} is not free")
+                self.free_idx[n].remove(gpu)
+            self.free[n] -= whole
+            self.free_whole -= whole
+            self._occupy(j, n, tuple(sorted(placement.gpus)))
+            return
+        if len(placement.gpus) != 1:
+            raise ValueError(f"running job {name!r} is a fraction: its placement names one GPU, got {placement}")
+        gpu = placement.gpus[0]
+        used = self.node_partial[n].get(gpu)
+        if used is None:
+            if gpu not in self.free_idx[n]:
+                raise ValueError(f"running job {name!r}: GPU {gpu} of {placement.node} is not free")
+            self.free_idx[n].remove(gpu)
+            self.free[n] -= 1
+            self.free_whole -= 1
+            used = 0
+        else:
+            self._drop_room(n, gpu, used)
+        if used + units > UNITS_PER_GPU:
+            raise ValueError(f"running job {name!r}: GPU {gpu} of {placement.node} is over-shared")
+        self._set_partial(n, gpu, used + units)
+        self._occupy(j, n, (gpu,))
+
+    def _occupy(self, j: int, n: int, gpus: tuple[int, ...]) -> None:
+        self.place[j] = (n, gpus)
+        self.node_jobs[n].add(j)
+        q = self.leaf[j]
+        self.leaf_running[q].add(j)
+        units = self.units[j]
+        for a in self.tree.path[q]:
+            self.alloc[a] += units
+        if not self.preemptible[j]:
+            self.interactive_alloc[q] += units
+
+    def _release(self, j: int) -> None:
+        placement = self.place[j]
+        assert placement is not None
+        n, gpus = placement
+        self.place[j] = None
+        self.node_jobs[n].discard(j)
+        q = self.leaf[j]
+        self.leaf_running[q].discard(j)
+        units = self.units[j]
+        for a in self.tree.path[q]:
+            self.alloc[a] -= units
+        if not self.preemptible[j]:
+            self.interactive_alloc[q] -= units
+        if self.whole[j]:
+            self._free_gpus(n, gpus)
+            return
+        gpu = gpus[0]
+        used = self.node_partial[n][gpu]
+        self._drop_room(n, gpu, used)
+        if used == units:
+            del self.node_partial[n][gpu]
+            self._free_gpus(n, (gpu,))
+        else:
+            self._set_partial(n, gpu, used - units)
+
+    def _free_gpus(self, n: int, gpus: tuple[int, ...]) -> None:
+        lst = self.free_idx[n]
+        lst.extend(gpus)
+        lst.sort()
+        self.free[n] += len(gpus)
+        self.free_whole += len(gpus)
+        heapq.heappush(self.buckets[self.free[n]], n)
+
+    def _set_partial(self, n: int, gpu: int, used: int) -> None:
+        self.node_partial[n][gpu] = used
+        if used < UNITS_PER_GPU:
+            bisect.insort(self.partial_room, (UNITS_PER_GPU - used, n, gpu))
+
+    def _drop_room(self, n: int, gpu: int, used: int) -> None:
+        if used < UNITS_PER_GPU:
+            key = (UNITS_PER_GPU - used, n, gpu)
+            del self.partial_room[bisect.bisect_left(self.partial_room, key)]
+
+    def _node_for_whole(self, g: int) -> int:
+        buckets, free = self.buckets, self.free
+        for f in range(g, len(buckets)):
+            bucket = buckets[f]
+            while bucket:
+                n = bucket[0]
+                if free[n] == f:
+                    return n
+                heapq.heappop(bucket)
+        return -1
+
+    def _take_whole(self, j: int, n: int, g: int) -> None:
+        lst = self.free_idx[n]
+        gpus = tuple(lst[:g])
+        del lst[:g]
+        self.free[n] -= g
+        self.free_whole -= g
+        heapq.heappush(self.buckets[self.free[n]], n)
+        self._occupy(j, n, gpus)
+
+    def _try_place(self, j: int) -> bool:
+        """Bin-pack job ``j`` into idle capacity; False when no node holds it."""
+        g = self.whole[j]
+        if g:
+            n = self._node_for_whole(g)
+            if n < 0:
+                return False
+            self._take_whole(j, n, g)
+            return True
+        units = self.units[j]
+        room = self.partial_room
+        k = bisect.bisect_left(room, (units, -1, -1))
+        if k < len(room):
+            _, n, gpu = room[k]
+            used = self.node_partial[n][gpu]
+            del room[k]
+            self._set_partial(n, gpu, used + units)
+            self._occupy(j, n, (gpu,))
+            return True
+        n = self._node_for_whole(1)
+        if n < 0:
+            return False
+        self._take_fraction_from_whole(j, n)
+        return True
+
+    def _take_fraction_from_whole(self, j: int, n: int) -> None:
+        lst = self.free_idx[n]
+        gpu = lst.pop(0)
+        self.free[n] -= 1
+        self.free_whole -= 1
+        heapq.heappush(self.buckets[self.free[n]], n)
+        self._set_partial(n, gpu, self.units[j])
+        self._occupy(j, n, (gpu,))
+
+    def _place_on(self, j: int, n: int) -> None:
+        """Place job ``j`` on node ``n``, which reclaim has just made room on."""
+        g = self.whole[j]
+        if g:
+            self._take_whole(j, n, g)
+            return
+        units = self.units[j]
+        best = None
+        for gpu, used in self.node_partial[n].items():
+            room = UNITS_PER_GPU - used
+            if room >= units and (best is None or (room, gpu) < best):
+                best = (room, gpu)
+        if best is None:
+            self._take_fraction_from_whole(j, n)
+            return
+        gpu = best[1]
+        used = self.node_partial[n][gpu]
+        self._drop_room(n, gpu, used)
+        self._set_partial(n, gpu, used + units)
+        self._occupy(j, n, (gpu,))
+
+    # policy ---------------------------------------------------------------------------------
+
+    def _within_limits(self, j: int) -> bool:
+        units, tree, alloc = self.units[j], self.tree, self.alloc
+        for a in tree.path[self.leaf[j]]:
+            if alloc[a] + units > tree.limit[a] + _EPS:
+                return False
+        return True
+
+    def _interactive_ok(self, j: int) -> bool:
+        """runai: non-preemptible work starts only within the project's quota (KAI's rule)."""
+        if self.policy != "runai" or self.preemptible[j]:
+            return True
+        q = self.leaf[j]
+        return self.interactive_alloc[q] + self.units[j] <= self.tree.quota[q] + _EPS
+
+    def _may_start(self, j: int) -> bool:
+        """Rules other than fair share: the limits on the path, and the interactive rule."""
+        return self._interactive_ok(j) and self._within_limits(j)
+
+    def _entitled(self, j: int, level: list[float] | None = None) -> bool:
+        """Whether job ``j`` keeps its project within ``level`` (default: fair share, or elastic min).
+
+        Limits are not checked here: reclaim may free room under a full parent, and `_fits` checks them.
+        """
+        q = self.leaf[j]
+        bound = (self.entitled if level is None else level)[q]
+        return self.alloc[q] + self.units[j] <= bound + _EPS and self._interactive_ok(j)
+
+    def settle(self) -> None:
+        while True:
+            changed = self._admit_in_order()
+            if self.policy == "runai":
+                changed = self._lend_idle() or changed
+            changed = self._reclaim() or changed
+            if not changed:
+                return
+
+    def _pending(self) -> list[int]:
+        return [j for j in range(len(self.jobs)) if self.place[j] is None]
+
+    def _admit_in_order(self) -> bool:
+        """Start pending jobs in submission order (runai: within fair share; elastic: within max)."""
+        changed = False
+        fair = self.policy == "runai"
+        whole_fails = _INF  # idle capacity only shrinks in this pass: remember the smallest misfit
+        fraction_fails = _INF
+        for j in self._pending():
+            if not self.free_whole and not self.partial_room:
+                break
+            g = self.whole[j]
+            if (g and g >= whole_fails) or (not g and self.units[j] >= fraction_fails):
+                continue
+            if fair and not self._entitled(j):
+                continue
+            if not self._may_start(j):
+                continue
+            if self._try_place(j):
+                changed = True
+            elif g:
+                whole_fails = g
+            else:
+                fraction_fails = self.units[j]
+        return changed
+
+    def _lend_idle(self) -> bool:
+        """runai: lend what fair shares leave idle, to the project furthest below its fair share."""
+        queues: dict[int, list[int]] = {}
+        for j in self._pending():
+            queues.setdefault(self.leaf[j], []).append(j)
+        if not queues:
+            return False
+        heap = [(self.alloc[q] - self.entitled[q], q, 0) for q in queues]
+        heapq.heapify(heap)
+        changed = False
+        whole_fails = _INF
+        fraction_fails = _INF
+        while heap:
+            if not self.free_whole and not self.partial_room:
+                break
+            _, q, position = heapq.heappop(heap)
+            jobs = queues[q]
+            j = jobs[position]
+            g = self.whole[j]
+            placed = False
+            if not ((g and g >= whole_fails) or (not g and self.units[j] >= fraction_fails)) and self._may_start(j):
+                placed = self._try_place(j)
+                if not placed:
+                    if g:
+                        whole_fails = g
+                    else:
+                        fraction_fails = self.units[j]
+            changed = changed or placed
+            if position + 1 < len(jobs):
+                heapq.heappush(heap, (self.alloc[q] - self.entitled[q], q, position + 1))
+        return changed
+
+    def _reclaim(self) -> bool:
+        """Entitled pending jobs, in submission order, preempt from projects above entitlement.
+
+        runai has two tiers, as KAI: first a project below its fair share takes from projects above
+        theirs; failing that, a project below its quota takes from projects above their quota.
+        Either way no victim's project (nor an ancestor it does not share with the claimant) drops
+        below the tier's level, so every reclaim shrinks what is owed and the loop ends.
+        """
+        changed = False
+        over = [self._over_leaves(level) for level in self.tiers]
+        for j in self._pending():
+            if not any(over):
+                break
+            for tier, level in enumerate(self.tiers):
+                if over[tier] and self._entitled(j, level) and self._claim(j, over[tier], level):
+                    changed = True
+                    over = [self._over_leaves(level) for level in self.tiers]
+                    break
+        return changed
+
+    def _over_leaves(self, level: list[float]) -> list[int]:
+        """Leaf projects above ``level`` that have work running."""
+        alloc, children = self.alloc, self.tree.children
+        return [q for q in range(len(alloc)) if alloc[q] > level[q] + _EPS and not children[q] and self.leaf_running[q]]
+
+    def _claim(self, j: int, over: list[int], level: list[float]) -> bool:
+        claimant_path = set(self.tree.path[self.leaf[j]])
+        by_node: dict[int, list[int]] = {}
+        alloc, units, place = self.alloc, self.units, self.place
+        for q in over:
+            if q == self.leaf[j]:
+                continue
+            for v in sorted(self.leaf_running[q]):
+                if self.preemptible[v] and alloc[q] - units[v] >= level[q] - _EPS:
+                    by_node.setdefault(place[v][0], []).append(v)  # type: ignore[index]
+        best: tuple | None = None
+        for n in sorted(by_node):
+            victims = self._victims_on(j, n, by_node[n], claimant_path, level)
+            if victims is None:
+                continue
+            cost = (
+                sum(units[v] for v in victims),
+                len(victims),
+                sorted(self._rank(v, {}, claimant_path, level) for v in victims),
+                n,
+            )
+            if best is None or cost < best[0]:
+                best = (cost, n, victims)
+        if best is None:
+            return False
+        _, n, victims = best
+        for v in victims:
+            self._release(v)
+        self._place_on(j, n)
+        return True
+
+    def _removed_in(self, victims: list[int]) -> dict[int, int]:
+        removed: dict[int, int] = {}
+        for v in victims:
+            for a in self.tree.path[self.leaf[v]]:
+                removed[a] = removed.get(a, 0) + self.units[v]
+        return removed
+
+    def _eligible(self, v: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> bool:
+        alloc, units = self.alloc, self.units[v]
+        for a in self.tree.path[self.leaf[v]]:
+            if a in claimant_path:
+                break
+            if alloc[a] - removed.get(a, 0) - units < level[a] - _EPS:
+                return False
+        return True
+
+    def _rank(self, v: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> tuple:
+        """Sort key: most over-entitlement subtree first, top down; then most recently submitted."""
+        levels = []
+        for a in reversed(self.tree.path[self.leaf[v]]):
+            if a in claimant_path:
+                continue
+            levels.append((-(self.alloc[a] - removed.get(a, 0) - level[a]), a))
+        return (tuple(levels), -v)
+
+    def _fits(self, j: int, n: int, victims: list[int], removed: dict[int, int]) -> bool:
+        units, tree, alloc = self.units[j], self.tree, self.alloc
+        for a in tree.path[self.leaf[j]]:
+            if alloc[a] - removed.get(a, 0) + units > tree.limit[a] + _EPS:
+                return False
+        freed_whole = 0
+        freed_shared: dict[int, int] = {}
+        for v in victims:
+            if self.whole[v]:
+                freed_whole += self.whole[v]
+            else:
+                gpu = self.place[v][1][0]  # type: ignore[index]
+                freed_shared[gpu] = freed_shared.get(gpu, 0) + self.units[v]
+        partial = self.node_partial[n]
+        emptied = sum(1 for gpu, amount in freed_shared.items() if amount == partial[gpu])
+        whole_free = self.free[n] + freed_whole + emptied
+        g = self.whole[j]
+        if g:
+            return whole_free >= g
+        if whole_free >= 1:
+            return True
+        return any(used - freed_shared.get(gpu, 0) + units <= UNITS_PER_GPU for gpu, used in partial.items())
+
+    def _victims_on(
+        self, j: int, n: int, candidates: list[int], claimant_path: set[int], level: list[float]
+    ) -> list[int] | None:
+        chosen: list[int] = []
+        removed: dict[int, int] = {}
+        left = list(candidates)
+        while not self._fits(j, n, chosen, removed):
+            usable = [v for v in left if self._eligible(v, removed, claimant_path, level)]
+            if not usable:
+                return None
+            completing = [v for v in usable if self._fits(j, n, chosen + [v], self._removed_in(chosen + [v]))]
+            pick = min(completing or usable, key=lambda v: self._rank(v, removed, claimant_path, level))
+            chosen.append(pick)
+            left.remove(pick)
+            removed = self._removed_in(chosen)
+        for v in list(reversed(chosen)):
+            trial = [w for w in chosen if w != v]
+            if self._fits(j, n, trial, self._removed_in(trial)):
+                chosen = trial
+        return chosen
+
+    def result(self) -> Prediction:
+        tree = self.tree
+        placements = {}
+        pending = []
+        for j, job in enumerate(self.jobs):
+            placement = self.place[j]
+            if placement is None:
+                pending.append(job.name)
+                continue
+            n, gpus = placement
+            placements[job.name] = Placement(self.node_names[n], gpus, shared=not self.whole[j])
+        preempted = tuple(self.jobs[j].name for j in self.was_running if self.place[j] is None)
+        return Prediction(
+            policy=self.policy,
+            capacity=self.capacity / UNITS_PER_GPU,
+            allocated={p.name: self.alloc[i] / UNITS_PER_GPU for i, p in enumerate(tree.projects)},
+            deserved={p.name: round(self.entitled[i] / UNITS_PER_GPU, 6) for i, p in enumerate(tree.projects)},
+            placements=placements,
+            pending=tuple(pending),
+            preempted=preempted,
+            parents={p.name: p.parent for p in tree.projects if p.parent is not None},
+        )
+
+
+def _nodes(nodes: Sequence[Node | tuple[str, int]]) -> list[Node]:
+    return [node if isinstance(node, Node) else Node(node[0], int(node[1])) for node in nodes]
+
+
+def predict(
+    policy: str,
+    nodes: Sequence[Node | tuple[str, int]],
+    projects: Sequence[Project],
+    jobs: Sequence[Job],
+    running: Mapping[str, Placement] | None = None,
+) -> Prediction:
+    """The stable state the scheduler of ``policy`` reaches.
+
+    ``jobs`` are every workload that exists now, in submission order (a job that has ended is left
+    out); ``running`` is where jobs ran before this step (``Prediction.placements`` of the previous
+    step), so steps chain. Raises ValueError on an inconsistent input (unknown project, a job that
+    is not a whole number of GPUs nor a fraction, a running placement that overcommits a GPU).
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
+    engine = _Engine(policy, _nodes(nodes), _Tree(projects), jobs, running or {})
+    engine.settle()
+    return engine.result()
+
+
+# scaling a scenario to a site ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScaledScenario:
+    """A scenario sized for a site: ``factor`` times the scenario's base capacity, on whole nodes."""
+
+    factor: int
+    gpus: int
+    nodes: int
+    unused_gpus: int
+    projects: tuple[Project, ...]
+    jobs: tuple[Job, ...]
+
+
+def _share(value: float) -> Fraction:
+    return Fraction(value).limit_denominator(10**6)
+
+
+def scale_scenario(
+    projects: Sequence[Project],
+    jobs: Sequence[Job],
+    reference_gpus: int,
+    site_gpus: int,
+    node_gpus: int,
+) -> ScaledScenario | str:
+    """Size a scenario written for ``reference_gpus`` to a site of ``site_gpus`` on ``node_gpus``-GPU nodes.
+
+    The scenario is read as shares of capacity: a quota (or limit) of 4 on 16 GPUs is a quarter of
+    the site, a 2-GPU job an eighth. Quotas, limits and whole-GPU jobs scale by ``gpus /
+    reference_gpus``. A fractional job (a notebook on part of a GPU) is repeated that many times
+    when the scale is whole (``name``, then ``name-x2`` …), otherwise its size scales (it must stay
+    a fraction of a thousandth-multiple). ``gpus`` is the largest multiple of the scenario's base
+    capacity (the fewest GPUs on which every share is a whole number) that fills whole nodes of the
+    site and holds the largest job on one node; the rest of the site is ``unused_gpus`` (keep the
+    scenario off it, or predict with it). Returns the reason, as a sentence, when nothing fits.
+    """
+    if site_gpus <= 0 or node_gpus <= 0 or reference_gpus <= 0:
+        return (
+            f"site of {site_gpus} GPUs on {node_gpus}-GPU nodes, scenario written for {reference_gpus} GPUs: "
+            f"all three must be positive"
+        )
+    shares = [_share(p.quota) / reference_gpus for p in projects]
+    shares += [_share(p.limit) / reference_gpus for p in projects if p.limit is not None]
+    whole = [_share(job.gpus) / reference_gpus for job in jobs if job.gpus >= 1]
+    base = math.lcm(1, *(share.denominator for share in shares + whole))
+    largest = max(whole, default=Fraction(0))
+    for factor in range(site_gpus // base, 0, -1):
+        gpus = factor * base
+        if gpus % node_gpus or largest * gpus > node_gpus:
+            continue
+        scaled_jobs = _scaled_jobs(jobs, Fraction(gpus, reference_gpus))
+        if scaled_jobs is None:
+            continue
+        return ScaledScenario(
+            factor=factor,
+            gpus=gpus,
+            nodes=gpus // node_gpus,
+            unused_gpus=site_gpus - gpus,
+            projects=tuple(
+                Project(
+                    p.name,
+                    quota=float(_share(p.quota) * gpus / reference_gpus),
+                    limit=None if p.limit is None else float(_share(p.limit) * gpus / reference_gpus),
+                    weight=p.weight,
+                    parent=p.parent,
+                )
+                for p in projects
+            ),
+            jobs=tuple(scaled_jobs),
+        )
+    if site_gpus < base:
+        return (
+            f"site has {site_gpus} GPUs; the scenario needs at least {base} "
+            f"(its quotas and whole-GPU jobs are whole numbers of GPUs only on multiples of {base})"
+        )
+    if largest * base > node_gpus:
+        return (
+            f"nodes have {node_gpus} GPUs; the scenario's largest job needs {largest * base} GPUs on one node "
+            f"even at its smallest size ({base} GPUs in all)"
+        )
+    return (
+        f"no multiple of the scenario's {base} GPUs up to the site's {site_gpus} fills whole {node_gpus}-GPU "
+        f"nodes with its largest job on one node and its fractional jobs still fractions"
+    )
+
+
+def _scaled_jobs(jobs: Sequence[Job], scale: Fraction) -> list[Job] | None:
+    out: list[Job] = []
+    for job in jobs:
+        size = _share(job.gpus)
+        if size >= 1:
+            out.append(Job(job.name, job.project, float(size * scale), job.interactive))
+        elif scale.denominator == 1:
+            for copy in range(scale.numerator):
+                name = job.name if copy == 0 else f"{job.name}-x{copy + 1}"
+                out.append(Job(name, job.project, job.gpus, job.interactive))
+        else:
+            scaled = size * scale
+            if scaled >= 1 or (scaled * UNITS_PER_GPU).denominator != 1:
+                return None
+            out.append(Job(job.name, job.project, float(scaled), job.interactive))
+    return out

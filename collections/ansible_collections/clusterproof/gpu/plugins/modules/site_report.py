@@ -1,0 +1,179 @@
+#!/usr/bin/python
+"""Write a run's site validation report: report.json, report.html and junit.xml.
+
+Takes the sections the validation roles gathered (plain data), builds the one report model of
+``module_utils/report.py`` and writes it under ``<reports_dir>/<site>/<timestamp>/``, pointing
+``<reports_dir>/<site>/latest`` at it. Touches nothing but that directory.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: site_report
+short_description: Write the site validation report (HTML, JSON, JUnit XML)
+version_added: "0.1.0"
+description:
+  - Builds the site validation report from the sections that validation tasks returned and writes
+    C(report.json), C(report.html) and C(junit.xml) to C(<reports_dir>/<site>/<YYYYmmddTHHMMSSZ>/),
+    then points the relative symlink C(<reports_dir>/<site>/latest) at that directory.
+  - The verdict is C(fail) when any check failed; warnings, skips and C(needs-hardware) do not fail it.
+  - Every run writes a new report, so the task reports a change. In check mode nothing is written,
+    the task still reports a change, and no paths are returned.
+  - With O(fail_on_failed_checks), the task fails after writing the report when the verdict is
+    C(fail), listing the failed checks and the report's path.
+options:
+  site:
+    description: The site's name; names the report directory, so letters, digits, C(.), C(_) and C(-) only.
+    type: str
+    required: true
+  cluster_mode:
+    description: How the cluster came to be, e.g. C(sandbox) or C(existing); shown in the report.
+    type: str
+    required: true
+  reports_dir:
+    description: Directory under which C(<site>/<run>/) is created.
+    type: path
+    required: true
+  sections:
+    description:
+      - The report's sections in order, each a dict with C(id), C(title), C(checks) (a list of dicts
+        with C(id), C(title), C(status), C(expected), C(observed), C(message), C(duration_s)), and
+        optionally C(node_table) (rows as returned by M(clusterproof.gpu.validate_gpu_nodes)),
+        C(tables) and C(charts) in the report JSON's form.
+    type: list
+    elements: dict
+    required: true
+  started:
+    description: When the run started (ISO 8601). Defaults to the time the report is written.
+    type: str
+  fail_on_failed_checks:
+    description: Fail the task, after writing the report, when any check failed.
+    type: bool
+    default: true
+author:
+  - clusterproof developers
+"""
+
+EXAMPLES = r"""
+- name: Write the site report
+  clusterproof.gpu.site_report:
+    site: netapp-sandbox
+    cluster_mode: sandbox
+    reports_dir: "{{ playbook_dir }}/../reports"
+    sections: "{{ clusterproof_report_sections }}"
+  register: site_report
+
+- name: Write the report without failing the play on failed checks
+  clusterproof.gpu.site_report:
+    site: netapp-sandbox
+    cluster_mode: sandbox
+    reports_dir: /var/lib/clusterproof/reports
+    sections: "{{ clusterproof_report_sections }}"
+    started: "2025-01-01T12:00:00+00:00"
+    fail_on_failed_checks: false
+"""
+
+RETURN = r"""
+paths:
+  description: Absolute paths of what was written; empty in check mode.
+  returned: always
+  type: dict
+  contains:
+    dir:
+      description: The run's directory.
+      type: str
+    json:
+      description: report.json
+      type: str
+    html:
+      description: report.html
+      type: str
+    junit:
+      description: junit.xml
+      type: str
+    latest:
+      description: The C(latest) symlink, pointing at the run's directory.
+      type: str
+  sample:
+    dir: /srv/clusterproof/reports/netapp-sandbox/20250101T120000Z
+    json: /srv/clusterproof/reports/netapp-sandbox/20250101T120000Z/report.json
+    html: /srv/clusterproof/reports/netapp-sandbox/20250101T120000Z/report.html
+    junit: /srv/clusterproof/reports/netapp-sandbox/20250101T120000Z/junit.xml
+    latest: /srv/clusterproof/reports/netapp-sandbox/latest
+verdict:
+  description: C(pass), or C(fail) when any check failed.
+  returned: always
+  type: str
+  sample: pass
+counts:
+  description: Checks per status, and C(total).
+  returned: always
+  type: dict
+  sample: {"pass": 12, "fail": 0, "warn": 1, "skip": 0, "needs-hardware": 2, "total": 15}
+failed_checks:
+  description: Identifiers of the checks that failed.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+"""
+
+import datetime
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Report, section_from_dict, write_report
+
+# How many failed checks the failure message lists by name; the report has them all.
+_FAILED_IN_MESSAGE = 10
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "site": {"type": "str", "required": True},
+            "cluster_mode": {"type": "str", "required": True},
+            "reports_dir": {"type": "path", "required": True},
+            "sections": {"type": "list", "elements": "dict", "required": True},
+            "started": {"type": "str"},
+            "fail_on_failed_checks": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    now = datetime.datetime.now(datetime.UTC)
+    finished = now.isoformat(timespec="seconds")
+    try:
+        report = Report(
+            site=params["site"],
+            cluster_mode=params["cluster_mode"],
+            started=params["started"] or finished,
+            finished=finished,
+            sections=[section_from_dict(section) for section in params["sections"]],
+        )
+    except (ValueError, TypeError, KeyError) as error:
+        module.fail_json(msg=f"invalid report sections: {error}")
+
+    failed = [check.id for check in report.failed_checks]
+    result = {"changed": True, "paths": {}, "verdict": report.verdict, "counts": report.counts, "failed_checks": failed}
+    if not module.check_mode:
+        try:
+            result["paths"] = write_report(report, params["reports_dir"], now)
+        except (OSError, ValueError) as error:
+            module.fail_json(msg=f"cannot write the report under {params['reports_dir']}: {error}", **result)
+
+    if params["fail_on_failed_checks"] and report.verdict == "fail":
+        listed = ", ".join(failed[:_FAILED_IN_MESSAGE])
+        if len(failed) > _FAILED_IN_MESSAGE:
+            listed += f" and {len(failed) - _FAILED_IN_MESSAGE} more"
+        where = result["paths"].get("html") or "not written (check mode)"
+        module.fail_json(
+            msg=f"site validation of {report.site} failed: {len(failed)} of {report.counts['total']} checks "
+            f"failed ({listed}). Report: {where}",
+            **result,
+        )
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+#!/usr/bin/python
+"""Check the GPU nodes the inventory declares against the Nodes the cluster reports.
+
+Reads the cluster's Nodes (nothing else, and writes nothing); the comparison itself is
+``module_utils/node_validation.py``. Failed checks do not fail the task: they go into the site
+report, which decides the run's verdict.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: validate_gpu_nodes
+short_description: Check declared GPU nodes against the cluster's Nodes
+version_added: "0.1.0"
+description:
+  - Reads every Node of the cluster and checks, for each declared GPU node, that it is present,
+    Ready, reports the declared number of allocatable C(nvidia.com/gpu), and carries the declared
+    C(nvidia.com/gpu.product) and C(nvidia.com/gpu.memory) labels (when declared) and any other
+    declared labels.
+  - Checks that the cluster's total allocatable GPUs equal the sum declared, and warns (without
+    failing) about GPU nodes in the cluster that the inventory does not declare.
+  - Failed checks do not fail the task; they are returned for the site report. The task fails only
+    when the cluster cannot be read or the arguments are invalid.
+  - Only reads the cluster, so it never reports a change and runs the same in check mode.
+options:
+  nodes:
+    description:
+      - The GPU nodes the site declares.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: The Kubernetes node name.
+        type: str
+        required: true
+      gpu_count:
+        description: How many GPUs the node must report as allocatable C(nvidia.com/gpu).
+        type: int
+        required: true
+      gpu_product:
+        description: Expected value of the C(nvidia.com/gpu.product) label; not checked when omitted.
+        type: str
+      gpu_memory_mib:
+        description: Expected value of the C(nvidia.com/gpu.memory) label in MiB; not checked when omitted.
+        type: int
+      cpu_cores:
+        description: CPU cores the node has; recorded, not compared (a Node's capacity is never the nominal figure).
+        type: int
+      memory_gib:
+        description: Memory the node has in GiB; recorded, not compared.
+        type: int
+      host:
+        description: The inventory host that declares the node.
+        type: str
+      taints:
+        description: Taints the inventory declares; recorded, not compared.
+        type: list
+        elements: dict
+      labels:
+        description: Labels the Node must carry, with these values.
+        type: dict
+        default: {}
+  kubeconfig:
+    description:
+      - Path to the kubeconfig. Defaults to C($KUBECONFIG), then C(~/.kube/config).
+    type: path
+  context:
+    description:
+      - The kubeconfig context to use; its current context when omitted.
+    type: str
+  request_timeout:
+    description:
+      - Seconds to wait for each API request.
+    type: int
+    default: 30
+requirements:
+  - kubernetes (Python) on the controller
+author:
+  - clusterproof developers
+"""
+
+EXAMPLES = r"""
+- name: Check the GPU nodes of the site
+  clusterproof.gpu.validate_gpu_nodes:
+    kubeconfig: /etc/kubernetes/admin.conf
+    nodes:
+      - name: dgx1-1
+        gpu_count: 8
+        gpu_product: Tesla-V100-SXM2-32GB
+        gpu_memory_mib: 32768
+      - name: dgx1-2
+        gpu_count: 8
+        gpu_product: Tesla-V100-SXM2-32GB
+        gpu_memory_mib: 32768
+  register: gpu_nodes
+
+- name: Show how many checks failed
+  ansible.builtin.debug:
+    msg: "{{ gpu_nodes.failed_checks }} GPU node checks failed"
+"""
+
+RETURN = r"""
+checks:
+  description: Every check, in a stable order (per node, then cluster-wide).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: Stable identifier, e.g. C(gpu-nodes/dgx1-1/gpu-count) or C(cluster/gpu-total).
+      type: str
+    title:
+      description: What was checked, in words.
+      type: str
+    status:
+      description: One of C(pass), C(fail), C(warn), C(skip), C(needs-hardware).
+      type: str
+    expected:
+      description: What the inventory declares.
+      type: raw
+    observed:
+      description: What the cluster reports.
+      type: raw
+    message:
+      description: For a failure, what was expected, what was found, and where to look.
+      type: str
+    duration_s:
+      description: Seconds the check took, or null.
+      type: float
+  sample:
+    - id: gpu-nodes/dgx1-1/gpu-count
+      title: dgx1-1 has 8 allocatable GPUs
+      status: pass
+      expected: 8
+      observed: 8
+      message: ""
+      duration_s: null
+node_table:
+  description: One row per declared node, then one per undeclared GPU node.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - name: dgx1-1
+      declared: true
+      present: true
+      declared_gpus: 8
+      found_gpus: 8
+      declared_product: Tesla-V100-SXM2-32GB
+      found_product: Tesla-V100-SXM2-32GB
+      ready: true
+      status: pass
+failed_checks:
+  description: How many checks failed.
+  returned: success
+  type: int
+  sample: 0
+section:
+  description: The checks and node table as one site report section (C(id), C(title), C(checks), C(node_table)).
+  returned: success
+  type: dict
+nodes_in_cluster:
+  description: How many Nodes the cluster has, GPU or not.
+  returned: success
+  type: int
+  sample: 3
+"""
+
+import copy
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import validate_gpu_nodes
+
+NODE_OPTIONS = {
+    "name": {"type": "str", "required": True},
+    "gpu_count": {"type": "int", "required": True},
+    "gpu_product": {"type": "str"},
+    "gpu_memory_mib": {"type": "int"},
+    "cpu_cores": {"type": "int"},
+    "memory_gib": {"type": "int"},
+    "labels": {"type": "dict", "default": {}},
+    "host": {"type": "str"},
+    "taints": {"type": "list", "elements": "dict", "default": []},
+}
+
+
+def main() -> None:
+    argument_spec = copy.deepcopy(kube.AUTH_ARG_SPEC)
+    argument_spec["nodes"] = {"type": "list", "elements": "dict", "required": True, "options": NODE_OPTIONS}
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    params = module.params
+
+    try:
+        api = kube.api_client(params["kubeconfig"], params["context"])
+        observed = kube.list_nodes(api, request_timeout=params["request_timeout"])
+    except Exception as error:  # any client or connection error: say which cluster could not be read
+        module.fail_json(
+            msg=f"cannot read the cluster's Nodes (kubeconfig {params['kubeconfig'] or 'default'}, context "
+            f"{params['context'] or 'current'}): {error}. Check that the API server is up and that the "
+            "kubeconfig points at it."
+        )
+
+    try:
+        outcome = validate_gpu_nodes(params["nodes"], observed)
+    except ValueError as error:
+        module.fail_json(msg=f"invalid nodes argument: {error}")
+
+    module.exit_json(
+        changed=False,
+        checks=[check.to_dict() for check in outcome.checks],
+        node_table=[row.to_dict() for row in outcome.node_table],
+        failed_checks=len(outcome.failed),
+        section=outcome.section_dict(),
+        nodes_in_cluster=len(observed),
+    )
+
+
+if __name__ == "__main__":
+    main()

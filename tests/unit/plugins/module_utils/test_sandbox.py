@@ -1,0 +1,131 @@
+"""Pure parts of the sandbox: flags, node manifests, the node plan, the build's wrapper go.mod."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox, sandbox_build
+
+NODE = {
+    "name": "dgx1-1",
+    "gpu_count": 8,
+    "gpu_product": "Tesla-V100-SXM2-32GB",
+    "gpu_memory_mib": 32768,
+    "cpu_cores": 80,
+    "memory_gib": 512,
+    "labels": {"site": "lab"},
+    "taints": [],
+}
+
+
+def test_every_process_listens_on_loopback_only():
+    layout = sandbox.Layout(Path("/state"))
+    ports = sandbox.Ports(20000)
+    for component in sandbox.components(layout, Path("/bin"), ports):
+        argv = " ".join(component.argv)
+        assert "0.0.0.0" not in argv
+        assert "127.0.0.1" in component.ready_url
+        for flag in component.argv:
+            if "url" in flag.split("=")[0] or "address" in flag.split("=")[0]:
+                assert "127.0.0.1" in flag or "node-ip" in flag, flag
+
+
+def test_ports_derive_from_the_base():
+    ports = sandbox.Ports(20000)
+    assert (ports.etcd_client, ports.apiserver, ports.kwok) == (20000, 20003, 20006)
+    assert len(set(ports.all())) == len(ports.all()) == 6
+
+
+def test_node_manifest_carries_gpu_feature_discovery_labels_and_capacity():
+    manifest = sandbox.node_manifest(NODE)
+    labels = manifest["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.product"] == "Tesla-V100-SXM2-32GB"
+    assert labels["nvidia.com/gpu.memory"] == "32768"
+    assert labels["nvidia.com/gpu.count"] == "8"
+    assert labels["site"] == "lab"
+    assert manifest["metadata"]["annotations"][sandbox.KWOK_NODE_ANNOTATION] == "fake"
+    assert manifest["status"]["allocatable"] == {"cpu": "80", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
+
+
+def test_node_without_gpus_has_no_gpu_labels():
+    manifest = sandbox.node_manifest({**NODE, "gpu_count": 0})
+    assert not any(key.startswith("nvidia.com/") for key in manifest["metadata"]["labels"])
+    assert manifest["status"]["allocatable"]["nvidia.com/gpu"] == "0"
+
+
+def _as_existing(manifest, extra_taints=()):
+    existing = {**manifest, "spec": {"taints": list(manifest["spec"]["taints"]) + list(extra_taints)}}
+    existing["metadata"] = {**manifest["metadata"], "labels": {**manifest["metadata"]["labels"], "added-by": "someone"}}
+    return existing
+
+
+def test_node_plan_is_empty_when_nodes_match_even_with_system_taints():
+    existing = [_as_existing(sandbox.node_manifest(NODE), [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}])]
+    plan = sandbox.plan_nodes([NODE], existing)
+    assert not plan.changed
+
+
+def test_node_plan_creates_updates_and_deletes():
+    other = {**NODE, "name": "dgx1-2"}
+    stale = sandbox.node_manifest({**NODE, "name": "old-node"})
+    changed = _as_existing(sandbox.node_manifest({**NODE, "gpu_count": 4}))
+    plan = sandbox.plan_nodes([NODE, other], [changed, stale])
+    assert [m["metadata"]["name"] for m in plan.create] == ["dgx1-2"]
+    assert [m["metadata"]["name"] for m in plan.replace] == ["dgx1-1"]
+    assert plan.delete == ["old-node"]
+
+
+GOMOD = """module k8s.io/kubernetes
+
+go 1.26.0
+
+require (
+\tk8s.io/api v0.0.0
+)
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+\tk8s.io/client-go => ./staging/src/k8s.io/client-go
+\tgithub.com/other/thing => github.com/fork/thing v1.0.0
+)
+"""
+
+
+def test_wrapper_gomod_replaces_each_staging_module_with_its_published_version():
+    text = sandbox_build.kubernetes_wrapper_gomod("v1.36.3", GOMOD, sandbox_build.go_directive_of(GOMOD))
+    assert "require k8s.io/kubernetes v1.36.3" in text
+    assert "\tk8s.io/api => k8s.io/api v0.36.3" in text
+    assert "\tk8s.io/client-go => k8s.io/client-go v0.36.3" in text
+    assert "github.com/other/thing" not in text
+    assert "go 1.26.0" in text
+
+
+def test_staging_list_comes_from_the_gomod():
+    assert sandbox_build.staging_modules(GOMOD) == ["k8s.io/api", "k8s.io/client-go"]
+    with pytest.raises(ValueError, match="no './staging/src/k8s.io/...' replace"):
+        sandbox_build.staging_modules("module x\n")
+
+
+@pytest.mark.parametrize("version", ["1.36.3", "v2.0.0", "v1.36", "latest"])
+def test_bad_kubernetes_version_is_refused(version):
+    with pytest.raises(ValueError, match="expected v1.<minor>.<patch>"):
+        sandbox_build.staging_version(version)
+
+
+def test_version_is_stamped():
+    flags = sandbox_build.kubernetes_version_ldflags("v1.36.3", "2026-01-01T00:00:00Z")
+    assert "-X k8s.io/component-base/version.gitVersion=v1.36.3" in flags
+    assert "-X k8s.io/component-base/version.gitMinor=36" in flags
+
+
+def test_cache_key_changes_with_any_pinned_version():
+    base = sandbox_build.SandboxVersions()
+    keys = {
+        base.cache_key("go1.26.8"),
+        base.cache_key("go1.26.9"),
+        sandbox_build.SandboxVersions(kwok="v0.7.0").cache_key("go1.26.8"),
+        sandbox_build.SandboxVersions(etcd="v3.6.7").cache_key("go1.26.8"),
+    }
+    assert len(keys) == 4
