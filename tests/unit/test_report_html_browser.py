@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils import report as rp
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import validate_gpu_nodes
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils import gpu_facts
 from ansible_collections.clusterproof.gpu.plugins.module_utils.gpu_facts import (
     GpuFactsError,

@@ -89,7 +89,9 @@ def test_unknown_site_variable_is_an_error_and_foreign_variables_are_not():
 
 def test_duplicate_node_names_are_rejected():
     nodes = {"a": {"gpu_count": 8, "node_name": "dgx1-1"}, "dgx1-1": {"gpu_count": 8}}
-    assert errors_of(nodes) == ["host dgx1-1: node_name: expected a node name no other host uses, found 'dgx1-1, also used by host a'"]
+    assert errors_of(nodes) == [
+        "host dgx1-1: node_name: expected a node name no other host uses, found 'dgx1-1, also used by host a'"
+    ]
 
 
 def test_missing_required_group():
@@ -103,14 +105,26 @@ def test_missing_required_group():
 @pytest.mark.parametrize(
     ("project", "message"),
     [
-        ({"name": "team-a", "gpu_quota": -1}, "project team-a: gpu_quota: expected a non-negative number of GPUs, found -1"),
-        ({"name": "team-a", "gpu_quota": "four"}, "project team-a: gpu_quota: expected a non-negative number of GPUs, found 'four'"),
+        (
+            {"name": "team-a", "gpu_quota": -1},
+            "project team-a: gpu_quota: expected a non-negative number of GPUs, found -1",
+        ),
+        (
+            {"name": "team-a", "gpu_quota": "four"},
+            "project team-a: gpu_quota: expected a non-negative number of GPUs, found 'four'",
+        ),
         (
             {"name": "team-a", "gpu_quota": 4, "gpu_limit": 2},
             "project team-a: gpu_limit: expected a number of GPUs not below gpu_quota (4), found 2",
         ),
-        ({"name": "Team_A", "gpu_quota": 1}, "project Team_A: name: expected a lower-case DNS label (it becomes the namespace), found 'Team_A'"),
-        ({"name": "team-a", "gpu_quota": 1, "quota": 2}, "project team-a: quota: expected one of name, gpu_quota, gpu_limit, over_quota_weight, found an unknown field"),
+        (
+            {"name": "Team_A", "gpu_quota": 1},
+            "project Team_A: name: expected a lower-case DNS label (it becomes the namespace), found 'Team_A'",
+        ),
+        (
+            {"name": "team-a", "gpu_quota": 1, "quota": 2},
+            "project team-a: quota: expected one of name, gpu_quota, gpu_limit, over_quota_weight, found an unknown field",
+        ),
     ],
 )
 def test_bad_projects(project, message):
@@ -129,7 +143,11 @@ def test_fractional_quota_is_allowed_and_oversubscription_is_a_warning():
     declaration, errors = validate_site(*inventory(site={**SITE, "clusterproof_projects": projects}))
     assert errors == []
     assert declaration.projects[0].gpu_quota == 0.5
-    assert len(declaration.warnings) == 1 and "20.5 GPUs" in declaration.warnings[0] and "16 GPUs" in declaration.warnings[0]
+    assert (
+        len(declaration.warnings) == 1
+        and "20.5 GPUs" in declaration.warnings[0]
+        and "16 GPUs" in declaration.warnings[0]
+    )
 
 
 def test_bad_labels_and_taints():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import validate_gpu_nodes
 
 PRODUCT = "Tesla-V100-SXM2-32GB"

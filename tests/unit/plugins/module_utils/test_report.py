@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils import report as rp
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Chart, Check, Report, Section
 

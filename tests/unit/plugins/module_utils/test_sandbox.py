@@ -62,7 +62,9 @@ def _as_existing(manifest, extra_taints=()):
 
 
 def test_node_plan_is_empty_when_nodes_match_even_with_system_taints():
-    existing = [_as_existing(sandbox.node_manifest(NODE), [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}])]
+    existing = [
+        _as_existing(sandbox.node_manifest(NODE), [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}])
+    ]
     plan = sandbox.plan_nodes([NODE], existing)
     assert not plan.changed
 

@@ -7,6 +7,7 @@ module. The logic is in module_utils/inventory_schema.py.
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory_schema import validate_site
 
 

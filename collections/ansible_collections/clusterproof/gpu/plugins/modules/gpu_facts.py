@@ -172,6 +172,7 @@ ansible_facts:
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils.gpu_facts import gather
 
 ARGUMENT_SPEC = {

@@ -57,6 +57,7 @@ build_log:
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_build
 
 

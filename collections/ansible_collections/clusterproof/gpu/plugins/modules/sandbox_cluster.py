@@ -103,6 +103,7 @@ import time
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, sandbox
 
 

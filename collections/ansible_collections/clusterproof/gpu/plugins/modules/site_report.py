@@ -122,6 +122,7 @@ failed_checks:
 import datetime
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Report, section_from_dict, write_report
 
 # How many failed checks the failure message lists by name; the report has them all.

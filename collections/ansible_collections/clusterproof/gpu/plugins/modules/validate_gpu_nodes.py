@@ -171,6 +171,7 @@ nodes_in_cluster:
 import copy
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils import kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import validate_gpu_nodes
 
