@@ -89,7 +89,8 @@ def measure(label: str, inventory: Path | None, settle: float) -> None:
     print("  first bring-up in this run                         %6.1f s" % first)
     print("  re-run of 'up' on the running sandbox (no change)  %6.1f s" % again)
     print("  teardown ('down')                                  %6.1f s" % down)
-    print("  sandbox RSS after %2.0f s settled                   %6.0f MiB (goal <= 1536 MiB)" % (settle, total / 2**20))
+    rss_line = "  sandbox RSS after %2.0f s settled                   %6.0f MiB (goal <= 1536 MiB)"
+    print(rss_line % (settle, total / 2**20))
     for name in COMPONENTS:
         print("    %-26s %6.0f MiB" % (name, rss[name] / 2**20))
 
