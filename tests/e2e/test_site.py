@@ -45,7 +45,8 @@ def test_existing_cluster_that_lacks_a_declared_node_fails_validation_with_a_rep
         "          ansible_connection: local\n          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
         "    gpu_nodes:\n      hosts:\n        dgx1-1:\n          gpu_count: 8\n        dgx1-3:\n          gpu_count: 8\n"
         "  vars:\n    clusterproof_site_name: existing-site\n    clusterproof_cluster_mode: existing\n"
-        "    clusterproof_kubeconfig: %s\n    clusterproof_reports_dir: %s\n" % (sandbox.kubeconfig, tmp_path / "reports")
+        "    clusterproof_kubeconfig: %s\n    clusterproof_reports_dir: %s\n"
+        % (sandbox.kubeconfig, tmp_path / "reports")
     )
     run = run_playbook("playbooks/site.yml", inventory=inventory)
     assert run.returncode != 0
@@ -74,7 +75,8 @@ def test_bad_inventory_stops_before_anything_runs(tmp_path, host_vars, message):
         "all:\n  children:\n    kube_control_plane:\n      hosts:\n        localhost:\n"
         "          ansible_connection: local\n          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
         "    gpu_nodes:\n      hosts:\n        gpu-1:\n          %s\n"
-        "  vars:\n    clusterproof_site_name: bad-site\n    clusterproof_reports_dir: %s\n" % (host_vars, tmp_path / "reports")
+        "  vars:\n    clusterproof_site_name: bad-site\n    clusterproof_reports_dir: %s\n"
+        % (host_vars, tmp_path / "reports")
     )
     state_dir = tmp_path / "state"
     run = run_playbook("playbooks/site.yml", *sandbox_vars(state_dir, free_port_base()), inventory=inventory)
