@@ -1,49 +1,52 @@
 """Fair-share model: the stable allocation a quota scheduler reaches, for the validator to expect.
 
 Pure logic, no Ansible and no Kubernetes: given the nodes, the projects (a flat list or a tree), the
-workloads in submission order and what is running now, `predict` says which workloads run where,
+workloads in submission order and where jobs run now, `predict` says which workloads run where,
 which wait, and how many GPUs each project holds once the scheduler has settled. Two policies:
 
 ``"runai"`` (Run:AI, NVIDIA KAI scheduler; NetApp validation, SCENARIOS.md 4.8 - 4.10)
-    Fair share, computed per level of the tree: each project first deserves ``min(quota, demand)``;
-    spare capacity is water-filled in proportion to the over-quota weight (default: the quota),
-    capped by the project's limit and its demand. Jobs run within their fair share; idle capacity
-    that fair shares leave unused (job granularity, node fragmentation) is lent to the project
-    furthest below its fair share. A project under its fair share reclaims from projects above
-    theirs. Interactive (non-preemptible) jobs only start within the project's quota and, once
-    running, are never preempted.
+    Fair share, per level of the tree: each project first deserves ``min(quota, demand)``; spare
+    capacity is water-filled in proportion to the over-quota weight (default: the quota), capped by
+    the project's limit and its demand. Jobs start within their fair share; capacity that fair
+    shares leave idle (job granularity, node fragmentation) is lent to the project furthest below
+    its fair share. A project below its fair share reclaims from projects above theirs; failing
+    that, a project below its quota reclaims from projects above their quota (KAI's two strategies).
 
 ``"elastic"`` (Alibaba Cloud ACK elastic quota tree, capacity scheduling; SCENARIOS.md second half)
-    ``quota`` is the node's ``min`` and ``limit`` its ``max``. A job starts if it fits in idle
-    capacity and every node on its path stays within ``max`` (idle capacity is borrowed up to
-    ``max``). A job whose leaf stays within ``min`` reclaims from quota nodes above their ``min``:
-    the elastic engine reclaims only up to ``min``, never towards an over-quota split.
+    ``quota`` is a node's ``min`` and ``limit`` its ``max``. A job starts if it fits in idle capacity
+    and every node on its path stays within ``max`` (idle capacity is borrowed up to ``max``). A job
+    whose leaf stays within ``min`` reclaims from quota nodes above their ``min``: reclaim goes up to
+    ``min`` only, never towards an over-quota split, which is why the two engines differ on one tree.
+
+Both: interactive (non-preemptible) jobs start only within their project's quota (``min``) and,
+once running, are never preempted; a project never exceeds its limit (``max``), nor does any node on
+its path.
 
 Rules that make the prediction deterministic (the documents leave them to "fairness algorithms"):
 
 * Submission order is the order of ``jobs``. Pending jobs are admitted earliest-submitted first,
-  so jobs left pending by an earlier step start before the ones submitted after them (4.10: the
+  so jobs left pending by an earlier step start before those submitted after them (4.10: the
   b-4-gg and c-4-gg that 4.9 paused run, the new b-5-gg and c-6-gg wait). A job that cannot start
-  does not block later, smaller jobs of its project.
-* runai admission runs in two passes: first every job that keeps its project within its fair share
-  (submission order); then idle capacity is lent, one job at a time, to the project furthest below
-  its fair share (ties: declaration order), each project's jobs in submission order.
-* Reclaim: pending jobs entitled to reclaim (within fair share for runai, within ``min`` for
-  elastic) claim in submission order. A victim must be preemptible, belong to another project,
-  and its project and every ancestor it does not share with the claimant must stay at or above
-  its entitlement (fair share, or ``min``) after the preemption. Victims are ranked by the tree
-  from the top down: the most over-entitlement subtree first (ties: declaration order), within a
-  project the most recently submitted job first. On each node, victims are taken in that rank,
-  preferring one whose removal lets the claimant fit; victims not needed are then released. Of the
-  nodes where the claimant can fit, the one that preempts the fewest GPUs wins, then the fewest
-  jobs, then the best-ranked victims, then node order. Repeated until nothing changes.
+  does not block later, smaller jobs. runai admits in two passes: every job that keeps its project
+  within its fair share, in submission order; then idle capacity, one job at a time, to the project
+  furthest below its fair share (ties: declaration order), its jobs in submission order.
+* Reclaim: pending jobs entitled to it claim in submission order. A victim is a running
+  preemptible job of another project such that its project, and every ancestor it does not share
+  with the claimant, stays at or above the level (fair share, quota, or ``min``) after the
+  preemption. Victims rank by the tree from the top down, the most over-level node first (ties:
+  declaration order), and within a project the most recently submitted job first. The claimant
+  tries the nodes of the victims in that rank; on a node it takes eligible victims there in rank
+  order, preferring one whose removal lets it fit (4.9: c-4-gg rather than the newer 1-GPU c-5-g,
+  which would not make room for a 2-GPU job), then releases those it turns out not to need. The
+  first node where it fits wins. Admission and reclaim repeat until nothing changes, so predicting
+  again from the result changes nothing (the state is stable).
 * Placement is bin packing: a whole-GPU job goes to the node with the fewest free GPUs that still
-  holds it (ties: node order), its GPUs the lowest free indices; a fractional job (0 < gpus < 1)
+  holds it (ties: node order), on its lowest free GPU indices; a fractional job (0 < gpus < 1)
   goes to the shared GPU with the least room that still holds it, else takes a whole GPU the same
   way. Fractions on one GPU sum to at most 1. Amounts are counted in thousandths of a GPU.
 
-The model also serves a tree with a single scalar resource (the Alibaba example counts CPU cores):
-``Job.gpus`` is then the replica size and the "GPUs" of a node its cores.
+The model serves any single scalar resource (the Alibaba example counts CPU cores): ``Job.gpus``
+is then the replica size and a node's "GPUs" its cores.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -303,6 +306,7 @@ class _Engine:
         self.free_idx = [list(range(size)) for size in self.node_size]
         self.node_partial: list[dict[int, int]] = [{} for _ in nodes]  # gpu index -> units used
         self.partial_room: list[tuple[int, int, int]] = []  # sorted (units free, node, gpu), shared GPUs
+        self.room_total = 0  # units free on shared GPUs, all nodes
         self.node_jobs: list[set[int]] = [set() for _ in nodes]
 
         count = len(tree.projects)
@@ -311,6 +315,7 @@ class _Engine:
         self.whole: list[int] = []
         self.leaf: list[int] = []
         seen: set[str] = set()
+        sizes: dict[float, int] = {}
         for job in self.jobs:
             if job.name in seen:
                 raise ValueError(f"job {job.name!r} is listed twice")
@@ -320,7 +325,9 @@ class _Engine:
             q = tree.index[job.project]
             if tree.children[q]:
                 raise ValueError(f"job {job.name!r}: project {job.project!r} has sub-projects; use a leaf")
-            units = _units(job.gpus, f"job {job.name!r} gpus")
+            units = sizes.get(job.gpus, -1)
+            if units < 0:
+                units = sizes[job.gpus] = _units(job.gpus, f"job {job.name!r} gpus")
             if units <= 0:
                 raise ValueError(f"job {job.name!r} asks for {job.gpus} GPUs: must be more than 0")
             if units >= UNITS_PER_GPU and units % UNITS_PER_GPU:
@@ -328,11 +335,15 @@ class _Engine:
             self.units.append(units)
             self.whole.append(units // UNITS_PER_GPU)
             self.leaf.append(q)
-        self.preemptible = [job.preemptible for job in self.jobs]
+        self.preemptible = [not job.interactive for job in self.jobs]
         self.place: list[tuple[int, tuple[int, ...]] | None] = [None] * len(self.jobs)
         self.alloc = [0] * count
         self.interactive_alloc = [0] * count
         self.leaf_running: list[set[int]] = [set() for _ in range(count)]
+        self.stamp = [0] * count  # bumped whenever a leaf's holding changes: marks stale heap entries
+        self.over_heaps: list[list[tuple[float, int, int]]] | None = None  # set while reclaim runs
+        self.node_heaps: list[list[tuple[int, int, int]]] | None = None  # built by the first claim of a pass
+        self.flat = all(parent < 0 for parent in tree.parent)
 
         was_running: list[int] = []
         for j, job in enumerate(self.jobs):
@@ -412,6 +423,9 @@ class _Engine:
             self.alloc[a] += units
         if not self.preemptible[j]:
             self.interactive_alloc[q] += units
+        self.stamp[q] += 1
+        if self.over_heaps is not None:
+            self._note_alloc(q, n)
 
     def _release(self, j: int) -> None:
         placement = self.place[j]
@@ -426,17 +440,20 @@ class _Engine:
             self.alloc[a] -= units
         if not self.preemptible[j]:
             self.interactive_alloc[q] -= units
+        self.stamp[q] += 1
         if self.whole[j]:
             self._free_gpus(n, gpus)
-            return
-        gpu = gpus[0]
-        used = self.node_partial[n][gpu]
-        self._drop_room(n, gpu, used)
-        if used == units:
-            del self.node_partial[n][gpu]
-            self._free_gpus(n, (gpu,))
         else:
-            self._set_partial(n, gpu, used - units)
+            gpu = gpus[0]
+            used = self.node_partial[n][gpu]
+            self._drop_room(n, gpu, used)
+            if used == units:
+                del self.node_partial[n][gpu]
+                self._free_gpus(n, (gpu,))
+            else:
+                self._set_partial(n, gpu, used - units)
+        if self.over_heaps is not None:
+            self._note_alloc(q, n, gone=j)
 
     def _free_gpus(self, n: int, gpus: tuple[int, ...]) -> None:
         lst = self.free_idx[n]
@@ -450,11 +467,13 @@ class _Engine:
         self.node_partial[n][gpu] = used
         if used < UNITS_PER_GPU:
             bisect.insort(self.partial_room, (UNITS_PER_GPU - used, n, gpu))
+            self.room_total += UNITS_PER_GPU - used
 
     def _drop_room(self, n: int, gpu: int, used: int) -> None:
         if used < UNITS_PER_GPU:
             key = (UNITS_PER_GPU - used, n, gpu)
             del self.partial_room[bisect.bisect_left(self.partial_room, key)]
+            self.room_total -= UNITS_PER_GPU - used
 
     def _node_for_whole(self, g: int) -> int:
         buckets, free = self.buckets, self.free
@@ -492,6 +511,7 @@ class _Engine:
             _, n, gpu = room[k]
             used = self.node_partial[n][gpu]
             del room[k]
+            self.room_total -= UNITS_PER_GPU - used
             self._set_partial(n, gpu, used + units)
             self._occupy(j, n, (gpu,))
             return True
@@ -541,8 +561,8 @@ class _Engine:
         return True
 
     def _interactive_ok(self, j: int) -> bool:
-        """runai: non-preemptible work starts only within the project's quota (KAI's rule)."""
-        if self.policy != "runai" or self.preemptible[j]:
+        """Non-preemptible work starts only within the project's quota (KAI; Koordinator's non-preemptible)."""
+        if self.preemptible[j]:
             return True
         q = self.leaf[j]
         return self.interactive_alloc[q] + self.units[j] <= self.tree.quota[q] + _EPS
@@ -576,6 +596,7 @@ class _Engine:
         """Start pending jobs in submission order (runai: within fair share; elastic: within max)."""
         changed = False
         fair = self.policy == "runai"
+        alloc, entitled = self.alloc, self.entitled
         whole_fails = _INF  # idle capacity only shrinks in this pass: remember the smallest misfit
         fraction_fails = _INF
         for j in self._pending():
@@ -584,7 +605,7 @@ class _Engine:
             g = self.whole[j]
             if (g and g >= whole_fails) or (not g and self.units[j] >= fraction_fails):
                 continue
-            if fair and not self._entitled(j):
+            if fair and alloc[self.leaf[j]] + self.units[j] > entitled[self.leaf[j]] + _EPS:
                 continue
             if not self._may_start(j):
                 continue
@@ -629,7 +650,7 @@ class _Engine:
         return changed
 
     def _reclaim(self) -> bool:
-        """Entitled pending jobs, in submission order, preempt from projects above entitlement.
+        """Entitled pending jobs, in submission order, preempt from projects above their level.
 
         runai has two tiers, as KAI: first a project below its fair share takes from projects above
         theirs; failing that, a project below its quota takes from projects above their quota.
@@ -637,52 +658,200 @@ class _Engine:
         below the tier's level, so every reclaim shrinks what is owed and the loop ends.
         """
         changed = False
-        over = [self._over_leaves(level) for level in self.tiers]
-        for j in self._pending():
-            if not any(over):
-                break
-            for tier, level in enumerate(self.tiers):
-                if over[tier] and self._entitled(j, level) and self._claim(j, over[tier], level):
-                    changed = True
-                    over = [self._over_leaves(level) for level in self.tiers]
+        self.over_heaps = [self._over_heap(level) for level in self.tiers]
+        # Within one pass victims only get scarcer for a given claimant project, so a claim that failed
+        # fails again for as big a job of that project, unless preemption left idle room behind, or a
+        # claim of an earlier tier lifted some project above a later tier's level (its quota).
+        failed: dict[tuple[int, int, bool], tuple[int, tuple[int, int], int]] = {}
+        successes = [0] * len(self.tiers)
+        try:
+            for j in self._pending():
+                if not any(self.over_heaps):
                     break
+                for tier, level in enumerate(self.tiers):
+                    if not self.over_heaps[tier] or not self._entitled(j, level):
+                        continue
+                    key = (tier, self.leaf[j], bool(self.whole[j]))
+                    room = (self.free_whole, self.room_total)
+                    lifted = sum(successes[:tier])
+                    known = failed.get(key)
+                    still = known is not None and _within(room, known[1]) and lifted == known[2]
+                    if still and self.units[j] >= known[0]:  # type: ignore[index]
+                        continue
+                    if self._claim(j, tier, level):
+                        successes[tier] += 1
+                        changed = True
+                        break
+                    if not still or self.units[j] < known[0]:  # type: ignore[index]
+                        failed[key] = (self.units[j], room, lifted)
+        finally:
+            self.over_heaps = None
+            self.node_heaps = None
         return changed
 
-    def _over_leaves(self, level: list[float]) -> list[int]:
-        """Leaf projects above ``level`` that have work running."""
-        alloc, children = self.alloc, self.tree.children
-        return [q for q in range(len(alloc)) if alloc[q] > level[q] + _EPS and not children[q] and self.leaf_running[q]]
+    def _over_heap(self, level: list[float]) -> list[tuple[float, int, int]]:
+        """Leaf projects above ``level``, most above first: (-(excess), index, stamp), checked lazily."""
+        alloc, children, stamp = self.alloc, self.tree.children, self.stamp
+        heap = [(level[q] - alloc[q], q, stamp[q]) for q in range(len(alloc)) if alloc[q] > level[q] + _EPS]
+        heap = [entry for entry in heap if not children[entry[1]]]
+        heapq.heapify(heap)
+        return heap
 
-    def _claim(self, j: int, over: list[int], level: list[float]) -> bool:
+    def _note_alloc(self, q: int, n: int, gone: int = -1) -> None:
+        """Keep the reclaim indexes current: leaf ``q``'s holding changed on node ``n`` (job ``gone`` left)."""
+        alloc, units, whole = self.alloc, self.units, self.whole
+        for heap, level in zip(self.over_heaps, self.tiers, strict=True):  # type: ignore[arg-type]
+            if alloc[q] > level[q] + _EPS:
+                heapq.heappush(heap, (level[q] - alloc[q], q, self.stamp[q]))
+        if self.node_heaps is None:
+            return
+        dirty = {n}
+        for t, level in enumerate(self.tiers):
+            flags, counts = self.eligible_flags[t], self.eligible_whole[t]
+            if gone >= 0 and flags[gone]:
+                flags[gone] = 0
+                counts[n] -= whole[gone]
+            for v in self.leaf_running[q]:
+                if not whole[v] or not self.preemptible[v]:
+                    continue
+                now = alloc[q] - units[v] >= level[q] - _EPS
+                if now != flags[v]:
+                    flags[v] = now
+                    node = self.place[v][0]  # type: ignore[index]
+                    counts[node] += whole[v] if now else -whole[v]
+                    dirty.add(node)
+        for node in dirty:
+            self._push_node_bound(node)
+
+    def _start_node_bounds(self) -> None:
+        """Per tier and node, an upper bound on the whole GPUs reclaim could free there, in a lazy max-heap."""
+        nodes = len(self.node_size)
+        self.eligible_flags = [bytearray(len(self.jobs)) for _ in self.tiers]
+        self.eligible_whole = [[0] * nodes for _ in self.tiers]
+        self.node_stamp = [0] * nodes
+        for t, level in enumerate(self.tiers):
+            flags, counts = self.eligible_flags[t], self.eligible_whole[t]
+            # only a project above the level has jobs it can lose
+            for q in {entry[1] for entry in self.over_heaps[t]}:  # type: ignore[index]
+                for v in self.leaf_running[q]:
+                    if self.whole[v] and self.preemptible[v] and self.alloc[q] - self.units[v] >= level[q] - _EPS:
+                        flags[v] = 1
+                        counts[self.place[v][0]] += self.whole[v]  # type: ignore[index]
+        self.node_heaps = [[(-self._node_bound(t, n), n, 0) for n in range(nodes)] for t in range(len(self.tiers))]
+        for heap in self.node_heaps:
+            heapq.heapify(heap)
+
+    def _node_bound(self, tier: int, n: int) -> int:
+        # any shared GPU might be emptied: counting them all keeps this an upper bound
+        return self.free[n] + self.eligible_whole[tier][n] + len(self.node_partial[n])
+
+    def _push_node_bound(self, n: int) -> None:
+        self.node_stamp[n] += 1
+        for t, heap in enumerate(self.node_heaps):
+            heapq.heappush(heap, (-self._node_bound(t, n), n, self.node_stamp[n]))
+
+    def _best_node_bound(self, tier: int) -> int:
+        heap = self.node_heaps[tier]
+        while heap:
+            bound, n, stamp = heap[0]
+            if stamp == self.node_stamp[n]:
+                return -bound
+            heapq.heappop(heap)
+        return 0
+
+    def _victim_leaves(self, tier: int, claimant_path: set[int], level: list[float]) -> Generator[int, None, None]:
+        """Leaf projects that may lose work to the claimant, in rank order (most over first)."""
+        if self.flat:
+            heap = self.over_heaps[tier]  # type: ignore[index]
+            taken = []
+            try:
+                while heap:
+                    entry = heapq.heappop(heap)
+                    q = entry[1]
+                    if entry[2] != self.stamp[q] or self.alloc[q] <= level[q] + _EPS:
+                        continue  # stale: the project's holding changed since
+                    taken.append(entry)
+                    if q not in claimant_path:
+                        yield q
+            finally:
+                for entry in taken:
+                    if entry[2] == self.stamp[entry[1]]:
+                        heapq.heappush(heap, entry)
+            return
+        alloc, children = self.alloc, self.tree.children
+        over = [q for q in range(len(alloc)) if not children[q] and alloc[q] > level[q] + _EPS]
+        over = [q for q in over if q not in claimant_path]
+        over.sort(key=lambda q: self._leaf_rank(q, {}, claimant_path, level))
+        yield from over
+
+    def _claim(self, j: int, tier: int, level: list[float]) -> bool:
+        """Find victims for job ``j``: the nodes of the best-ranked victims first; the first that works."""
+        if self.node_heaps is None:
+            self._start_node_bounds()
+        if self.whole[j] and self._best_node_bound(tier) < self.whole[j]:
+            return False  # no node could free enough whole GPUs even if every eligible job went
         claimant_path = set(self.tree.path[self.leaf[j]])
-        by_node: dict[int, list[int]] = {}
-        alloc, units, place = self.alloc, self.units, self.place
-        for q in over:
-            if q == self.leaf[j]:
-                continue
-            for v in sorted(self.leaf_running[q]):
-                if self.preemptible[v] and alloc[q] - units[v] >= level[q] - _EPS:
-                    by_node.setdefault(place[v][0], []).append(v)  # type: ignore[index]
-        best: tuple | None = None
-        for n in sorted(by_node):
-            victims = self._victims_on(j, n, by_node[n], claimant_path, level)
-            if victims is None:
-                continue
-            cost = (
-                sum(units[v] for v in victims),
-                len(victims),
-                sorted(self._rank(v, {}, claimant_path, level) for v in victims),
-                n,
-            )
-            if best is None or cost < best[0]:
-                best = (cost, n, victims)
-        if best is None:
-            return False
-        _, n, victims = best
-        for v in victims:
-            self._release(v)
-        self._place_on(j, n)
-        return True
+        leaves = self._victim_leaves(tier, claimant_path, level)
+        try:
+            return self._claim_from(j, leaves, claimant_path, level, tier)
+        finally:
+            leaves.close()  # puts back what the lazy heap walk took out
+
+    def _claim_from(
+        self, j: int, leaves: Iterator[int], claimant_path: set[int], level: list[float], tier: int
+    ) -> bool:
+        visited: set[int] = set()
+        g = self.whole[j]
+        for q in leaves:
+            for v in sorted(self.leaf_running[q], reverse=True):
+                if not self.preemptible[v]:
+                    continue
+                n = self.place[v][0]  # type: ignore[index]
+                if n in visited:
+                    continue
+                if g and self._node_bound(tier, n) < g:
+                    visited.add(n)  # the bound does not move while this claim looks
+                    continue
+                if not self._eligible(v, {}, claimant_path, level):
+                    continue
+                visited.add(n)
+                candidates = [
+                    w
+                    for w in sorted(self.node_jobs[n])
+                    if self.preemptible[w]
+                    and self.leaf[w] not in claimant_path
+                    and self._eligible(w, {}, claimant_path, level)
+                ]
+                if not self._could_fit(j, n, candidates):
+                    continue
+                victims = self._victims_on(j, n, candidates, claimant_path, level)
+                if victims is None:
+                    continue
+                for w in victims:
+                    self._release(w)
+                self._place_on(j, n)
+                return True
+        return False
+
+    def _could_fit(self, j: int, n: int, candidates: list[int]) -> bool:
+        """A quick necessary test: could job ``j`` fit on node ``n`` if every candidate went?"""
+        free = self.free[n]
+        freed_whole = 0
+        on_shared: dict[int, int] = {}
+        for v in candidates:
+            if self.whole[v]:
+                freed_whole += self.whole[v]
+            else:
+                gpu = self.place[v][1][0]  # type: ignore[index]
+                on_shared[gpu] = on_shared.get(gpu, 0) + self.units[v]
+        partial = self.node_partial[n]
+        emptied = sum(1 for gpu, amount in on_shared.items() if amount == partial[gpu])
+        if self.whole[j]:
+            return free + freed_whole + emptied >= self.whole[j]
+        if free or freed_whole or emptied:
+            return True
+        units = self.units[j]
+        return any(used - on_shared.get(gpu, 0) + units <= UNITS_PER_GPU for gpu, used in partial.items())
 
     def _removed_in(self, victims: list[int]) -> dict[int, int]:
         removed: dict[int, int] = {}
@@ -700,14 +869,18 @@ class _Engine:
                 return False
         return True
 
-    def _rank(self, v: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> tuple:
-        """Sort key: most over-entitlement subtree first, top down; then most recently submitted."""
+    def _leaf_rank(self, q: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> tuple:
+        """Top down along the tree, the most over-level node first (ties: declaration order)."""
         levels = []
-        for a in reversed(self.tree.path[self.leaf[v]]):
+        for a in reversed(self.tree.path[q]):
             if a in claimant_path:
                 continue
             levels.append((-(self.alloc[a] - removed.get(a, 0) - level[a]), a))
-        return (tuple(levels), -v)
+        return tuple(levels)
+
+    def _rank(self, v: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> tuple:
+        """Victim order: its project's rank, then the most recently submitted job first."""
+        return (self._leaf_rank(self.leaf[v], removed, claimant_path, level), -v)
 
     def _fits(self, j: int, n: int, victims: list[int], removed: dict[int, int]) -> bool:
         units, tree, alloc = self.units[j], self.tree, self.alloc
@@ -775,6 +948,10 @@ class _Engine:
             preempted=preempted,
             parents={p.name: p.parent for p in tree.projects if p.parent is not None},
         )
+
+
+def _within(room: tuple[int, int], known: tuple[int, int]) -> bool:
+    return room[0] <= known[0] and room[1] <= known[1]
 
 
 def _nodes(nodes: Sequence[Node | tuple[str, int]]) -> list[Node]:

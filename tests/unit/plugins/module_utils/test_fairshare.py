@@ -1,0 +1,567 @@
+"""The fair-share model against the source documents' tables, and its invariants as properties.
+
+The expected outcomes below are copied from SCENARIOS.md (NetApp 4.8 - 4.10, the Alibaba elastic
+quota table), never computed by the model under test.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import fairshare as fs
+from ansible_collections.clusterproof.gpu.plugins.module_utils.fairshare import (
+    Job,
+    Placement,
+    Prediction,
+    Project,
+    ScaledScenario,
+)
+
+PROPERTY = settings(max_examples=60, deadline=None)
+
+# --- NetApp validation of Run:AI, SCENARIOS.md 4.8 - 4.10 ------------------------------------------
+
+DGX = [("dgx1-1", 8), ("dgx1-2", 8)]
+QUOTAS = {"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 8}
+TEAMS = [Project(name, quota=quota) for name, quota in QUOTAS.items()]
+
+# 4.8: job, project, type, GPUs, node in the document's figure
+TABLE_4_8 = [
+    ("a-1-1-jupyter", "team-a", "interactive", 1, "dgx1-1"),
+    ("a-1-g", "team-a", "train", 1, "dgx1-1"),
+    ("a-2-gg", "team-a", "train", 2, "dgx1-1"),
+    ("b-1-g06", "team-b", "interactive", 0.6, "dgx1-2"),
+    ("b-2-g04", "team-b", "interactive", 0.4, "dgx1-2"),
+    ("b-3-g", "team-b", "train", 1, "dgx1-1"),
+    ("b-4-gg", "team-b", "train", 2, "dgx1-2"),
+    ("c-1-g05", "team-c", "interactive", 0.5, "dgx1-1"),
+    ("c-2-g03", "team-c", "interactive", 0.3, "dgx1-1"),
+    ("c-3-g02", "team-c", "interactive", 0.2, "dgx1-1"),
+    ("c-4-gg", "team-c", "train", 2, "dgx1-1"),
+    ("c-5-g", "team-c", "train", 1, "dgx1-2"),
+    ("d-1-gggg", "team-d", "train", 4, "dgx1-2"),
+]
+EXPECTED_4_8 = {"team-a": 4, "team-b": 4, "team-c": 4, "team-d": 4}
+SHARED_4_8 = [{"b-1-g06", "b-2-g04"}, {"c-1-g05", "c-2-g03", "c-3-g02"}]
+
+# 4.9 (reconstructed submission): team-d claims its quota with two 2-GPU jobs
+SUBMITTED_4_9 = [("d-2-gg", "team-d", "train", 2), ("d-3-gg", "team-d", "train", 2)]
+EXPECTED_4_9 = {"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 8}
+PENDING_4_9 = {"b-4-gg", "c-4-gg"}
+
+# 4.10 (reconstructed): team-d's jobs end; a, b and c submit more
+ENDED_4_10 = {"d-1-gggg", "d-2-gg", "d-3-gg"}
+SUBMITTED_4_10 = [
+    ("a-3-gg", "team-a", "train", 2),
+    ("a-4-gg", "team-a", "train", 2),
+    ("b-5-gg", "team-b", "train", 2),
+    ("c-6-gg", "team-c", "train", 2),
+]
+EXPECTED_4_10 = {"team-a": 8, "team-b": 4, "team-c": 4, "team-d": 0}
+QUEUED_4_10 = {"team-a": 0, "team-b": 1, "team-c": 1, "team-d": 0}
+PENDING_4_10 = {"b-5-gg", "c-6-gg"}
+
+
+def as_jobs(rows) -> list[Job]:
+    return [Job(row[0], row[1], row[3], interactive=row[2] == "interactive") for row in rows]
+
+
+JOBS_4_8 = as_jobs(TABLE_4_8)
+JOBS_4_9 = JOBS_4_8 + as_jobs(SUBMITTED_4_9)
+JOBS_4_10 = [job for job in JOBS_4_9 if job.name not in ENDED_4_10] + as_jobs(SUBMITTED_4_10)
+
+
+def figure_placements() -> dict[str, Placement]:
+    """The 4.8 figure's nodes, GPU indices handed out in table order; a project's fractions share a GPU."""
+    next_gpu: dict[str, int] = defaultdict(int)
+    shared_gpu: dict[tuple[str, str], int] = {}
+    placements = {}
+    for name, project, _, gpus, node in TABLE_4_8:
+        if gpus < 1:
+            if (node, project) not in shared_gpu:
+                shared_gpu[node, project] = next_gpu[node]
+                next_gpu[node] += 1
+            placements[name] = Placement(node, (shared_gpu[node, project],), shared=True)
+        else:
+            placements[name] = Placement(node, tuple(range(next_gpu[node], next_gpu[node] + gpus)))
+            next_gpu[node] += gpus
+    return placements
+
+
+def step_4_8() -> Prediction:
+    return fs.predict("runai", DGX, TEAMS, JOBS_4_8)
+
+
+def starts_of_4_9() -> dict[str, dict[str, Placement]]:
+    return {"model's 4.8": step_4_8().placements, "figure's 4.8": figure_placements()}
+
+
+def check_capacity(prediction: Prediction, nodes, jobs: list[Job]) -> None:
+    """No GPU holds more than one whole job, or fractions above 1; indices exist; accounting adds up."""
+    size = dict(nodes)
+    by_name = {job.name: job for job in jobs}
+    whole_owner: dict[tuple[str, int], str] = {}
+    shared_use: dict[tuple[str, int], int] = defaultdict(int)
+    for name, placement in prediction.placements.items():
+        job = by_name[name]
+        assert placement.node in size
+        assert all(0 <= gpu < size[placement.node] for gpu in placement.gpus)
+        if job.gpus < 1:
+            assert placement.shared and len(placement.gpus) == 1
+            shared_use[placement.node, placement.gpus[0]] += round(job.gpus * 1000)
+        else:
+            assert not placement.shared and len(set(placement.gpus)) == job.gpus
+            for gpu in placement.gpus:
+                assert (placement.node, gpu) not in whole_owner, f"GPU {gpu} of {placement.node} given twice"
+                whole_owner[placement.node, gpu] = name
+    assert not set(whole_owner) & set(shared_use)
+    assert all(units <= 1000 for units in shared_use.values())
+    for node, count in size.items():
+        used = sum(1 for key in set(whole_owner) | set(shared_use) if key[0] == node)
+        assert used <= count
+    assert prediction.total_allocated <= prediction.capacity + 1e-9
+    assert not set(prediction.placements) & set(prediction.pending)
+    assert set(prediction.placements) | set(prediction.pending) == set(by_name)
+    held: dict[str, float] = defaultdict(float)
+    for name in prediction.placements:
+        held[by_name[name].project] += by_name[name].gpus
+    for project, amount in held.items():
+        assert prediction.allocated[project] == pytest.approx(amount)
+
+
+def test_4_8_all_thirteen_run_and_fill_the_cluster():
+    result = step_4_8()
+    assert len(result.placements) == 13 and result.pending == ()
+    assert result.total_allocated == 16 and result.gpus_in_use == 16
+    assert result.allocated == pytest.approx(EXPECTED_4_8)
+    check_capacity(result, DGX, JOBS_4_8)
+
+
+def test_4_8_fractions_share_one_gpu_per_group():
+    result = step_4_8()
+    gpus = [{(result.placements[name].node, result.placements[name].gpus) for name in group} for group in SHARED_4_8]
+    assert all(len(gpu) == 1 for gpu in gpus)
+    assert gpus[0] != gpus[1]
+    assert all(result.placements[name].shared for group in SHARED_4_8 for name in group)
+
+
+def test_4_8_teams_b_and_c_over_quota_while_d_is_under():
+    result = step_4_8()
+    assert result.allocated["team-b"] > QUOTAS["team-b"] and result.allocated["team-c"] > QUOTAS["team-c"]
+    assert result.allocated["team-d"] < QUOTAS["team-d"]
+
+
+@pytest.mark.parametrize("start", ["model's 4.8", "figure's 4.8"])
+def test_4_9_team_d_reclaims_its_quota(start):
+    result = fs.predict("runai", DGX, TEAMS, JOBS_4_9, starts_of_4_9()[start])
+    assert result.allocated == pytest.approx(EXPECTED_4_9)
+    assert result.total_allocated == 16
+    assert set(result.pending) == PENDING_4_9
+    assert set(result.preempted) == PENDING_4_9
+    check_capacity(result, DGX, JOBS_4_9)
+
+
+@pytest.mark.parametrize("start", ["model's 4.8", "figure's 4.8"])
+def test_4_9_no_interactive_job_is_paused(start):
+    result = fs.predict("runai", DGX, TEAMS, JOBS_4_9, starts_of_4_9()[start])
+    assert all(result.state(job.name) == "running" for job in JOBS_4_9 if job.interactive)
+
+
+@pytest.mark.parametrize("start", ["model's 4.8", "figure's 4.8"])
+def test_4_10_over_quota_split_by_quota_ratio(start):
+    after_4_9 = fs.predict("runai", DGX, TEAMS, JOBS_4_9, starts_of_4_9()[start])
+    result = fs.predict("runai", DGX, TEAMS, JOBS_4_10, after_4_9.placements)
+    assert result.allocated == pytest.approx(EXPECTED_4_10)
+    assert set(result.pending) == PENDING_4_10
+    queued = {team: sum(1 for name in result.pending if name[0] == team[-1]) for team in QUOTAS}
+    assert queued == QUEUED_4_10
+    assert result.preempted == ()
+    check_capacity(result, DGX, JOBS_4_10)
+
+
+def test_4_10_fair_shares_are_quota_plus_spare_by_quota():
+    shares = fs.fair_shares(TEAMS, {"team-a": 8, "team-b": 6, "team-c": 6, "team-d": 0}, 16)
+    assert shares == pytest.approx(EXPECTED_4_10)
+
+
+def test_fair_shares_cap_by_limit_and_pass_the_rest_on():
+    projects = [Project("x", quota=2, limit=3), Project("y", quota=2)]
+    assert fs.fair_shares(projects, {"x": 10, "y": 10}, 10) == pytest.approx({"x": 3, "y": 7})
+
+
+def test_fair_shares_oversubscribed_quotas_split_by_quota():
+    projects = [Project("x", quota=12), Project("y", quota=4)]
+    assert fs.fair_shares(projects, {"x": 20, "y": 20}, 8) == pytest.approx({"x": 6, "y": 2})
+
+
+def test_zero_weight_gets_no_spare_in_fair_share_but_may_borrow_idle():
+    projects = [Project("x", quota=2, weight=0), Project("y", quota=2)]
+    assert fs.fair_shares(projects, {"x": 8, "y": 8}, 8) == pytest.approx({"x": 2, "y": 6})
+    jobs = [Job(f"x{i}", "x", 1) for i in range(6)]
+    result = fs.predict("runai", [("n", 8)], projects, jobs)
+    assert result.allocated["x"] == 6  # idle GPUs are lent, and reclaimable
+
+
+def test_interactive_work_starts_only_within_quota():
+    jobs = [Job(f"i{i}", "x", 1, interactive=True) for i in range(4)]
+    result = fs.predict("runai", [("n", 8)], [Project("x", quota=2)], jobs)
+    assert result.allocated["x"] == 2 and result.pending == ("i2", "i3")
+
+
+def test_whole_jobs_fit_on_one_node():
+    result = fs.predict("runai", [("n1", 4), ("n2", 4)], [Project("x", quota=8)], [Job("big", "x", 6)])
+    assert result.pending == ("big",)
+
+
+# --- Alibaba elastic quota tree, SCENARIOS.md second half ------------------------------------------
+
+TREE = [
+    Project("root", quota=40, limit=40),
+    Project("root.a", quota=20, limit=40, parent="root"),
+    Project("root.b", quota=20, limit=40, parent="root"),
+    Project("root.a.1", quota=10, limit=20, parent="root.a"),
+    Project("root.a.2", quota=10, limit=20, parent="root.a"),
+    Project("root.b.1", quota=10, limit=20, parent="root.b"),
+    Project("root.b.2", quota=10, limit=20, parent="root.b"),
+]
+NAMESPACE_LEAF = {
+    "namespace1": "root.a.1",
+    "namespace2": "root.a.2",
+    "namespace3": "root.b.1",
+    "namespace4": "root.b.2",
+}
+CORES = [("cpu-pool", 40)]
+# step, namespace deployed (5 replicas x 5 cores), running replicas afterwards in ns1..ns4 (None: "–")
+ALIBABA_TABLE = [
+    (1, "namespace1", (4, None, None, None)),
+    (2, "namespace2", (4, 4, None, None)),
+    (3, "namespace3", (3, 3, 2, None)),
+    (4, "namespace4", (2, 2, 2, 2)),
+]
+
+
+def run_tree_steps(policy: str):
+    jobs: list[Job] = []
+    placements: dict[str, Placement] = {}
+    for _, namespace, _ in ALIBABA_TABLE:
+        jobs += fs.replicas(namespace, NAMESPACE_LEAF[namespace], count=5, size=5)
+        result = fs.predict(policy, CORES, TREE, jobs, placements)
+        placements = result.placements
+        deployed = {job.name.rsplit("-", 1)[0] for job in jobs}
+        yield (
+            result,
+            tuple(
+                sum(1 for name in placements if name.startswith(f"namespace{k}-"))
+                if f"namespace{k}" in deployed
+                else None
+                for k in range(1, 5)
+            ),
+        )
+
+
+def test_elastic_tree_reproduces_the_guide_table():
+    observed = [running for _, running in run_tree_steps("elastic")]
+    assert observed == [expected for _, _, expected in ALIBABA_TABLE]
+
+
+def test_elastic_preempts_one_replica_each_from_the_over_min_siblings():
+    results = [result for result, _ in run_tree_steps("elastic")]
+    for step in (2, 3):  # steps 3 and 4 of the table
+        victims = {name.split("-")[0] for name in results[step].preempted}
+        assert len(results[step].preempted) == 2 and victims == {"namespace1", "namespace2"}
+
+
+def test_elastic_never_exceeds_max_on_the_path():
+    for result, _ in run_tree_steps("elastic"):
+        for project in TREE:
+            assert result.allocated[project.name] <= project.limit
+
+
+def test_runai_on_the_same_tree_reclaims_to_fair_share_not_to_min():
+    # the engines agree while nobody competes, differ at step 3 (Run:AI splits root.b's 20 to b.1), agree at 4
+    observed = [running for _, running in run_tree_steps("runai")]
+    assert observed == [(4, None, None, None), (4, 4, None, None), (2, 2, 4, None), (2, 2, 2, 2)]
+
+
+def test_on_the_netapp_quotas_runai_reclaims_the_over_quota_split_and_elastic_only_min():
+    # team-a floods the idle cluster; then b and c want 6 GPUs each. Worked by hand in docs/fairshare.md.
+    flood = [Job(f"a{k}", "team-a", 2) for k in range(8)]
+    later = flood + [Job(f"{team}{k}", f"team-{team}", 2) for team in "bc" for k in range(3)]
+    expected = {"runai": (8, 4, 4, 0), "elastic": (12, 2, 2, 0)}
+    for policy, split in expected.items():
+        first = fs.predict(policy, DGX, TEAMS, flood)
+        assert first.allocated["team-a"] == 16
+        result = fs.predict(policy, DGX, TEAMS, later, first.placements)
+        assert tuple(result.allocated[team] for team in QUOTAS) == split, policy
+
+
+# --- scaling a scenario to a site ------------------------------------------------------------------
+
+
+def test_scale_to_the_reference_site_is_identity():
+    scaled = fs.scale_scenario(TEAMS, JOBS_4_8, 16, 16, 8)
+    assert isinstance(scaled, ScaledScenario)
+    assert (scaled.factor, scaled.gpus, scaled.nodes, scaled.unused_gpus) == (1, 16, 2, 0)
+    assert list(scaled.jobs) == JOBS_4_8 and [p.quota for p in scaled.projects] == [4, 2, 2, 8]
+
+
+def test_scale_doubles_quotas_and_jobs_and_repeats_fractions():
+    scaled = fs.scale_scenario(TEAMS, JOBS_4_8, 16, 32, 8)
+    assert isinstance(scaled, ScaledScenario)
+    assert (scaled.factor, scaled.gpus, scaled.nodes) == (2, 32, 4)
+    assert [p.quota for p in scaled.projects] == [8, 4, 4, 16]
+    sizes = {job.name: job.gpus for job in scaled.jobs}
+    assert sizes["d-1-gggg"] == 8 and sizes["a-2-gg"] == 4 and sizes["b-1-g06-x2"] == 0.6
+    result = fs.predict("runai", [(f"n{i}", 8) for i in range(scaled.nodes)], scaled.projects, scaled.jobs)
+    assert result.pending == () and result.allocated == pytest.approx({k: 2 * v for k, v in EXPECTED_4_8.items()})
+
+
+def test_scale_uses_whole_nodes_and_reports_the_rest():
+    scaled = fs.scale_scenario(TEAMS, JOBS_4_8, 16, 24, 8)
+    assert isinstance(scaled, ScaledScenario)
+    assert (scaled.gpus, scaled.nodes, scaled.unused_gpus) == (16, 2, 8)
+
+
+@pytest.mark.parametrize(
+    ("site_gpus", "node_gpus", "words"),
+    [(8, 8, "needs at least 16"), (16, 2, "largest job needs 4 GPUs on one node"), (20, 6, "no multiple")],
+)
+def test_scale_says_why_a_site_is_too_small(site_gpus, node_gpus, words):
+    reason = fs.scale_scenario(TEAMS, JOBS_4_8, 16, site_gpus, node_gpus)
+    assert isinstance(reason, str) and words in reason
+
+
+def test_scale_the_elastic_tree_to_a_smaller_pool():
+    jobs = list(fs.replicas("namespace1", "root.a.1", 5, 5))
+    scaled = fs.scale_scenario(TREE, jobs, 40, 16, 8)
+    assert isinstance(scaled, ScaledScenario)
+    assert [(p.quota, p.limit) for p in scaled.projects][::3] == [(16, 16), (4, 8), (4, 8)]
+    assert {job.gpus for job in scaled.jobs} == {2}
+    result = fs.predict("elastic", [("a", 8), ("b", 8)], scaled.projects, scaled.jobs)
+    assert len(result.placements) == 4  # step 1 of the table, at 2/5 scale
+
+
+# --- input errors -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("projects", "jobs", "running", "words"),
+    [
+        (TEAMS, [Job("x", "team-z", 1)], {}, "not declared"),
+        (TEAMS, [Job("x", "team-a", 1.5)], {}, "fraction must be below 1"),
+        (TEAMS, [Job("x", "team-a", 0)], {}, "more than 0"),
+        (TEAMS, [Job("x", "team-a", 1), Job("x", "team-a", 1)], {}, "twice"),
+        (
+            TEAMS,
+            [Job("x", "team-a", 1), Job("y", "team-a", 1)],
+            {"x": Placement("dgx1-1", (0,)), "y": Placement("dgx1-1", (0,))},
+            "not free",
+        ),
+        (
+            TEAMS,
+            [Job("x", "team-a", 0.6), Job("y", "team-a", 0.6)],
+            {"x": Placement("dgx1-1", (0,), True), "y": Placement("dgx1-1", (0,), True)},
+            "over-shared",
+        ),
+        (TEAMS, [Job("x", "team-a", 1)], {"x": Placement("nowhere", (0,))}, "not listed"),
+        ([Project("p", parent="q")], [], {}, "not declared"),
+        (TREE, [Job("x", "root.a", 1)], {}, "sub-projects"),
+    ],
+)
+def test_inconsistent_input_is_refused(projects, jobs, running, words):
+    with pytest.raises(ValueError, match=words):
+        fs.predict("runai", DGX, projects, jobs, running)
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="policy"):
+        fs.predict("fifo", DGX, TEAMS, [])
+
+
+# --- properties --------------------------------------------------------------------------------------
+
+SIZES = (0.2, 0.25, 0.3, 0.5, 0.6, 1, 1, 2, 3, 4, 8)
+
+
+@st.composite
+def sites(draw, sizes=SIZES, max_nodes=4):
+    nodes = [(f"n{i}", draw(st.integers(1, 8))) for i in range(draw(st.integers(1, max_nodes)))]
+    projects = [
+        Project(
+            f"p{i}",
+            quota=draw(st.integers(0, 8)),
+            weight=draw(st.one_of(st.none(), st.integers(0, 5))),
+            limit=draw(st.one_of(st.none(), st.integers(1, 20))),
+        )
+        for i in range(draw(st.integers(1, 4)))
+    ]
+    jobs = [
+        Job(f"j{k}", f"p{draw(st.integers(0, len(projects) - 1))}", draw(st.sampled_from(sizes)), draw(st.booleans()))
+        for k in range(draw(st.integers(0, 24)))
+    ]
+    return nodes, projects, jobs
+
+
+@st.composite
+def two_steps(draw, sizes=SIZES):
+    """A site, its first step's jobs, and a second step: some jobs ended, new ones submitted."""
+    nodes, projects, jobs = draw(sites(sizes))
+    kept = [job for job in jobs if draw(st.booleans()) or job.interactive]
+    more = [
+        Job(f"k{k}", f"p{draw(st.integers(0, len(projects) - 1))}", draw(st.sampled_from(sizes)), draw(st.booleans()))
+        for k in range(draw(st.integers(0, 12)))
+    ]
+    return nodes, projects, jobs, kept + more
+
+
+@PROPERTY
+@given(case=two_steps(), policy=st.sampled_from(fs.POLICIES))
+def test_never_more_than_capacity_per_node_and_in_total(case, policy):
+    nodes, projects, first_jobs, second_jobs = case
+    first = fs.predict(policy, nodes, projects, first_jobs)
+    check_capacity(first, nodes, first_jobs)
+    second = fs.predict(policy, nodes, projects, second_jobs, first.placements)
+    check_capacity(second, nodes, second_jobs)
+    for result in (first, second):
+        for project in projects:
+            if project.limit is not None:
+                assert result.allocated[project.name] <= project.limit + 1e-9
+
+
+@PROPERTY
+@given(case=two_steps(), policy=st.sampled_from(fs.POLICIES))
+def test_interactive_work_stays_within_quota(case, policy):
+    nodes, projects, first_jobs, second_jobs = case
+    first = fs.predict(policy, nodes, projects, first_jobs)
+    second = fs.predict(policy, nodes, projects, second_jobs, first.placements)
+    by_name = {job.name: job for job in second_jobs}
+    interactive: dict[str, float] = defaultdict(float)
+    for name in second.placements:
+        if by_name[name].interactive:
+            interactive[by_name[name].project] += by_name[name].gpus
+    for project in projects:
+        assert interactive[project.name] <= project.quota + 1e-9
+
+
+@PROPERTY
+@given(case=two_steps(), policy=st.sampled_from(fs.POLICIES))
+def test_a_stable_state_is_a_fixed_point(case, policy):
+    nodes, projects, first_jobs, second_jobs = case
+    first = fs.predict(policy, nodes, projects, first_jobs)
+    second = fs.predict(policy, nodes, projects, second_jobs, first.placements)
+    again = fs.predict(policy, nodes, projects, second_jobs, second.placements)
+    assert again.placements == second.placements and again.pending == second.pending and again.preempted == ()
+
+
+def guarantee(project: Project, jobs: list[Job]) -> float:
+    """min(quota, demand), interactive demand counted only up to the quota (it may not start beyond)."""
+    train = sum(job.gpus for job in jobs if job.project == project.name and not job.interactive)
+    interactive = sum(job.gpus for job in jobs if job.project == project.name and job.interactive)
+    return min(project.quota, train + min(interactive, project.quota))
+
+
+@st.composite
+def one_gpu_sites(draw):
+    """Whole 1-GPU jobs (so every job fits wherever a GPU is idle) and quotas that the site can honour."""
+    nodes, projects, first_jobs, second_jobs = draw(two_steps(sizes=(1,)))
+    capacity = sum(size for _, size in nodes)
+    quotas = [project.quota for project in projects]
+    while sum(quotas) > capacity:
+        quotas[quotas.index(max(quotas))] -= 1
+    projects = [Project(p.name, quota=q, weight=p.weight) for p, q in zip(projects, quotas, strict=True)]
+    return nodes, projects, first_jobs, second_jobs
+
+
+@PROPERTY
+@given(case=one_gpu_sites(), policy=st.sampled_from(fs.POLICIES))
+def test_quota_is_honoured_when_demanded(case, policy):
+    nodes, projects, first_jobs, second_jobs = case
+    first = fs.predict(policy, nodes, projects, first_jobs)
+    second = fs.predict(policy, nodes, projects, second_jobs, first.placements)
+    for result, jobs in ((first, first_jobs), (second, second_jobs)):
+        for project in projects:
+            assert result.allocated[project.name] >= guarantee(project, jobs) - 1e-9, project.name
+
+
+def _demand(project: Project, jobs: list[Job]) -> float:
+    return sum(job.gpus for job in jobs if job.project == project.name)
+
+
+@PROPERTY
+@given(
+    case=one_gpu_sites(),
+    extra=st.lists(st.tuples(st.integers(0, 3), st.booleans()), max_size=16),
+    policy=st.sampled_from(fs.POLICIES),
+)
+def test_more_demand_never_lowers_a_project_below_its_guarantee(case, extra, policy):
+    nodes, projects, first_jobs, _ = case
+    before = fs.predict(policy, nodes, projects, first_jobs)
+    more = [Job(f"m{k}", projects[p % len(projects)].name, 1, i) for k, (p, i) in enumerate(extra)]
+    after = fs.predict(policy, nodes, projects, first_jobs + more, before.placements)
+    for project in projects:
+        floor = min(before.allocated[project.name], guarantee(project, first_jobs))
+        assert after.allocated[project.name] >= floor - 1e-9
+
+
+@PROPERTY
+@given(
+    size=st.sampled_from((1, 2)),
+    node_slots=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    shape=st.lists(st.tuples(st.integers(0, 4), st.integers(1, 5)), min_size=1, max_size=4),
+)
+def test_spare_capacity_splits_by_over_quota_weight(size, node_slots, shape):
+    nodes = [(f"n{i}", slots * size) for i, slots in enumerate(node_slots)]
+    capacity = sum(gpus for _, gpus in nodes)
+    quotas = [quota for quota, _ in shape]
+    while sum(quotas) > capacity:
+        quotas[quotas.index(max(quotas))] -= 1
+    projects = [Project(f"p{i}", quota=q, weight=w) for i, (q, (_, w)) in enumerate(zip(quotas, shape, strict=True))]
+    # every project wants the whole site: all spare capacity is contested
+    jobs = [Job(f"p{i}-{k}", p.name, size) for i, p in enumerate(projects) for k in range(capacity // size + 1)]
+    result = fs.predict("runai", nodes, projects, jobs)
+    spare = capacity - sum(quotas)
+    total_weight = sum(p.weight for p in projects)
+    assert result.total_allocated == capacity
+    for p in projects:
+        expected = p.quota + spare * p.weight / total_weight
+        assert abs(result.allocated[p.name] - expected) < size + 1e-9, p.name
+
+
+@st.composite
+def elastic_trees(draw):
+    """Two-level trees whose mins nest (children within the parent, parents within the site)."""
+    capacity = draw(st.integers(2, 16))
+    nodes = [("pool", capacity)]
+    projects, leaves, left = [], [], capacity
+    for g in range(draw(st.integers(1, 3))):
+        group_min = draw(st.integers(0, left))
+        left -= group_min
+        projects.append(Project(f"g{g}", quota=group_min))
+        room = group_min
+        for c in range(draw(st.integers(1, 3))):
+            leaf_min = draw(st.integers(0, room))
+            room -= leaf_min
+            leaf_max = draw(st.one_of(st.none(), st.integers(max(leaf_min, 1), capacity)))
+            projects.append(Project(f"g{g}.{c}", quota=leaf_min, limit=leaf_max, parent=f"g{g}"))
+            leaves.append(f"g{g}.{c}")
+    first = [Job(f"j{k}", draw(st.sampled_from(leaves)), 1) for k in range(draw(st.integers(0, 20)))]
+    more = [Job(f"k{k}", draw(st.sampled_from(leaves)), 1) for k in range(draw(st.integers(0, 12)))]
+    return nodes, projects, first, first + more
+
+
+@PROPERTY
+@given(case=elastic_trees())
+def test_elastic_min_is_guaranteed_and_max_holds(case):
+    nodes, projects, first_jobs, second_jobs = case
+    first = fs.predict("elastic", nodes, projects, first_jobs)
+    second = fs.predict("elastic", nodes, projects, second_jobs, first.placements)
+    for result, jobs in ((first, first_jobs), (second, second_jobs)):
+        for project in projects:
+            if project.parent is not None:
+                assert result.allocated[project.name] >= min(project.quota, _demand(project, jobs)) - 1e-9
+            if project.limit is not None:
+                assert result.allocated[project.name] <= project.limit + 1e-9
