@@ -20,7 +20,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
-PORTS_PER_SANDBOX = 7
+# The control plane uses base..base+6, KAI scheduler base+10..base+18.
+PORTS_PER_SANDBOX = 20
 
 
 def free_port_base() -> int:

@@ -123,7 +123,7 @@ def test_missing_required_group():
         ),
         (
             {"name": "team-a", "gpu_quota": 1, "quota": 2},
-            "project team-a: quota: expected one of name, gpu_quota, gpu_limit, over_quota_weight, found an unknown field",
+            "project team-a: quota: expected one of name, gpu_quota, gpu_limit, over_quota_weight, priority, node_affinity, interactive_time_limit_seconds, users, groups, found an unknown field",
         ),
     ],
 )
@@ -183,3 +183,40 @@ def test_a_thousand_nodes():
     nodes = {"node-%04d" % i: {"gpu_count": 8} for i in range(1000)}
     declaration, errors = validate_site(*inventory(nodes))
     assert errors == [] and declaration.total_gpus == 8000
+
+
+def test_node_affinity_must_name_declared_nodes():
+    projects = [{"name": "team-a", "gpu_quota": 4, "node_affinity": {"training": ["dgx1-1", "dgx9"], "gpus": []}}]
+    errors = errors_of(site={**SITE, "clusterproof_projects": projects})
+    assert (
+        "project team-a: node_affinity.training: expected a GPU node of this inventory (dgx1-1, dgx1-2), found 'dgx9'"
+        in errors
+    )
+    assert "project team-a: node_affinity.gpus: expected training or interactive, found an unknown key" in errors
+
+
+def test_full_project_declaration():
+    project = {
+        "name": "team-a",
+        "gpu_quota": 4,
+        "gpu_limit": 8,
+        "over_quota_weight": 2,
+        "priority": 10,
+        "node_affinity": {"interactive": ["dgx1-2"]},
+        "interactive_time_limit_seconds": 3600,
+        "users": ["alice"],
+        "groups": ["team-a-researchers"],
+    }
+    declaration, errors = validate_site(*inventory(site={**SITE, "clusterproof_projects": [project]}))
+    assert errors == []
+    declared = declaration.projects[0]
+    assert declared.node_affinity == {"training": [], "interactive": ["dgx1-2"]}
+    assert (declared.priority, declared.interactive_time_limit_seconds, declared.users) == (10, 3600, ["alice"])
+
+
+def test_bad_time_limit_and_members():
+    project = {"name": "team-a", "gpu_quota": 1, "interactive_time_limit_seconds": 0, "users": "alice"}
+    assert errors_of(site={**SITE, "clusterproof_projects": [project]}) == [
+        "project team-a: interactive_time_limit_seconds: expected a positive whole number of seconds, found 0",
+        "project team-a: users: expected a list of names, found 'alice'",
+    ]

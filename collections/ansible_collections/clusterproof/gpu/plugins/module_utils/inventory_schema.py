@@ -53,6 +53,11 @@ PROJECT_FIELDS = {
     "gpu_quota": "guaranteed GPUs (a non-negative number, may be fractional)",
     "gpu_limit": "the most GPUs the project may use, over quota included",
     "over_quota_weight": "share of spare GPUs; defaults to the quota",
+    "priority": "queue priority: served first when over quota",
+    "node_affinity": "nodes for training and for interactive work: {training: [...], interactive: [...]}",
+    "interactive_time_limit_seconds": "interactive workloads end after this many seconds",
+    "users": "users who may submit workloads in the project",
+    "groups": "groups whose members may submit workloads in the project",
 }
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -98,6 +103,11 @@ class ProjectDeclaration:
     gpu_quota: float
     gpu_limit: float | None
     over_quota_weight: float
+    priority: int | None = None
+    node_affinity: dict[str, list[str]] = dataclasses.field(default_factory=lambda: {"training": [], "interactive": []})
+    interactive_time_limit_seconds: int | None = None
+    users: list[str] = dataclasses.field(default_factory=list)
+    groups: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -247,7 +257,7 @@ def _check_node(check: _Checker, host: str, variables: Mapping[str, Any]) -> Nod
     return NodeDeclaration(host, node_name, gpu_count, product, memory, cpu, mem, labels, taints)
 
 
-def _check_projects(check: _Checker, value: Any) -> list[ProjectDeclaration]:
+def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[ProjectDeclaration]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -280,12 +290,59 @@ def _check_projects(check: _Checker, value: Any) -> list[ProjectDeclaration]:
         weight = project.get("over_quota_weight", quota)
         if "over_quota_weight" in project and (not _is_number(weight) or weight < 0):
             check.error(where, "over_quota_weight", "a non-negative number", weight)
+        priority = project.get("priority")
+        if priority is not None and not _is_int(priority):
+            check.error(where, "priority", "an integer", priority)
+        affinity = _check_affinity(check, where, project.get("node_affinity"), node_names)
+        time_limit = project.get("interactive_time_limit_seconds")
+        if time_limit is not None and not (_is_int(time_limit) and time_limit > 0):
+            check.error(where, "interactive_time_limit_seconds", "a positive whole number of seconds", time_limit)
+        members = {}
+        for field in ("users", "groups"):
+            value = project.get(field) or []
+            if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+                check.error(where, field, "a list of names", value)
+            members[field] = [str(item) for item in value] if isinstance(value, list) else []
         if len(check.errors) == errors_before and name is not None:
             seen.add(name)
             projects.append(
-                ProjectDeclaration(name, float(quota), None if limit is None else float(limit), float(weight))
+                ProjectDeclaration(
+                    name,
+                    float(quota),
+                    None if limit is None else float(limit),
+                    float(weight),
+                    priority,
+                    affinity,
+                    time_limit,
+                    members["users"],
+                    members["groups"],
+                )
             )
     return projects
+
+
+def _check_affinity(check: _Checker, where: str, value: Any, node_names: set[str]) -> dict[str, list[str]]:
+    affinity: dict[str, list[str]] = {"training": [], "interactive": []}
+    if value is None:
+        return affinity
+    if not isinstance(value, Mapping):
+        check.error(where, "node_affinity", "a mapping with training and/or interactive node lists", value)
+        return affinity
+    for key in sorted(set(value) - set(affinity)):
+        check.errors.append(
+            InventoryError(where, "node_affinity.%s" % key, "training or interactive", "an unknown key")
+        )
+    for kind in affinity:
+        nodes = value.get(kind) or []
+        if not isinstance(nodes, list):
+            check.error(where, "node_affinity.%s" % kind, "a list of node names", nodes)
+            continue
+        for node in nodes:
+            if node not in node_names:
+                expected = "a GPU node of this inventory (%s)" % ", ".join(sorted(node_names)[:10])
+                check.error(where, "node_affinity.%s" % kind, expected, node)
+        affinity[kind] = [str(node) for node in nodes]
+    return affinity
 
 
 def validate_site(
@@ -341,7 +398,7 @@ def validate_site(
             continue
         by_name[node.name] = host
         nodes.append(node)
-    projects = _check_projects(check, site.get("clusterproof_projects"))
+    projects = _check_projects(check, site.get("clusterproof_projects"), set(by_name))
     if check.errors:
         return None, check.errors
 

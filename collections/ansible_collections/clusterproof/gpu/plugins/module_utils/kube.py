@@ -72,3 +72,77 @@ def list_nodes(api: Any, request_timeout: int = 30) -> list[dict[str, Any]]:
         token = page.metadata._continue
         if not token:
             return nodes
+
+
+def is_subset(wanted: Any, actual: Any) -> bool:
+    """Whether every field of ``wanted`` has the same value in ``actual`` (extra fields in
+    ``actual``, such as those the API server or controllers add, do not count). Pure."""
+    if isinstance(wanted, dict):
+        return isinstance(actual, dict) and all(is_subset(value, actual.get(key)) for key, value in wanted.items())
+    if isinstance(wanted, list):
+        return (
+            isinstance(actual, list)
+            and len(wanted) == len(actual)
+            and all(is_subset(item, other) for item, other in zip(wanted, actual, strict=True))
+        )
+    if isinstance(wanted, (int, float)) and not isinstance(wanted, bool) and isinstance(actual, (int, float)):
+        return float(wanted) == float(actual)
+    return wanted == actual
+
+
+class Applier:
+    """Makes objects exist as given, with server-side apply, changing only what differs.
+
+    ``apply`` returns (changed, before, after) where before/after are the object as it was and
+    as it is (or would be, in check mode) for --diff.
+    """
+
+    def __init__(self, api: Any, check_mode: bool = False, field_manager: str = "clusterproof") -> None:
+        from kubernetes.dynamic import DynamicClient
+
+        self.api = api
+        self.check_mode = check_mode
+        self.field_manager = field_manager
+        self.dynamic = DynamicClient(api)
+
+    def _resource(self, manifest: dict[str, Any]) -> Any:
+        return self.dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+
+    def get(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        from kubernetes.dynamic.exceptions import NotFoundError
+
+        metadata = manifest["metadata"]
+        try:
+            found = self._resource(manifest).get(name=metadata["name"], namespace=metadata.get("namespace"))
+        except NotFoundError:
+            return None
+        return found.to_dict()
+
+    def apply(self, manifest: dict[str, Any]) -> tuple[bool, dict[str, Any] | None, dict[str, Any]]:
+        existing = self.get(manifest)
+        if existing is not None and is_subset(manifest, existing):
+            return False, existing, existing
+        if self.check_mode:
+            return True, existing, manifest
+        metadata = manifest["metadata"]
+        applied = self._resource(manifest).server_side_apply(
+            body=manifest,
+            name=metadata["name"],
+            namespace=metadata.get("namespace"),
+            field_manager=self.field_manager,
+            force_conflicts=True,
+        )
+        return True, existing, applied.to_dict()
+
+    def delete(self, manifest: dict[str, Any]) -> bool:
+        existing = self.get(manifest)
+        if existing is None:
+            return False
+        if not self.check_mode:
+            metadata = manifest["metadata"]
+            self._resource(manifest).delete(name=metadata["name"], namespace=metadata.get("namespace"))
+        return True
+
+    def refresh_discovery(self) -> None:
+        """Forget the API's resource list, after CRDs were added."""
+        self.dynamic.resources.invalidate_cache()

@@ -126,10 +126,13 @@ class Component:
 
     name: str
     argv: tuple[str, ...]
+    # Empty: the process has no endpoint, and running is ready.
     ready_url: str
     # The API server's /readyz is checked against the sandbox CA; the controller-manager and
     # scheduler serve /healthz with a self-signed certificate they make themselves.
     verify_with_ca: bool = False
+    # Variables set for the process on top of this one's environment.
+    env: tuple[tuple[str, str], ...] = ()
 
 
 def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
@@ -360,6 +363,7 @@ def start(layout: Layout, component: Component) -> int:
     with layout.log(component.name).open("ab") as log:
         process = subprocess.Popen(
             component.argv,
+            env={**os.environ, **dict(component.env)},
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -427,6 +431,8 @@ def _ssl_context(layout: Layout, verify_with_ca: bool) -> ssl.SSLContext:
 
 
 def is_ready(layout: Layout, component: Component) -> bool:
+    if not component.ready_url:
+        return running_pid(layout, component.name) is not None
     context = _ssl_context(layout, component.verify_with_ca) if component.ready_url.startswith("https") else None
     try:
         with urllib.request.urlopen(component.ready_url, timeout=2, context=context) as response:
@@ -515,9 +521,15 @@ def prepare_state(layout: Layout, kwok_stages: str, ports: Ports) -> bool:
 
 
 def bring_up(layout: Layout, bin_dir: Path, ports: Ports, timeout: float = 120.0) -> list[str]:
-    """Start every component that is not already running as configured. Returns those started."""
+    """Start every control-plane component not already running as configured. Returns those started."""
+    return run_components(layout, components(layout, bin_dir, ports), timeout)
+
+
+def run_components(layout: Layout, wanted: Iterable[Component], timeout: float = 120.0) -> list[str]:
+    """Start, in order, each component not already running with its command line (restarting one
+    that runs with another), waiting for each to be ready. Returns the names started."""
     started = []
-    for component in components(layout, bin_dir, ports):
+    for component in wanted:
         if running_pid(layout, component.name, component.argv) is not None:
             continue
         if running_pid(layout, component.name) is not None:
@@ -549,9 +561,17 @@ def status(layout: Layout, bin_dir: Path, ports: Ports) -> list[dict[str, Any]]:
     return report
 
 
+def recorded_components(layout: Layout) -> list[str]:
+    """Names of every process started into this sandbox (control plane and add-ons alike)."""
+    return sorted(path.stem for path in (layout.root / "run").glob("*.json"))
+
+
 def tear_down(layout: Layout, names: Iterable[str]) -> list[str]:
-    """Stop every component we started, in reverse start order, and remove the state. Returns those stopped."""
-    stopped = [name for name in reversed(list(names)) if stop(layout, name)]
+    """Stop every process we started: add-ons first, then the control plane in reverse start
+    order; then remove the state. Returns those stopped."""
+    core = list(names)
+    addons = [name for name in recorded_components(layout) if name not in core]
+    stopped = [name for name in addons + list(reversed(core)) if stop(layout, name)]
     if layout.root.exists():
         if not (layout.root / MARKER).exists():
             raise SandboxError(f"{layout.root} is not a clusterproof sandbox (no {MARKER}); not removing it")

@@ -43,6 +43,7 @@ class SandboxVersions:
     kubernetes: str = "v1.36.3"
     etcd: str = "v3.6.8"
     kwok: str = "v0.8.0"
+    kai_scheduler: str = "v0.12.0"
 
     def cache_key(self, go_version: str) -> str:
         text = json.dumps(
@@ -53,7 +54,19 @@ class SandboxVersions:
 
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-ALL_BINARIES = ("etcd",) + KUBERNETES_COMMANDS + ("kwok",)
+KAI_MODULE = "github.com/NVIDIA/KAI-scheduler"
+# KAI scheduler's components the sandbox runs, as <binary name>: <command package>. Its admission
+# webhooks, pod-group controller and operator are not run (module_utils/kai.py says why): the
+# sandbox starts the components itself, as the operator would on a cluster.
+KAI_COMMANDS = {
+    "kai-scheduler": "cmd/scheduler",
+    "kai-binder": "cmd/binder",
+    "kai-podgrouper": "cmd/podgrouper",
+    "kai-queuecontroller": "cmd/queuecontroller",
+}
+ALL_BINARIES = ("etcd",) + KUBERNETES_COMMANDS + ("kwok",) + tuple(KAI_COMMANDS)
+# Files of the KAI module the sandbox applies (CRDs, priority classes), copied next to the binaries.
+KAI_SHARED_FILES = ("deployments/kai-scheduler/crds", "deployments/kai-scheduler/templates/priorityclasses")
 
 _STAGING_REPLACE = re.compile(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/\1\s*$")
 
@@ -158,11 +171,18 @@ class BuildPlan:
     def src_dir(self) -> Path:
         return self.key_dir / "src"
 
+    @property
+    def share_dir(self) -> Path:
+        return self.key_dir / "share"
+
     def binary(self, name: str) -> Path:
         return self.bin_dir / name
 
     def missing(self) -> list[str]:
-        return [name for name in ALL_BINARIES if not os.access(self.binary(name), os.X_OK)]
+        missing = [name for name in ALL_BINARIES if not os.access(self.binary(name), os.X_OK)]
+        if not (self.share_dir / "kai-scheduler" / "crds").is_dir() and "kai-scheduler" not in missing:
+            missing.append("kai-scheduler")
+        return missing
 
 
 def go_version() -> str:
@@ -255,6 +275,48 @@ def _build_kwok(plan_: BuildPlan, log: Path, progress: Progress) -> None:
     _run(["go", "install", "-ldflags", ldflags, "sigs.k8s.io/kwok/cmd/kwok@" + version], work, env, log)
 
 
+def _build_kai(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable[str]) -> None:
+    """KAI scheduler's go.mod has no replace directives, but `go install pkg@version` asks the
+    proxy for the module's version list, which is not served for it; a wrapper module that
+    requires the pinned version builds the same packages without that."""
+    version = plan_.versions.kai_scheduler
+    work = plan_.src_dir / "kai-scheduler"
+    work.mkdir(parents=True, exist_ok=True)
+    env = _go_env()
+    upstream = _download_gomod(KAI_MODULE, version, work, env)
+    (work / "go.mod").write_text(
+        "module clusterproof.local/sandbox/kai\n\ngo %s\n\nrequire %s %s\n"
+        % (go_directive_of(upstream), KAI_MODULE, version)
+    )
+    ldflags = "-s -w -X %s/pkg/scheduler/version.gitVersion=%s" % (KAI_MODULE, version)
+    for binary in wanted:
+        progress("building %s (KAI scheduler %s)" % (binary, version))
+        out = plan_.bin_dir / (binary + ".tmp")
+        package = "%s/%s" % (KAI_MODULE, KAI_COMMANDS[binary])
+        _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, env, log)
+        out.rename(plan_.bin_dir / binary)
+    source = Path(_module_dir(KAI_MODULE, version, work, env))
+    target = plan_.share_dir / "kai-scheduler"
+    for relative in KAI_SHARED_FILES:
+        destination = target / Path(relative).name
+        shutil.rmtree(destination, ignore_errors=True)
+        shutil.copytree(source / relative, destination)
+        for path in destination.rglob("*"):
+            path.chmod(0o644 if path.is_file() else 0o755)
+
+
+def _module_dir(module: str, version: str, cwd: Path, env: dict[str, str]) -> str:
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        cwd=cwd,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout)["Dir"]
+
+
 def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     """Build whatever is missing from the cache. Returns True if anything was built."""
     missing = plan_.missing()
@@ -274,6 +336,9 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
         steps.append(lambda: _build_kubernetes(plan_, log, progress, kube))
     if "kwok" in missing:
         steps.append(lambda: _build_kwok(plan_, log, progress))
+    kai = [name for name in KAI_COMMANDS if name in missing]
+    if kai:
+        steps.append(lambda: _build_kai(plan_, log, progress, kai))
     for step in steps:
         step_started = time.monotonic()
         step()

@@ -28,6 +28,10 @@ options:
     description: Version of sigs.k8s.io/kwok.
     type: str
     default: v0.8.0
+  kai_scheduler_version:
+    description: Version of github.com/NVIDIA/KAI-scheduler.
+    type: str
+    default: v0.12.0
 author:
   - clusterproof developers
 """
@@ -41,6 +45,10 @@ EXAMPLES = r"""
 RETURN = r"""
 bin_dir:
   description: Directory holding the binaries.
+  returned: always
+  type: str
+share_dir:
+  description: Directory holding files taken from the built modules (KAI scheduler's CRDs and priority classes).
   returned: always
   type: str
 missing:
@@ -68,13 +76,17 @@ def main():
             "kubernetes_version": {"type": "str", "default": sandbox_build.SandboxVersions.kubernetes},
             "etcd_version": {"type": "str", "default": sandbox_build.SandboxVersions.etcd},
             "kwok_version": {"type": "str", "default": sandbox_build.SandboxVersions.kwok},
+            "kai_scheduler_version": {"type": "str", "default": sandbox_build.SandboxVersions.kai_scheduler},
         },
         supports_check_mode=True,
     )
     params = module.params
     try:
         versions = sandbox_build.SandboxVersions(
-            params["kubernetes_version"], params["etcd_version"], params["kwok_version"]
+            params["kubernetes_version"],
+            params["etcd_version"],
+            params["kwok_version"],
+            params["kai_scheduler_version"],
         )
         sandbox_build.staging_version(versions.kubernetes)
         cache_root = Path(params["cache_dir"]) if params["cache_dir"] else None
@@ -87,6 +99,7 @@ def main():
     result = {
         "changed": bool(missing),
         "bin_dir": str(plan.bin_dir),
+        "share_dir": str(plan.share_dir),
         "missing": missing,
         "build_log": str(plan.key_dir / "build.log"),
     }

@@ -176,7 +176,8 @@ def run_module():
     names = [component.name for component in sandbox.components(layout, bin_dir, ports)]
     try:
         if params["state"] == "down":
-            running = [name for name in names if sandbox.running_pid(layout, name) is not None]
+            every = names + [name for name in sandbox.recorded_components(layout) if name not in names]
+            running = [name for name in every if sandbox.running_pid(layout, name) is not None]
             result["changed"] = bool(running) or layout.root.exists()
             result["stopped"] = running
             if not module.check_mode:

@@ -1,0 +1,123 @@
+"""Sandbox-only GPU agent: answers KAI's GPU reservation pods with a GPU, as a node's agent would.
+
+SANDBOX ONLY. Real sites never run this.
+
+For GPU fractions, KAI's binder places a "reservation pod" on the chosen node and waits until it
+carries the annotation ``run.ai/reserve_for_gpu_index``: on real hardware the pod's own container
+reads the GPU it was given from NVML and writes that GPU's UUID there. KWOK's simulated nodes run
+no container, so this process does that part: it gives each reservation pod the lowest-numbered
+simulated GPU of its node that no other reservation pod holds, and writes a UUID for it
+(``GPU-sandbox-<node>-<index>``). run-ai's fake-gpu-operator does the same with a status updater
+running in the cluster, which the sandbox cannot run (it needs a container runtime).
+
+Run as a process::
+
+    python -m ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox_gpu_agent \\
+        --kubeconfig KUBECONFIG [--namespace kai-resource-reservation]
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+RESERVED_GPU_ANNOTATION = "run.ai/reserve_for_gpu_index"
+UUID_PREFIX = "GPU-sandbox-"
+
+
+def gpu_uuid(node: str, index: int) -> str:
+    return "%s%s-%d" % (UUID_PREFIX, node, index)
+
+
+def index_of(uuid: str, node: str) -> int | None:
+    prefix = "%s%s-" % (UUID_PREFIX, node)
+    if uuid.startswith(prefix) and uuid[len(prefix) :].isdigit():
+        return int(uuid[len(prefix) :])
+    return None
+
+
+def assign(pods: Iterable[Mapping[str, Any]], gpus_per_node: Mapping[str, int]) -> dict[str, str]:
+    """Which reservation pods get which GPU UUID. Pure.
+
+    ``pods`` are reservation pods as API dicts (metadata.name, metadata.annotations,
+    spec.nodeName, metadata.deletionTimestamp). A pod already answered keeps its GPU; a pod on a
+    node with no free GPU gets none (KAI's binder times out and tries again).
+    """
+    held: dict[str, set[int]] = {}
+    waiting: list[tuple[str, str]] = []
+    for pod in sorted(pods, key=lambda item: item["metadata"].get("creationTimestamp") or ""):
+        metadata = pod["metadata"]
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or metadata.get("deletionTimestamp"):
+            continue
+        uuid = (metadata.get("annotations") or {}).get(RESERVED_GPU_ANNOTATION)
+        if uuid:
+            index = index_of(uuid, node)
+            if index is not None:
+                held.setdefault(node, set()).add(index)
+        else:
+            waiting.append((metadata["name"], node))
+    answers = {}
+    for name, node in waiting:
+        taken = held.setdefault(node, set())
+        free = [index for index in range(gpus_per_node.get(node, 0)) if index not in taken]
+        if free:
+            taken.add(free[0])
+            answers[name] = gpu_uuid(node, free[0])
+    return answers
+
+
+def _gpus_per_node(core: Any) -> dict[str, int]:
+    counts = {}
+    for node in core.list_node().items:
+        allocatable = node.status.allocatable or {}
+        counts[node.metadata.name] = int(allocatable.get("nvidia.com/gpu", "0"))
+    return counts
+
+
+def run(kubeconfig: str, namespace: str, interval: float) -> None:
+    from kubernetes import client, config, watch
+
+    api = config.new_client_from_config(config_file=kubeconfig)
+    core = client.CoreV1Api(api)
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    while not stopping:
+        listing = core.list_namespaced_pod(namespace)
+        pods = [api.sanitize_for_serialization(pod) for pod in listing.items]
+        for name, uuid in assign(pods, _gpus_per_node(core)).items():
+            patch = {"metadata": {"annotations": {RESERVED_GPU_ANNOTATION: uuid}}}
+            core.patch_namespaced_pod(name, namespace, patch)
+            print("gave %s the GPU %s" % (name, uuid), flush=True)
+        # Wake up as soon as a reservation pod changes after that listing, or after the interval.
+        stream = watch.Watch()
+        try:
+            for _event in stream.stream(
+                core.list_namespaced_pod,
+                namespace,
+                resource_version=listing.metadata.resource_version,
+                timeout_seconds=max(1, int(interval)),
+            ):
+                stream.stop()
+        except client.ApiException as error:
+            if error.status != 410:  # an expired resource version only means: list again
+                raise
+        time.sleep(0.05)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--namespace", default="kai-resource-reservation")
+    parser.add_argument("--interval", type=float, default=5.0)
+    args = parser.parse_args(argv)
+    run(args.kubeconfig, args.namespace, args.interval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,243 @@
+"""KAI scheduler on the sandbox, driven from the inventory: projects, quotas, reclaim, fractions,
+node affinity, time limits and access. Every observation comes from the real scheduler."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, workloads
+
+from .conftest import REPO, run_playbook
+
+pytestmark = pytest.mark.sandbox
+TEAMS = ("team-a", "team-b", "team-c", "team-d")
+
+
+@pytest.fixture(scope="module")
+def kai_site(sandbox):
+    run = run_playbook("playbooks/scheduler.yml", *sandbox.vars())
+    assert run.returncode == 0, run.output[-5000:]
+    return run
+
+
+@pytest.fixture
+def cluster(kai_site, api_client):
+    """The API, with every team's workloads removed after the test."""
+    yield api_client
+    batch, core = client.BatchV1Api(api_client), client.CoreV1Api(api_client)
+    for team in TEAMS:
+        batch.delete_collection_namespaced_job(team, propagation_policy="Background")
+        core.delete_collection_namespaced_pod(team)
+    assert _wait(lambda: not any(core.list_namespaced_pod(team).items for team in TEAMS), 60)
+    # The scheduler frees the GPUs of deleted pods in its next cycle.
+    time.sleep(2)
+
+
+def _wait(predicate, timeout: float = 60.0, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+def submit(api, name: str, project: str, kind: str, gpus: float) -> None:
+    namespace = client.CoreV1Api(api).read_namespace(project)
+    settings = workloads.ProjectSettings.from_namespace(api.sanitize_for_serialization(namespace))
+    manifest = workloads.job_manifest(workloads.Workload(name, project, kind, gpus), settings)
+    client.BatchV1Api(api).create_namespaced_job(project, manifest)
+
+
+def pods_of(api, project: str) -> list:
+    return [p for p in client.CoreV1Api(api).list_namespaced_pod(project).items if not p.metadata.deletion_timestamp]
+
+
+def gpus_of(pod) -> float:
+    fraction = (pod.metadata.annotations or {}).get(kai.GPU_FRACTION_ANNOTATION)
+    if fraction:
+        return float(fraction)
+    limits = pod.spec.containers[0].resources.limits or {}
+    return float(limits.get("nvidia.com/gpu", 0))
+
+
+def allocation(api) -> dict[str, float]:
+    return {
+        team: sum(gpus_of(p) for p in pods_of(api, team) if p.status.phase == "Running" and p.spec.node_name)
+        for team in TEAMS
+    }
+
+
+def running(api, project: str) -> set[str]:
+    return {
+        p.metadata.labels[workloads.WORKLOAD_NAME_LABEL]
+        for p in pods_of(api, project)
+        if p.status.phase == "Running" and p.spec.node_name
+    }
+
+
+def stable(api, seconds: float = 6.0, timeout: float = 90.0) -> dict[str, float]:
+    """Poll until the allocation has not changed for ``seconds``; return it."""
+    last, since = None, time.monotonic()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = allocation(api)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= seconds:
+            return now
+        time.sleep(1)
+    return last
+
+
+def ansible_module(module: str, args: dict, sandbox) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
+    args = {"kubeconfig": str(sandbox.kubeconfig), **args}
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", module, "-a", json.dumps(args)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_projects_exist_with_their_quota_and_weight(kai_site, api_client, sandbox):
+    queues = client.CustomObjectsApi(api_client).list_cluster_custom_object(*kai.QUEUE_API)["items"]
+    by_name = {q["metadata"]["name"]: q["spec"] for q in queues}
+    for team, quota in (("team-a", 4), ("team-b", 2), ("team-c", 2), ("team-d", 8)):
+        gpu = by_name[team]["resources"]["gpu"]
+        assert (gpu["quota"], gpu["overQuotaWeight"]) == (quota, quota)
+        assert by_name[team]["parentQueue"] == kai.DEPARTMENT_QUEUE
+    again = run_playbook("playbooks/scheduler.yml", *sandbox.vars())
+    assert again.returncode == 0 and again.recap()["changed"] == 0, again.output[-3000:]
+
+
+def test_borrow_over_quota_then_reclaim_but_never_interactive(cluster):
+    # team-b (quota 2) borrows idle GPUs: one interactive session and six 2-GPU training jobs.
+    submit(cluster, "b-build", "team-b", workloads.INTERACTIVE, 1)
+    for index in range(6):
+        submit(cluster, "b-train-%d" % index, "team-b", workloads.TRAINING, 2)
+    borrowed = stable(cluster)
+    assert borrowed["team-b"] == 13, borrowed
+    # team-d claims its quota of 8: the scheduler reclaims team-b's borrowed training GPUs.
+    for index in range(4):
+        submit(cluster, "d-train-%d" % index, "team-d", workloads.TRAINING, 2)
+    reclaimed = stable(cluster)
+    assert reclaimed["team-d"] == 8, reclaimed
+    assert reclaimed["team-b"] <= 8, reclaimed
+    assert sum(reclaimed.values()) <= 16
+    assert "b-build" in running(cluster, "team-b"), "the interactive session was preempted"
+    pending = [p for p in pods_of(cluster, "team-b") if p.status.phase == "Pending"]
+    assert pending, "no team-b training job went back to pending"
+
+
+def test_a_job_within_quota_runs(cluster):
+    submit(cluster, "a-train", "team-a", workloads.TRAINING, 4)
+    assert _wait(lambda: "a-train" in running(cluster, "team-a"))
+
+
+def _gpu_groups(api, project: str) -> dict[str, set[str]]:
+    groups: dict[str, set[str]] = {}
+    for pod in pods_of(api, project):
+        if pod.status.phase == "Running":
+            group = (pod.metadata.labels or {}).get(kai.GPU_GROUP_LABEL) or (pod.metadata.annotations or {}).get(
+                kai.GPU_GROUP_LABEL
+            )
+            groups.setdefault(group, set()).add(pod.metadata.labels[workloads.WORKLOAD_NAME_LABEL])
+    return groups
+
+
+def test_fractions_pack_onto_shared_gpus(cluster):
+    for name, gpus in (("c-g06", 0.6), ("c-g04", 0.4)):
+        submit(cluster, name, "team-c", workloads.INTERACTIVE, gpus)
+    assert _wait(lambda: running(cluster, "team-c") == {"c-g06", "c-g04"}, 90), _gpu_groups(cluster, "team-c")
+    for name, gpus in (("c-g05", 0.5), ("c-g03", 0.3), ("c-g02", 0.2)):
+        submit(cluster, name, "team-c", workloads.INTERACTIVE, gpus)
+    assert _wait(lambda: len(running(cluster, "team-c")) == 5, 120), _gpu_groups(cluster, "team-c")
+    groups = sorted(sorted(members) for group, members in _gpu_groups(cluster, "team-c").items() if group)
+    assert groups == [["c-g02", "c-g03", "c-g05"], ["c-g04", "c-g06"]], groups
+    # team-c's interactive work lands only on its node (node affinity from the inventory).
+    assert {p.spec.node_name for p in pods_of(cluster, "team-c")} == {"dgx1-1"}
+
+
+def test_two_halves_share_one_gpu(cluster):
+    submit(cluster, "b-half-1", "team-b", workloads.INTERACTIVE, 0.5)
+    submit(cluster, "b-half-2", "team-b", workloads.INTERACTIVE, 0.5)
+    assert _wait(lambda: len(running(cluster, "team-b")) == 2, 120), _gpu_groups(cluster, "team-b")
+    groups = [members for group, members in _gpu_groups(cluster, "team-b").items() if group]
+    assert groups == [{"b-half-1", "b-half-2"}]
+    assert {p.spec.node_name for p in pods_of(cluster, "team-b")} == {"dgx1-2"}
+
+
+def test_member_can_submit_only_in_their_own_project(kai_site, api_client):
+    authorization = client.AuthorizationV1Api(api_client)
+
+    def allowed(user: str, namespace: str) -> bool:
+        review = {
+            "spec": {
+                "user": user,
+                "resourceAttributes": {"namespace": namespace, "verb": "create", "group": "batch", "resource": "jobs"},
+            }
+        }
+        return authorization.create_subject_access_review(review).status.allowed
+
+    assert allowed("alice", "team-a")
+    assert not allowed("alice", "team-b")
+    assert not allowed("bob", "team-a")
+
+
+def test_interactive_time_limit_and_guarded_removal(kai_site, api_client, sandbox):
+    name = "e2e-" + uuid.uuid4().hex[:6]
+    made = ansible_module(
+        "clusterproof.gpu.gpu_project",
+        {"name": name, "gpu_quota": 1, "interactive_time_limit_seconds": 3, "node_affinity": {"training": ["dgx1-2"]}},
+        sandbox,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    submit(api_client, "build", name, workloads.INTERACTIVE, 1)
+    submit(api_client, "train", name, workloads.TRAINING, 1)
+    batch = client.BatchV1Api(api_client)
+
+    def deadline_exceeded():
+        conditions = batch.read_namespaced_job("build", name).status.conditions or []
+        return any(c.type == "Failed" and c.reason == "DeadlineExceeded" for c in conditions)
+
+    assert _wait(deadline_exceeded, 60), "the interactive job outlived its 3 s limit"
+    assert _wait(lambda: "train" in running(api_client, name), 60)
+    assert {p.spec.node_name for p in pods_of(api_client, name) if p.status.phase == "Running"} == {"dgx1-2"}
+
+    refused = ansible_module("clusterproof.gpu.gpu_project", {"name": name, "state": "absent"}, sandbox)
+    assert refused.returncode != 0
+    assert "still has 1 pending or running workload pod(s)" in refused.stdout
+    assert client.CoreV1Api(api_client).read_namespace(name)
+    forced = ansible_module("clusterproof.gpu.gpu_project", {"name": name, "state": "absent", "force": True}, sandbox)
+    assert forced.returncode == 0, forced.stdout
+    assert "CHANGED" in forced.stdout
+
+
+def test_bad_project_input_changes_nothing(kai_site, api_client, sandbox):
+    bad = ansible_module("clusterproof.gpu.gpu_project", {"name": "team-z", "gpu_quota": 2, "gpu_limit": 1}, sandbox)
+    assert bad.returncode != 0
+    assert "project team-z: gpu_limit: expected a number not below gpu_quota (2), found 1" in bad.stdout
+    names = {ns.metadata.name for ns in client.CoreV1Api(api_client).list_namespace().items}
+    assert "team-z" not in names
+
+
+def test_allocation_counts_whole_and_fractional_gpus(cluster):
+    submit(cluster, "d-2", "team-d", workloads.TRAINING, 2)
+    submit(cluster, "c-half", "team-c", workloads.INTERACTIVE, 0.5)
+    assert _wait(lambda: allocation(cluster)["team-d"] == 2 and allocation(cluster)["team-c"] == 0.5, 90)
+    assert Counter(p.status.phase for p in pods_of(cluster, "team-d")) == Counter({"Running": 1})
