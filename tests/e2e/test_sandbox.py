@@ -197,6 +197,10 @@ def test_down_stops_every_process_and_removes_the_state(tmp_path):
     up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
     assert up.returncode == 0, up.output[-3000:]
     assert len(_our_processes(state_dir)) == 5
+    # KAI scheduler's components and the sandbox GPU agent are the sandbox's too.
+    kai = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+    assert kai.returncode == 0, kai.output[-3000:]
+    assert len(_our_processes(state_dir)) == 10
     down = run_playbook(
         "playbooks/sandbox.yml",
         "-e",

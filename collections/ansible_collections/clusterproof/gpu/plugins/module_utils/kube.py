@@ -85,7 +85,9 @@ def is_subset(wanted: Any, actual: Any) -> bool:
             and len(wanted) == len(actual)
             and all(is_subset(item, other) for item, other in zip(wanted, actual, strict=True))
         )
-    if isinstance(wanted, (int, float)) and not isinstance(wanted, bool) and isinstance(actual, (int, float)):
+    if isinstance(wanted, bool) or isinstance(actual, bool):
+        return wanted is actual
+    if isinstance(wanted, (int, float)) and isinstance(actual, (int, float)):
         return float(wanted) == float(actual)
     return wanted == actual
 

@@ -79,11 +79,13 @@ class Workload:
 def check_gpus(name: str, gpus: Any) -> Decimal:
     """The GPUs a workload asks for: a whole number, or a fraction of one GPU in hundredths."""
     where = "workload %s: gpus" % name
+    if isinstance(gpus, bool):
+        raise WorkloadError("%s: expected a number of GPUs, found %r" % (where, gpus))
     try:
         amount = Decimal(str(gpus))
     except InvalidOperation:
         raise WorkloadError("%s: expected a number of GPUs, found %r" % (where, gpus)) from None
-    if isinstance(gpus, bool) or not amount.is_finite() or amount <= 0:
+    if not amount.is_finite() or amount <= 0:
         raise WorkloadError("%s: expected a positive number of GPUs, found %r" % (where, gpus))
     if amount < 1:
         if amount % FRACTION_STEP:
