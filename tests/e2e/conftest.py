@@ -29,7 +29,8 @@ def free_port_base() -> int:
     developer's sandbox or with another test run on the same machine."""
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(20000, 40000, 10)
+        # Below the ephemeral range (32768 and up on Linux), where client sockets take their ports.
+        base = rng.randrange(20000, 32000, 20)
         sockets = []
         try:
             for port in range(base, base + PORTS_PER_SANDBOX):
@@ -109,3 +110,11 @@ def api_client(sandbox: Sandbox):
     api = config.new_client_from_config(config_file=str(sandbox.kubeconfig))
     yield api
     api.close()
+
+
+@pytest.fixture(scope="session")
+def kai_site(sandbox: Sandbox) -> PlaybookRun:
+    """KAI scheduler and the inventory's projects on the session's sandbox."""
+    run = run_playbook("playbooks/scheduler.yml", *sandbox.vars())
+    assert run.returncode == 0, run.output[-5000:]
+    return run

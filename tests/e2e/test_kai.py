@@ -23,13 +23,6 @@ pytestmark = pytest.mark.sandbox
 TEAMS = ("team-a", "team-b", "team-c", "team-d")
 
 
-@pytest.fixture(scope="module")
-def kai_site(sandbox):
-    run = run_playbook("playbooks/scheduler.yml", *sandbox.vars())
-    assert run.returncode == 0, run.output[-5000:]
-    return run
-
-
 @pytest.fixture
 def cluster(kai_site, api_client):
     """The API, with every team's workloads removed after the test."""

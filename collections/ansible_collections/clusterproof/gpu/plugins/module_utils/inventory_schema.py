@@ -21,12 +21,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 CLUSTER_MODES = ("sandbox", "existing")
+# The GPU scheduler clusterproof installs and drives; none leaves scheduling alone (validation only).
+SCHEDULERS = ("kai", "none")
 REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
 
 SITE_VARIABLES = {
     "clusterproof_site_name": "the site's name, used for report folders",
     "clusterproof_cluster_mode": "how Kubernetes comes to be: {}".format(" | ".join(CLUSTER_MODES)),
     "clusterproof_kubeconfig": "kubeconfig of an existing cluster (mode existing)",
+    "clusterproof_scheduler": "the GPU scheduler to install: %s" % " | ".join(SCHEDULERS),
+    "clusterproof_benchmarks": "whether validation benchmarks the GPU hosts (true unless set false)",
     "clusterproof_projects": "the projects (tenants) and their GPU quotas",
     "clusterproof_reports_dir": "where site reports are written",
     "clusterproof_sandbox_dir": "where the sandbox keeps its state (mode sandbox)",
@@ -118,6 +122,7 @@ class SiteDeclaration:
     nodes: list[NodeDeclaration]
     projects: list[ProjectDeclaration]
     warnings: list[str]
+    scheduler: str = "kai"
 
     @property
     def total_gpus(self) -> int:
@@ -376,6 +381,9 @@ def validate_site(
     mode = site.get("clusterproof_cluster_mode", "sandbox")
     if mode not in CLUSTER_MODES:
         check.error("group all", "clusterproof_cluster_mode", "one of {}".format(", ".join(CLUSTER_MODES)), mode)
+    scheduler = site.get("clusterproof_scheduler", "kai")
+    if scheduler not in SCHEDULERS:
+        check.error("group all", "clusterproof_scheduler", "one of %s" % ", ".join(SCHEDULERS), scheduler)
     kubeconfig = site.get("clusterproof_kubeconfig")
     if mode == "existing" and not isinstance(kubeconfig, str):
         check.error(
@@ -413,7 +421,13 @@ def validate_site(
     assert site_name is not None
     return (
         SiteDeclaration(
-            site_name, str(mode), None if kubeconfig is None else str(kubeconfig), nodes, projects, warnings
+            site_name,
+            str(mode),
+            None if kubeconfig is None else str(kubeconfig),
+            nodes,
+            projects,
+            warnings,
+            str(scheduler),
         ),
         [],
     )

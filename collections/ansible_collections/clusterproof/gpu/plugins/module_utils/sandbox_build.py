@@ -44,6 +44,7 @@ class SandboxVersions:
     etcd: str = "v3.6.8"
     kwok: str = "v0.8.0"
     kai_scheduler: str = "v0.12.0"
+    helm: str = "v3.19.0"
 
     def cache_key(self, go_version: str) -> str:
         text = json.dumps(
@@ -64,9 +65,11 @@ KAI_COMMANDS = {
     "kai-podgrouper": "cmd/podgrouper",
     "kai-queuecontroller": "cmd/queuecontroller",
 }
-ALL_BINARIES = ("etcd",) + KUBERNETES_COMMANDS + ("kwok",) + tuple(KAI_COMMANDS)
-# Files of the KAI module the sandbox applies (CRDs, priority classes), copied next to the binaries.
-KAI_SHARED_FILES = ("deployments/kai-scheduler/crds", "deployments/kai-scheduler/templates/priorityclasses")
+# Helm renders and installs charts (KAI scheduler's travels inside its Go module) on real clusters.
+ALL_BINARIES = ("etcd",) + KUBERNETES_COMMANDS + ("kwok",) + tuple(KAI_COMMANDS) + ("helm",)
+# KAI's Helm chart, copied next to the binaries: its CRDs and priority classes are what the sandbox
+# applies, and the whole chart is what a real cluster is installed from.
+KAI_CHART = "deployments/kai-scheduler"
 
 _STAGING_REPLACE = re.compile(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/\1\s*$")
 
@@ -175,12 +178,16 @@ class BuildPlan:
     def share_dir(self) -> Path:
         return self.key_dir / "share"
 
+    @property
+    def kai_chart(self) -> Path:
+        return self.share_dir / "kai-scheduler" / "chart"
+
     def binary(self, name: str) -> Path:
         return self.bin_dir / name
 
     def missing(self) -> list[str]:
         missing = [name for name in ALL_BINARIES if not os.access(self.binary(name), os.X_OK)]
-        if not (self.share_dir / "kai-scheduler" / "crds").is_dir() and "kai-scheduler" not in missing:
+        if not (self.kai_chart / "Chart.yaml").is_file() and "kai-scheduler" not in missing:
             missing.append("kai-scheduler")
         return missing
 
@@ -295,14 +302,24 @@ def _build_kai(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable
         package = "%s/%s" % (KAI_MODULE, KAI_COMMANDS[binary])
         _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, env, log)
         out.rename(plan_.bin_dir / binary)
-    source = Path(_module_dir(KAI_MODULE, version, work, env))
-    target = plan_.share_dir / "kai-scheduler"
-    for relative in KAI_SHARED_FILES:
-        destination = target / Path(relative).name
-        shutil.rmtree(destination, ignore_errors=True)
-        shutil.copytree(source / relative, destination)
-        for path in destination.rglob("*"):
-            path.chmod(0o644 if path.is_file() else 0o755)
+    source = Path(_module_dir(KAI_MODULE, version, work, env)) / KAI_CHART
+    shutil.rmtree(plan_.kai_chart, ignore_errors=True)
+    shutil.copytree(source, plan_.kai_chart)
+    # The module cache is read-only; the copy must be ours to replace later.
+    for path in plan_.kai_chart.rglob("*"):
+        path.chmod(0o644 if path.is_file() else 0o755)
+    plan_.kai_chart.chmod(0o755)
+
+
+def _build_helm(plan_: BuildPlan, log: Path, progress: Progress) -> None:
+    version = plan_.versions.helm
+    work = plan_.src_dir
+    work.mkdir(parents=True, exist_ok=True)
+    env = _go_env(gobin=plan_.bin_dir)
+    env["GOFLAGS"] = "-trimpath"
+    progress("building helm %s" % version)
+    ldflags = "-s -w -X helm.sh/helm/v3/internal/version.version=%s" % version
+    _run(["go", "install", "-ldflags", ldflags, "helm.sh/helm/v3/cmd/helm@" + version], work, env, log)
 
 
 def _module_dir(module: str, version: str, cwd: Path, env: dict[str, str]) -> str:
@@ -339,6 +356,8 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     kai = [name for name in KAI_COMMANDS if name in missing]
     if kai:
         steps.append(lambda: _build_kai(plan_, log, progress, kai))
+    if "helm" in missing:
+        steps.append(lambda: _build_helm(plan_, log, progress))
     for step in steps:
         step_started = time.monotonic()
         step()

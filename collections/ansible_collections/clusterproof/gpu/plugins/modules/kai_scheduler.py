@@ -16,18 +16,29 @@ description:
   - On a real cluster KAI is installed with its Helm chart instead (not this module).
 version_added: 0.1.0
 options:
+  mode:
+    description:
+      - C(sandbox) does all of the above on the sandbox.
+      - C(cluster) only makes the department queue exist, on a cluster where KAI's Helm chart is installed
+        (the kai_scheduler role installs it with C(kubernetes.core.helm)).
+    type: str
+    choices: [sandbox, cluster]
+    default: sandbox
+  kubeconfig:
+    description: Kubeconfig of the cluster with O(mode=cluster).
+    type: path
   state_dir:
-    description: The sandbox's state directory (as for C(clusterproof.gpu.sandbox_cluster)).
+    description:
+      - The sandbox's state directory (as for C(clusterproof.gpu.sandbox_cluster)).
+      - Required with O(mode=sandbox).
     type: path
-    required: true
   bin_dir:
-    description: Directory with the kai-* binaries from the sandbox build.
+    description: Directory with the kai-* binaries from the sandbox build; required with O(mode=sandbox).
     type: path
-    required: true
   share_dir:
-    description: The build's share directory, holding C(kai-scheduler/crds) and C(kai-scheduler/priorityclasses).
+    description:
+      - The build's share directory, holding KAI's Helm chart in C(kai-scheduler/chart) (CRDs, priority classes).
     type: path
-    required: true
   port_base:
     description: The sandbox's port base; KAI's components listen on base+10 to base+18 of 127.0.0.1.
     type: int
@@ -37,9 +48,10 @@ options:
     type: float
     required: true
   agent_pythonpath:
-    description: Directory to put on PYTHONPATH for the sandbox GPU agent (the repository's collections folder).
+    description:
+      - Directory to put on PYTHONPATH for the sandbox GPU agent (the repository's collections folder).
+      - Required with O(mode=sandbox).
     type: path
-    required: true
   timeout:
     description: Seconds to wait for each component to become ready.
     type: int
@@ -116,19 +128,24 @@ def _wait_established(applier, names, timeout):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "state_dir": {"type": "path", "required": True},
-            "bin_dir": {"type": "path", "required": True},
-            "share_dir": {"type": "path", "required": True},
+            "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
+            "kubeconfig": {"type": "path"},
+            "state_dir": {"type": "path"},
+            "bin_dir": {"type": "path"},
+            "share_dir": {"type": "path"},
             "port_base": {"type": "int", "default": 16440},
             "department_gpu_quota": {"type": "float", "required": True},
-            "agent_pythonpath": {"type": "path", "required": True},
+            "agent_pythonpath": {"type": "path"},
             "timeout": {"type": "int", "default": 120},
         },
+        required_if=[("mode", "sandbox", ("state_dir", "bin_dir", "share_dir", "agent_pythonpath"))],
         supports_check_mode=True,
     )
     params = module.params
+    if params["mode"] == "cluster":
+        _department_only(module)
     layout = sandbox.Layout(Path(params["state_dir"]))
-    share = Path(params["share_dir"]) / "kai-scheduler"
+    chart = Path(params["share_dir"]) / "kai-scheduler" / "chart"
     config_path = layout.root / "kai-scheduler.yaml"
     agent_argv = (
         sys.executable,
@@ -153,14 +170,14 @@ def main():
             msg="no sandbox at %s: bring it up first (clusterproof.gpu.sandbox_cluster state=up)" % layout.root,
             **result,
         )
-    if not (share / "crds").is_dir():
+    if not (chart / "crds").is_dir():
         module.fail_json(
-            msg="%s has no KAI CRDs; run the sandbox build (clusterproof.gpu.sandbox_binaries)" % share, **result
+            msg="%s has no KAI CRDs; run the sandbox build (clusterproof.gpu.sandbox_binaries)" % chart, **result
         )
     try:
         applier = kube.Applier(kube.api_client(str(layout.kubeconfig)), check_mode=module.check_mode)
-        crds = list(_manifests(share / "crds"))
-        wanted = crds + list(_manifests(share / "priorityclasses")) + kai.system_objects()
+        crds = list(_manifests(chart / "crds"))
+        wanted = crds + list(_manifests(chart / "templates" / "priorityclasses")) + kai.system_objects()
         for manifest in wanted:
             changed, _, _ = applier.apply(manifest)
             if changed:
@@ -188,6 +205,20 @@ def main():
         module.fail_json(msg="the API server refused a request: %s %s" % (error.status, error.reason), **result)
     result["changed"] = bool(result["applied"] or result["started"])
     module.exit_json(**result)
+
+
+def _department_only(module):
+    """On a cluster installed from the Helm chart: only the department queue is clusterproof's."""
+    params = module.params
+    try:
+        applier = kube.Applier(kube.api_client(params["kubeconfig"]), check_mode=module.check_mode)
+        changed = applier.apply(kai.department_queue(params["department_gpu_quota"]))[0]
+    except kube.KubeError as error:
+        module.fail_json(msg=str(error))
+    except kube.ApiException as error:
+        module.fail_json(msg="the API server refused the department queue: %s %s" % (error.status, error.reason))
+    applied = ["Queue/%s" % kai.DEPARTMENT_QUEUE] if changed else []
+    module.exit_json(changed=changed, applied=applied, started=[], config="")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ options:
     description: Version of github.com/NVIDIA/KAI-scheduler.
     type: str
     default: v0.12.0
+  helm_version:
+    description: Version of helm.sh/helm/v3.
+    type: str
+    default: v3.19.0
 author:
   - clusterproof developers
 """
@@ -48,7 +52,7 @@ bin_dir:
   returned: always
   type: str
 share_dir:
-  description: Directory holding files taken from the built modules (KAI scheduler's CRDs and priority classes).
+  description: Directory of files taken from the built modules (KAI scheduler's Helm chart in C(kai-scheduler/chart)).
   returned: always
   type: str
 missing:
@@ -77,6 +81,7 @@ def main():
             "etcd_version": {"type": "str", "default": sandbox_build.SandboxVersions.etcd},
             "kwok_version": {"type": "str", "default": sandbox_build.SandboxVersions.kwok},
             "kai_scheduler_version": {"type": "str", "default": sandbox_build.SandboxVersions.kai_scheduler},
+            "helm_version": {"type": "str", "default": sandbox_build.SandboxVersions.helm},
         },
         supports_check_mode=True,
     )
@@ -87,6 +92,7 @@ def main():
             params["etcd_version"],
             params["kwok_version"],
             params["kai_scheduler_version"],
+            params["helm_version"],
         )
         sandbox_build.staging_version(versions.kubernetes)
         cache_root = Path(params["cache_dir"]) if params["cache_dir"] else None

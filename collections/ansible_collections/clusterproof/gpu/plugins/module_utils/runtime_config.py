@@ -1,0 +1,346 @@
+"""Merge the NVIDIA container runtime into containerd's config.toml and Docker's daemon.json.
+
+Pure functions: text in, text out. The runtime entry is merged into whatever the file already
+holds, never replacing it: every other table, key and comment is kept as it was (TOML through
+tomlkit, which keeps the file's layout; JSON keeps the keys' order). An already merged file comes
+back byte for byte, so the caller can say ``changed`` honestly and a second run changes nothing.
+
+What is written is what ``nvidia-ctk runtime configure`` writes:
+
+- containerd: a runtime ``<name>`` of type ``io.containerd.runc.v2`` whose ``options.BinaryName``
+  is the NVIDIA runtime, with the ``runc`` runtime's other options (``SystemdCgroup`` above all)
+  copied in where the entry lacks them, so containers started through it land in the same cgroup
+  hierarchy as the rest; with ``set_as_default``, ``default_runtime_name = "<name>"``.
+- Docker: ``runtimes.<name>.path`` and, with ``set_as_default``, ``default-runtime``.
+
+The containerd table that holds the runtimes depends on the config's ``version``: 1 (no version
+key), 2 (containerd 1.x) and 3 (containerd 2.0 to 2.2); 4 (containerd 2.3) is taken to keep the
+runtime tables of 3, with a warning. A file that does not exist yet is written as version 2, which
+every containerd from 1.6 on reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+try:
+    import tomlkit
+    from tomlkit.items import Table
+
+    TOMLKIT_IMPORT_ERROR: str | None = None
+except ImportError as error:  # the action plugin turns this into a clear failure
+    TOMLKIT_IMPORT_ERROR = str(error)
+
+RUNC_V2 = "io.containerd.runc.v2"
+DEFAULT_BINARY = "/usr/bin/nvidia-container-runtime"
+# Where the runtimes table lives, per containerd config version.
+CONTAINERD_CRI_PATHS: dict[int, tuple[str, ...]] = {
+    1: ("plugins", "cri", "containerd"),
+    2: ("plugins", "io.containerd.grpc.v1.cri", "containerd"),
+    3: ("plugins", "io.containerd.cri.v1.runtime", "containerd"),
+    4: ("plugins", "io.containerd.cri.v1.runtime", "containerd"),
+}
+NEW_FILE_VERSION = 2
+
+
+class RuntimeConfigError(ValueError):
+    """The existing config cannot be merged into (unparsable, or of a shape this module does not know)."""
+
+
+@dataclass(frozen=True)
+class RuntimeEntry:
+    """The runtime to register: its name, the binary it runs, and whether it becomes the default."""
+
+    name: str = "nvidia"
+    binary: str = DEFAULT_BINARY
+    set_as_default: bool = False
+    present: bool = True
+
+
+@dataclass
+class MergeResult:
+    """The merged text, and what the file declared before the merge and declares after it."""
+
+    text: str
+    changed: bool
+    runtimes: list[str]
+    default_runtime: str
+    runtimes_before: list[str]
+    default_runtime_before: str
+    config_version: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "changed": self.changed,
+            "runtimes": self.runtimes,
+            "default_runtime": self.default_runtime,
+            "runtimes_before": self.runtimes_before,
+            "default_runtime_before": self.default_runtime_before,
+            "config_version": self.config_version,
+            "warnings": self.warnings,
+        }
+
+
+# containerd ---------------------------------------------------------------------------------------
+
+
+def containerd_config_version(document: dict[str, Any], is_empty: bool) -> int:
+    """The config's schema version: its ``version`` key; 1 when a non-empty file has none."""
+    version = document.get("version")
+    if version is None:
+        return NEW_FILE_VERSION if is_empty else 1
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RuntimeConfigError("containerd config: 'version' must be an integer, found %r" % (version,))
+    if version not in CONTAINERD_CRI_PATHS:
+        raise RuntimeConfigError(
+            "containerd config version %d is not one this module knows (%s); "
+            "check containerd's documentation for where that version keeps the CRI runtimes"
+            % (version, ", ".join(str(known) for known in sorted(CONTAINERD_CRI_PATHS)))
+        )
+    return version
+
+
+def merge_containerd(existing: str | None, entry: RuntimeEntry) -> MergeResult:
+    """Merge ``entry`` into the text of a containerd config.toml (``None``: the file does not exist)."""
+    if TOMLKIT_IMPORT_ERROR is not None:
+        raise RuntimeConfigError("the Python package tomlkit is needed on the controller: %s" % TOMLKIT_IMPORT_ERROR)
+    original = existing or ""
+    try:
+        document = tomlkit.parse(original)
+    except Exception as error:  # tomlkit raises several ParseError subclasses, each with line and column
+        raise RuntimeConfigError("containerd config is not valid TOML: %s" % error) from error
+    is_empty = not document.unwrap()
+    version = containerd_config_version(document.unwrap(), is_empty)
+    before = containerd_runtimes(original)
+    warnings = []
+    if version == 4:
+        warnings.append(
+            "containerd config version 4: the nvidia runtime was written where version 3 keeps the CRI "
+            "runtimes (plugins.'io.containerd.cri.v1.runtime'); check it with 'containerd config dump'"
+        )
+    if is_empty and "version" not in document:
+        document.add("version", NEW_FILE_VERSION)
+
+    cri_path = CONTAINERD_CRI_PATHS[version]
+    created: list[tuple[int, Table]] = []
+    if entry.present:
+        containerd = _ensure_table(document, cri_path, created)
+        runtimes = _ensure_table(containerd, ("runtimes",), created, depth=len(cri_path))
+        _merge_containerd_runtime(runtimes, entry, created, depth=len(cri_path) + 1)
+        if entry.set_as_default:
+            _set(containerd, "default_runtime_name", entry.name)
+        elif containerd.get("default_runtime_name") == entry.name:
+            del containerd["default_runtime_name"]
+    else:
+        containerd = _find_table(document, cri_path)
+        if containerd is not None:
+            runtimes = containerd.get("runtimes")
+            if isinstance(runtimes, dict) and entry.name in runtimes:
+                del runtimes[entry.name]
+            if containerd.get("default_runtime_name") == entry.name:
+                del containerd["default_runtime_name"]
+
+    step = _indent_step(original)
+    for depth, table in created:
+        _reindent(table, step * depth, step)
+    if created and not is_empty:
+        # A blank line sets what the merge added apart from the tables around it.
+        first = next(table for _, table in created if not table.is_super_table())
+        first.trivia.indent = "\n" + first.trivia.indent
+    text = tomlkit.dumps(document)
+    if existing is None and not text.endswith("\n"):
+        text += "\n"
+    declared = containerd_runtimes(text)
+    return MergeResult(
+        text=text,
+        changed=existing is None or text != existing,
+        runtimes=declared["runtimes"],
+        default_runtime=declared["default_runtime"],
+        runtimes_before=before["runtimes"],
+        default_runtime_before=before["default_runtime"],
+        config_version=version,
+        warnings=warnings,
+    )
+
+
+def containerd_runtimes(text: str) -> dict[str, Any]:
+    """The CRI runtimes a containerd config declares, and its default runtime (``runc`` when unset)."""
+    if TOMLKIT_IMPORT_ERROR is not None:
+        raise RuntimeConfigError("the Python package tomlkit is needed on the controller: %s" % TOMLKIT_IMPORT_ERROR)
+    plain = tomlkit.parse(text).unwrap()
+    version = containerd_config_version(plain, not plain)
+    node: Any = plain
+    for key in CONTAINERD_CRI_PATHS[version]:
+        node = node.get(key, {}) if isinstance(node, dict) else {}
+    if not isinstance(node, dict):
+        node = {}
+    runtimes = node.get("runtimes", {})
+    return {
+        "runtimes": sorted(runtimes) if isinstance(runtimes, dict) else [],
+        "default_runtime": node.get("default_runtime_name") or "runc",
+        "config_version": version,
+    }
+
+
+def _merge_containerd_runtime(runtimes: Table, entry: RuntimeEntry, created: list, depth: int) -> None:
+    runc_options = _plain(runtimes.get("runc", {})).get("options", {})
+    runtime = runtimes.get(entry.name)
+    if runtime is None:
+        runtime = tomlkit.table()
+        runtime.add("runtime_type", RUNC_V2)
+        options = tomlkit.table()
+        for key, value in runc_options.items():
+            if key != "BinaryName":
+                options.add(key, copy.deepcopy(value))
+        options.add("BinaryName", entry.binary)
+        runtime.add("options", options)
+        runtimes[entry.name] = runtime
+        created.append((depth, runtimes[entry.name]))
+        return
+    if not isinstance(runtime, dict):
+        raise RuntimeConfigError("containerd config: runtimes.%s is not a table" % entry.name)
+    _set(runtime, "runtime_type", RUNC_V2)
+    options = runtime.get("options")
+    if options is None:
+        options = tomlkit.table()
+        runtime.add("options", options)
+        created.append((depth + 1, runtime["options"]))
+    elif not isinstance(options, dict):
+        raise RuntimeConfigError("containerd config: runtimes.%s.options is not a table" % entry.name)
+    for key, value in runc_options.items():
+        if key != "BinaryName" and key not in options:
+            options[key] = copy.deepcopy(value)
+    _set(options, "BinaryName", entry.binary)
+
+
+def _ensure_table(parent: Any, path: tuple[str, ...], created: list, depth: int = 0) -> Any:
+    """The table at ``path`` under ``parent``, made where missing (recorded in ``created`` with its depth)."""
+    node = parent
+    for offset, key in enumerate(path):
+        child = node.get(key)
+        if child is None:
+            # Intermediate tables that hold only tables print no header of their own.
+            node.add(key, tomlkit.table(is_super_table=offset < len(path) - 1 or key == "runtimes"))
+            child = node[key]
+            if not any(table is child for _, table in created):
+                created.append((depth + offset, child))
+        elif not isinstance(child, dict):
+            raise RuntimeConfigError("containerd config: %s is not a table" % ".".join(path[: offset + 1]))
+        node = child
+    return node
+
+
+def _find_table(parent: Any, path: tuple[str, ...]) -> Any:
+    node = parent
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+        if node is None:
+            return None
+    return node
+
+
+def _set(table: Any, key: str, value: Any) -> None:
+    """Assign only when the value differs, so an unchanged key keeps its formatting and comments."""
+    if key in table and _plain(table[key]) == value:
+        return
+    table[key] = value
+
+
+def _plain(value: Any) -> Any:
+    return value.unwrap() if hasattr(value, "unwrap") else value
+
+
+_KEY = r"(?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)"
+_HEADER = re.compile(r"^([ \t]+)\[\[?\s*(%s(?:\s*\.\s*%s)*)" % (_KEY, _KEY))
+_KEY_PART = re.compile(_KEY)
+
+
+def _indent_step(text: str) -> str:
+    """The file's indentation per table level, as containerd's own dumps and Kubespray indent
+    (a table of N dotted keys indented N-1 steps); empty for a file that does not indent."""
+    for line in text.splitlines():
+        match = _HEADER.match(line)
+        if match:
+            levels = len(_KEY_PART.findall(match.group(2))) - 1
+            if levels > 0 and len(match.group(1)) % levels == 0:
+                return match.group(1)[: len(match.group(1)) // levels]
+    return ""
+
+
+def _reindent(table: Table, header: str, step: str) -> None:
+    """Indent a table made by the merge, its keys one step in, its subtables one level down."""
+    table.trivia.indent = header
+    for key, item in table.value.body:
+        if key is None:
+            continue
+        if isinstance(item, Table):
+            _reindent(item, header + step, step)
+        else:
+            item.trivia.indent = header + step
+
+
+# Docker -------------------------------------------------------------------------------------------
+
+
+def merge_docker(existing: str | None, entry: RuntimeEntry) -> MergeResult:
+    """Merge ``entry`` into the text of a Docker daemon.json (``None``: the file does not exist)."""
+    if existing is None or not existing.strip():
+        data: dict[str, Any] = {}
+    else:
+        try:
+            data = json.loads(existing)
+        except json.JSONDecodeError as error:
+            raise RuntimeConfigError("Docker daemon config is not valid JSON: %s" % error) from error
+        if not isinstance(data, dict):
+            raise RuntimeConfigError("Docker daemon config must be a JSON object, found %s" % type(data).__name__)
+    before = copy.deepcopy(data)
+    before_runtimes = before.get("runtimes")
+
+    runtimes = data.get("runtimes")
+    if runtimes is not None and not isinstance(runtimes, dict):
+        raise RuntimeConfigError("Docker daemon config: 'runtimes' must be an object")
+    if entry.present:
+        runtimes = data.setdefault("runtimes", {})
+        runtime = runtimes.get(entry.name)
+        if not isinstance(runtime, dict):
+            runtime = {}
+        # Keep what else the entry says (runtimeArgs, or the "args" that nvidia-ctk writes).
+        runtimes[entry.name] = {**runtime, "path": entry.binary}
+        if entry.set_as_default:
+            data["default-runtime"] = entry.name
+        elif data.get("default-runtime") == entry.name:
+            del data["default-runtime"]
+    else:
+        if runtimes is not None:
+            runtimes.pop(entry.name, None)
+            if not runtimes:
+                del data["runtimes"]
+        if data.get("default-runtime") == entry.name:
+            del data["default-runtime"]
+
+    if existing is not None and data == before:
+        text = existing
+    else:
+        text = json.dumps(data, indent=2) + "\n"
+    return MergeResult(
+        text=text,
+        changed=existing is None or text != existing,
+        runtimes=sorted(data.get("runtimes", {})),
+        default_runtime=data.get("default-runtime") or "runc",
+        runtimes_before=sorted(before_runtimes) if isinstance(before_runtimes, dict) else [],
+        default_runtime_before=before.get("default-runtime") or "runc",
+    )
+
+
+def merge(runtime: str, existing: str | None, entry: RuntimeEntry) -> MergeResult:
+    """Merge ``entry`` into the config of ``runtime`` (``containerd`` or ``docker``)."""
+    if runtime == "containerd":
+        return merge_containerd(existing, entry)
+    if runtime == "docker":
+        return merge_docker(existing, entry)
+    raise RuntimeConfigError("unknown container runtime %r: expected containerd or docker" % runtime)
