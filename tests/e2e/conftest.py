@@ -6,12 +6,14 @@ default ports is left alone.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,16 @@ def free_port_base() -> int:
     raise RuntimeError("no free range of %d ports on 127.0.0.1" % PORTS_PER_SANDBOX)
 
 
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.5):
+    """Call ``predicate`` until it returns something true or ``timeout`` seconds pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
 @dataclass
 class PlaybookRun:
     returncode: int
@@ -71,6 +83,21 @@ def run_playbook(playbook: str, *args: str, inventory: str | Path | None = None,
     ]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     return PlaybookRun(done.returncode, done.stdout + done.stderr)
+
+
+def ansible_module(module: str, args: dict, sandbox: Sandbox) -> subprocess.CompletedProcess:
+    """Run one module of the collection on localhost against the sandbox, as an admin would ad hoc."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
+    args = {"kubeconfig": str(sandbox.kubeconfig), **args}
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", module, "-a", json.dumps(args)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def sandbox_vars(state_dir: Path, port_base: int) -> list[str]:

@@ -3,21 +3,16 @@ node affinity, time limits and access. Every observation comes from the real sch
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, workloads
 
-from .conftest import REPO, run_playbook
+from .conftest import ansible_module, run_playbook, wait_for
 
 pytestmark = pytest.mark.sandbox
 TEAMS = ("team-a", "team-b", "team-c", "team-d")
@@ -31,18 +26,9 @@ def cluster(kai_site, api_client):
     for team in TEAMS:
         batch.delete_collection_namespaced_job(team, propagation_policy="Background")
         core.delete_collection_namespaced_pod(team)
-    assert _wait(lambda: not any(core.list_namespaced_pod(team).items for team in TEAMS), 60)
+    assert wait_for(lambda: not any(core.list_namespaced_pod(team).items for team in TEAMS), 60)
     # The scheduler frees the GPUs of deleted pods in its next cycle.
     time.sleep(2)
-
-
-def _wait(predicate, timeout: float = 60.0, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 def submit(api, name: str, project: str, kind: str, gpus: float) -> None:
@@ -93,20 +79,6 @@ def stable(api, seconds: float = 6.0, timeout: float = 90.0) -> dict[str, float]
     return last
 
 
-def ansible_module(module: str, args: dict, sandbox) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
-    args = {"kubeconfig": str(sandbox.kubeconfig), **args}
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", module, "-a", json.dumps(args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_projects_exist_with_their_quota_and_weight(kai_site, api_client, sandbox):
     queues = client.CustomObjectsApi(api_client).list_cluster_custom_object(*kai.QUEUE_API)["items"]
     by_name = {q["metadata"]["name"]: q["spec"] for q in queues}
@@ -139,7 +111,7 @@ def test_borrow_over_quota_then_reclaim_but_never_interactive(cluster):
 
 def test_a_job_within_quota_runs(cluster):
     submit(cluster, "a-train", "team-a", workloads.TRAINING, 4)
-    assert _wait(lambda: "a-train" in running(cluster, "team-a"))
+    assert wait_for(lambda: "a-train" in running(cluster, "team-a"))
 
 
 def _gpu_groups(api, project: str) -> dict[str, set[str]]:
@@ -156,10 +128,10 @@ def _gpu_groups(api, project: str) -> dict[str, set[str]]:
 def test_fractions_pack_onto_shared_gpus(cluster):
     for name, gpus in (("c-g06", 0.6), ("c-g04", 0.4)):
         submit(cluster, name, "team-c", workloads.INTERACTIVE, gpus)
-    assert _wait(lambda: running(cluster, "team-c") == {"c-g06", "c-g04"}, 90), _gpu_groups(cluster, "team-c")
+    assert wait_for(lambda: running(cluster, "team-c") == {"c-g06", "c-g04"}, 90), _gpu_groups(cluster, "team-c")
     for name, gpus in (("c-g05", 0.5), ("c-g03", 0.3), ("c-g02", 0.2)):
         submit(cluster, name, "team-c", workloads.INTERACTIVE, gpus)
-    assert _wait(lambda: len(running(cluster, "team-c")) == 5, 120), _gpu_groups(cluster, "team-c")
+    assert wait_for(lambda: len(running(cluster, "team-c")) == 5, 120), _gpu_groups(cluster, "team-c")
     groups = sorted(sorted(members) for group, members in _gpu_groups(cluster, "team-c").items() if group)
     assert groups == [["c-g02", "c-g03", "c-g05"], ["c-g04", "c-g06"]], groups
     # team-c's interactive work lands only on its node (node affinity from the inventory).
@@ -169,7 +141,7 @@ def test_fractions_pack_onto_shared_gpus(cluster):
 def test_two_halves_share_one_gpu(cluster):
     submit(cluster, "b-half-1", "team-b", workloads.INTERACTIVE, 0.5)
     submit(cluster, "b-half-2", "team-b", workloads.INTERACTIVE, 0.5)
-    assert _wait(lambda: len(running(cluster, "team-b")) == 2, 120), _gpu_groups(cluster, "team-b")
+    assert wait_for(lambda: len(running(cluster, "team-b")) == 2, 120), _gpu_groups(cluster, "team-b")
     groups = [members for group, members in _gpu_groups(cluster, "team-b").items() if group]
     assert groups == [{"b-half-1", "b-half-2"}]
     assert {p.spec.node_name for p in pods_of(cluster, "team-b")} == {"dgx1-2"}
@@ -208,8 +180,8 @@ def test_interactive_time_limit_and_guarded_removal(kai_site, api_client, sandbo
         conditions = batch.read_namespaced_job("build", name).status.conditions or []
         return any(c.type == "Failed" and c.reason == "DeadlineExceeded" for c in conditions)
 
-    assert _wait(deadline_exceeded, 60), "the interactive job outlived its 3 s limit"
-    assert _wait(lambda: "train" in running(api_client, name), 60)
+    assert wait_for(deadline_exceeded, 60), "the interactive job outlived its 3 s limit"
+    assert wait_for(lambda: "train" in running(api_client, name), 60)
     assert {p.spec.node_name for p in pods_of(api_client, name) if p.status.phase == "Running"} == {"dgx1-2"}
 
     refused = ansible_module("clusterproof.gpu.gpu_project", {"name": name, "state": "absent"}, sandbox)
@@ -232,5 +204,5 @@ def test_bad_project_input_changes_nothing(kai_site, api_client, sandbox):
 def test_allocation_counts_whole_and_fractional_gpus(cluster):
     submit(cluster, "d-2", "team-d", workloads.TRAINING, 2)
     submit(cluster, "c-half", "team-c", workloads.INTERACTIVE, 0.5)
-    assert _wait(lambda: allocation(cluster)["team-d"] == 2 and allocation(cluster)["team-c"] == 0.5, 90)
+    assert wait_for(lambda: allocation(cluster)["team-d"] == 2 and allocation(cluster)["team-c"] == 0.5, 90)
     assert Counter(p.status.phase for p in pods_of(cluster, "team-d")) == Counter({"Running": 1})

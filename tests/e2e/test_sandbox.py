@@ -8,18 +8,9 @@ import uuid
 import pytest
 from kubernetes import client
 
-from .conftest import REPO, free_port_base, run_playbook, sandbox_vars
+from .conftest import REPO, free_port_base, run_playbook, sandbox_vars, wait_for
 
 pytestmark = pytest.mark.sandbox
-
-
-def _wait(predicate, timeout: float = 60.0, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 @pytest.fixture
@@ -28,7 +19,9 @@ def namespace(api_client):
     name = "e2e-" + uuid.uuid4().hex[:8]
     core.create_namespace({"metadata": {"name": name}})
     # The namespace's default ServiceAccount comes from the controller-manager; pods need it.
-    assert _wait(lambda: core.list_namespaced_service_account(name).items, 30), f"no default ServiceAccount in {name}"
+    assert wait_for(lambda: core.list_namespaced_service_account(name).items, 30), (
+        f"no default ServiceAccount in {name}"
+    )
     yield name
     core.delete_namespace(name)
 
@@ -93,7 +86,7 @@ def test_status_reports_every_process_running(sandbox):
 def test_gpu_job_is_scheduled_on_a_gpu_node_and_stays_running(api_client, namespace):
     core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
     batch.create_namespaced_job(namespace, _gpu_job("two-gpus", 2))
-    pods = _wait(lambda: [p for p in _job_pods(core, namespace, "two-gpus") if p.status.phase == "Running"])
+    pods = wait_for(lambda: [p for p in _job_pods(core, namespace, "two-gpus") if p.status.phase == "Running"])
     assert pods, "the 2-GPU job never ran: {}".format(_job_pods(core, namespace, "two-gpus"))
     assert pods[0].spec.node_name in ("dgx1-1", "dgx1-2")
     # KWOK's default stages would complete a Job's pod at once; ours keep it running.
@@ -114,7 +107,7 @@ def test_job_larger_than_any_node_stays_pending(api_client, namespace):
                     return condition
         return None
 
-    condition = _wait(unschedulable)
+    condition = wait_for(unschedulable)
     assert condition is not None, "the scheduler never marked the 9-GPU pod unschedulable"
     assert "nvidia.com/gpu" in condition.message
     assert _job_pods(core, namespace, "nine-gpus")[0].status.phase == "Pending"
@@ -123,7 +116,7 @@ def test_job_larger_than_any_node_stays_pending(api_client, namespace):
 def test_pod_that_declares_its_run_time_completes(api_client, namespace):
     core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
     batch.create_namespaced_job(namespace, _gpu_job("short", 1, {"clusterproof.io/complete-after": "2s"}))
-    job = _wait(
+    job = wait_for(
         lambda: (lambda j: j if j.status.succeeded == 1 else None)(batch.read_namespaced_job("short", namespace))
     )
     assert job is not None, "the job that runs for 2 s never succeeded"
@@ -160,11 +153,11 @@ def test_deployment_scales(api_client, namespace):
         pods = core.list_namespaced_pod(namespace, label_selector="app=notebook").items
         return len([p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp]) == count
 
-    assert _wait(lambda: running(2)), "2 replicas never ran"
+    assert wait_for(lambda: running(2)), "2 replicas never ran"
     apps.patch_namespaced_deployment_scale("notebook", namespace, {"spec": {"replicas": 5}})
-    assert _wait(lambda: running(5)), "the deployment did not scale to 5 running replicas"
+    assert wait_for(lambda: running(5)), "the deployment did not scale to 5 running replicas"
     apps.patch_namespaced_deployment_scale("notebook", namespace, {"spec": {"replicas": 1}})
-    assert _wait(lambda: running(1)), "the deployment did not scale down to 1"
+    assert wait_for(lambda: running(1)), "the deployment did not scale down to 1"
 
 
 def _our_processes(state_dir) -> list[int]:

@@ -2,6 +2,16 @@
 
     .venv/bin/pytest tests/hosts --hosts='ansible://gpu_nodes' --ansible-inventory=inventories/<site> [--sudo]
 
+On a GPU machine itself, give it an inventory that declares that machine as it is, with Ansible's
+local connection (what to expect always comes from an inventory, so the same suite checks a site and
+a lone machine); tests/unit/fixtures/gpu/testinfra-h100-inventory.yml is the one it ran with on an H100:
+
+    pytest tests/hosts --hosts='ansible://gpu_nodes' --ansible-inventory=tests/unit/fixtures/gpu/testinfra-h100-inventory.yml
+
+ansible-inventory must be on PATH (testinfra calls it): .venv/bin first, or the bin directory of
+wherever ansible-core is installed. In a site run, the gpu_host_tests role runs this suite per GPU host
+and puts the results into the site report.
+
 Without --hosts every test here is skipped, with that reason: the machines that run the normal suite
 (developers', CI) have no GPU, and the tests would otherwise run against them through testinfra's
 local backend.

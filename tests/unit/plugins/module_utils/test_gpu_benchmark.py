@@ -696,6 +696,23 @@ def test_module_in_check_mode_and_on_simulated_hosts_runs_nothing():
     assert "dgx1-1 is a simulated host" in simulated["checks"][0]["message"]
 
 
+def test_module_records_a_host_it_could_not_run_on_as_failed_checks():
+    reason = "gpu-1 could not be reached: Failed to connect to the host via ssh: no route to host"
+    result = _run_module(
+        {"host": "gpu-1", "benchmarks": ["matmul", "copy"], "matmul_dtypes": ["bf16"], "failure": reason}
+    )
+
+    assert [(c["id"], c["status"], c["message"]) for c in result["checks"]] == [
+        ("gpu-benchmark/gpu-1/matmul-bf16", "fail", reason),
+        ("gpu-benchmark/gpu-1/memory-bandwidth", "fail", reason),
+    ]
+    assert result["failed_checks"] == 2
+    assert result["runner"] is None
+    assert result["section"]["id"] == "gpu-benchmark-gpu-1"
+    # Invalid options still fail the task, with or without a failure to record.
+    assert _run_module({"failure": reason, "thresholds": {"matmul": -1}})["failed"] is True
+
+
 def test_module_refuses_bad_thresholds_and_models():
     bad_threshold = _run_module({"thresholds": {"matmul": -1}})
     bad_model = _run_module({"gpu_model": "Voodoo 2"})

@@ -80,6 +80,15 @@ def test_unknown_variables_of_our_prefixes_are_errors():
     assert errors[0].endswith("found an unknown variable")
 
 
+def test_variables_of_the_gpu_host_roles_are_left_to_those_roles():
+    host = {**NODE, "gpu_benchmark_python": "/opt/conda/bin/python3", "gpu_host_tests_sudo": True}
+    declaration, errors = validate_site(*inventory({"dgx1-1": host, "dgx1-2": dict(NODE)}))
+    assert errors == []
+    assert [node.name for node in declaration.nodes] == ["dgx1-1", "dgx1-2"]
+    # A misspelt prefix is still ours, and still an error.
+    assert errors_of({"dgx1-1": {**NODE, "gpu_benchmarks_python": "python3"}, "dgx1-2": dict(NODE)})
+
+
 def test_unknown_site_variable_is_an_error_and_foreign_variables_are_not():
     site = {**SITE, "clusterproof_projets": [], "kubespray_thing": 1}
     errors = errors_of(site=site)

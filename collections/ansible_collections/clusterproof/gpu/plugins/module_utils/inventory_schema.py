@@ -31,6 +31,7 @@ SITE_VARIABLES = {
     "clusterproof_kubeconfig": "kubeconfig of an existing cluster (mode existing)",
     "clusterproof_scheduler": "the GPU scheduler to install: %s" % " | ".join(SCHEDULERS),
     "clusterproof_benchmarks": "whether validation benchmarks the GPU hosts (true unless set false)",
+    "clusterproof_host_tests": "whether validation runs the GPU host suite on the GPU hosts (true unless set false)",
     "clusterproof_projects": "the projects (tenants) and their GPU quotas",
     "clusterproof_reports_dir": "where site reports are written",
     "clusterproof_sandbox_dir": "where the sandbox keeps its state (mode sandbox)",
@@ -72,6 +73,9 @@ _LABEL_KEY = re.compile(
 )
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _OUR_HOST_PREFIXES = ("gpu_", "node_")
+# Variables of the roles that run on the GPU hosts (gpu_benchmark_python, gpu_host_tests_sudo, ...):
+# set per host or group like any role variable, and checked by those roles' argument_specs.
+GPU_HOST_ROLE_PREFIXES = ("gpu_benchmark_", "gpu_host_tests_")
 
 DEFAULT_CPU_CORES = 8
 DEFAULT_MEMORY_GIB = 32
@@ -237,7 +241,8 @@ def _check_taints(check: _Checker, where: str, value: Any) -> list[dict[str, str
 
 def _check_node(check: _Checker, host: str, variables: Mapping[str, Any]) -> NodeDeclaration | None:
     where = f"host {host}"
-    check.unknown_keys(where, variables.keys(), NODE_VARIABLES, _OUR_HOST_PREFIXES)
+    ours = [key for key in variables if not key.startswith(GPU_HOST_ROLE_PREFIXES)]
+    check.unknown_keys(where, ours, NODE_VARIABLES, _OUR_HOST_PREFIXES)
     errors_before = len(check.errors)
     if "gpu_count" not in variables:
         check.error(where, "gpu_count", "the number of GPUs this node has (a non-negative integer)", None)

@@ -109,13 +109,13 @@ def namespace_manifest(project: Project) -> dict[str, Any]:
     }
 
 
-def queue_manifest(project: Project) -> dict[str, Any]:
+def queue_manifest(project: Project, department: str = kai.DEPARTMENT_QUEUE) -> dict[str, Any]:
     return kai.queue_manifest(
         project.name,
         project.gpu_quota,
         project.over_quota_weight,
         project.gpu_limit,
-        kai.DEPARTMENT_QUEUE,
+        department,
         project.priority,
     )
 

@@ -226,7 +226,8 @@ def _go_env(gobin: Path | None = None) -> dict[str, str]:
     return env
 
 
-def _download_gomod(module: str, version: str, cwd: Path, env: dict[str, str]) -> str:
+def _download(module: str, version: str, cwd: Path, env: dict[str, str]) -> dict[str, str]:
+    """`go mod download -json` of one module version: its go.mod path (GoMod) and source (Dir)."""
     out = subprocess.run(
         ["go", "mod", "download", "-json", f"{module}@{version}"],
         cwd=cwd,
@@ -235,7 +236,11 @@ def _download_gomod(module: str, version: str, cwd: Path, env: dict[str, str]) -
         capture_output=True,
         text=True,
     )
-    return Path(json.loads(out.stdout)["GoMod"]).read_text()
+    return json.loads(out.stdout)
+
+
+def _download_gomod(module: str, version: str, cwd: Path, env: dict[str, str]) -> str:
+    return Path(_download(module, version, cwd, env)["GoMod"]).read_text()
 
 
 def _build_kubernetes(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable[str]) -> None:
@@ -302,7 +307,7 @@ def _build_kai(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable
         package = "%s/%s" % (KAI_MODULE, KAI_COMMANDS[binary])
         _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, env, log)
         out.rename(plan_.bin_dir / binary)
-    source = Path(_module_dir(KAI_MODULE, version, work, env)) / KAI_CHART
+    source = Path(_download(KAI_MODULE, version, work, env)["Dir"]) / KAI_CHART
     shutil.rmtree(plan_.kai_chart, ignore_errors=True)
     shutil.copytree(source, plan_.kai_chart)
     # The module cache is read-only; the copy must be ours to replace later.
@@ -320,18 +325,6 @@ def _build_helm(plan_: BuildPlan, log: Path, progress: Progress) -> None:
     progress("building helm %s" % version)
     ldflags = "-s -w -X helm.sh/helm/v3/internal/version.version=%s" % version
     _run(["go", "install", "-ldflags", ldflags, "helm.sh/helm/v3/cmd/helm@" + version], work, env, log)
-
-
-def _module_dir(module: str, version: str, cwd: Path, env: dict[str, str]) -> str:
-    out = subprocess.run(
-        ["go", "mod", "download", "-json", f"{module}@{version}"],
-        cwd=cwd,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout)["Dir"]
 
 
 def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:

@@ -133,6 +133,12 @@ options:
         and returns every check as needs-hardware.
     type: bool
     default: true
+  failure:
+    description:
+      - Why the benchmarks cannot run on the host (it was unreachable, or the module failed there).
+        Nothing runs; every requested benchmark is a failed check with this message. Run the task
+        on another host (the report host) with this set.
+    type: str
   timeout:
     description: Seconds the runner may take in all.
     type: int
@@ -253,6 +259,7 @@ ARGUMENT_SPEC = {
     "gpu_model": {"type": "str"},
     "host": {"type": "str"},
     "hardware": {"type": "bool", "default": True},
+    "failure": {"type": "str"},
     "timeout": {"type": "int", "default": 1800},
 }
 
@@ -284,7 +291,9 @@ def main() -> None:
         module.fail_json(msg=f"invalid options: {error}")
 
     runner_document, stderr = None, ""
-    if not params["hardware"]:
+    if params["failure"]:
+        outcome = gpu_benchmark.not_run(host, benchmarks, dtypes, "fail", params["failure"])
+    elif not params["hardware"]:
         outcome = gpu_benchmark.not_run(
             host,
             benchmarks,

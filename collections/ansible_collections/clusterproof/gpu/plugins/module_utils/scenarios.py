@@ -1,0 +1,418 @@
+"""Fairness scenarios as data, and how an observed state is judged against them. Pure.
+
+A scenario file (``scenarios/*.yml``, documented in docs/scenarios.md) names the projects it
+needs with their quotas, and steps: workloads to submit, workloads to delete, and what to expect
+once the scheduler has settled (GPUs allocated per project, the cluster total, which workloads
+run and which wait, which fractions share a GPU). Expectations written in the file hold for the
+capacity the scenario was written for; the fair-share model (fairshare.py) predicts every step
+for the installed engine's policy as well, at any capacity the scenario scales to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import fairshare
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Check
+
+KINDS = ("train", "interactive")
+SCENARIO_FIELDS = ("name", "title", "source", "policy", "capacity", "projects", "steps")
+STEP_FIELDS = ("name", "submit", "delete", "expect")
+JOB_FIELDS = ("name", "project", "kind", "gpus")
+EXPECT_FIELDS = ("allocated", "total", "running", "pending", "shared_gpus")
+# Allocations are compared to a hundredth of a GPU (fractions are given in hundredths).
+TOLERANCE = 0.005
+
+
+class ScenarioError(ValueError):
+    """A scenario file that is not as documented; the message lists every problem found."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ScenarioJob:
+    name: str
+    project: str
+    kind: str
+    gpus: float
+
+    def model_job(self) -> fairshare.Job:
+        return fairshare.Job(self.name, self.project, self.gpus, interactive=self.kind == "interactive")
+
+
+@dataclasses.dataclass(frozen=True)
+class Expectation:
+    allocated: dict[str, float] | None = None
+    total: float | None = None
+    running: str | tuple[str, ...] | None = None  # "all", or the names that must run
+    pending: tuple[str, ...] | None = None
+    shared_gpus: tuple[tuple[str, ...], ...] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    name: str
+    submit: tuple[ScenarioJob, ...]
+    delete: tuple[str, ...]
+    expect: Expectation
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    source: str
+    policy: str
+    reference_gpus: int
+    node_gpus: int
+    projects: tuple[fairshare.Project, ...]
+    steps: tuple[Step, ...]
+
+    def jobs_after(self, index: int) -> list[ScenarioJob]:
+        """Every workload that exists after step ``index``, in submission order."""
+        alive: dict[str, ScenarioJob] = {}
+        for step in self.steps[: index + 1]:
+            for name in step.delete:
+                alive.pop(name, None)
+            for job in step.submit:
+                alive[job.name] = job
+        return list(alive.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    """What the scheduler did, read from the cluster: never from the model."""
+
+    allocated: dict[str, float]
+    running: tuple[str, ...]
+    pending: tuple[str, ...]
+    # Groups of workloads that share one GPU (KAI's GPU group), each sorted.
+    shared_gpus: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def total(self) -> float:
+        return round(sum(self.allocated.values()), 3)
+
+
+class _Errors:
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.items: list[str] = []
+
+    def add(self, field: str, expected: str, found: Any) -> None:
+        shown = found if found == "an unknown field" else repr(found)
+        self.items.append("%s: %s: expected %s, found %s" % (self.where, field, expected, shown))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) and item for item in value)
+
+
+def load(data: Any, where: str = "scenario") -> Scenario:
+    """Check a scenario's data (parsed YAML) and return it; raise ScenarioError listing every problem."""
+    errors = _Errors(where)
+    if not isinstance(data, Mapping):
+        raise ScenarioError("%s: expected a mapping with %s, found %r" % (where, ", ".join(SCENARIO_FIELDS), data))
+    for key in sorted(set(data) - set(SCENARIO_FIELDS)):
+        errors.add(str(key), "one of %s" % ", ".join(SCENARIO_FIELDS), "an unknown field")
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        errors.add("name", "a name", name)
+    policy = data.get("policy", "runai")
+    if policy not in fairshare.POLICIES:
+        errors.add("policy", "one of %s" % ", ".join(fairshare.POLICIES), policy)
+    capacity = data.get("capacity") or {}
+    reference = capacity.get("gpus") if isinstance(capacity, Mapping) else None
+    node_gpus = capacity.get("node_gpus") if isinstance(capacity, Mapping) else None
+    for field, value in (("capacity.gpus", reference), ("capacity.node_gpus", node_gpus)):
+        if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            errors.add(field, "a positive whole number of GPUs", value)
+    projects = []
+    for index, project in enumerate(data.get("projects") or []):
+        field = "projects[%d]" % index
+        if not isinstance(project, Mapping) or not isinstance(project.get("name"), str):
+            errors.add(field, "a mapping with name and gpu_quota", project)
+            continue
+        for key in sorted(set(project) - {"name", "gpu_quota", "gpu_limit", "over_quota_weight"}):
+            errors.add("%s.%s" % (field, key), "name, gpu_quota, gpu_limit or over_quota_weight", "an unknown field")
+        quota = project.get("gpu_quota")
+        if not _number(quota) or quota < 0:
+            errors.add(field + ".gpu_quota", "a non-negative number of GPUs", quota)
+            continue
+        projects.append(
+            fairshare.Project(project["name"], float(quota), project.get("gpu_limit"), project.get("over_quota_weight"))
+        )
+    if not projects:
+        errors.add("projects", "at least one project", data.get("projects"))
+    known_projects = {project.name for project in projects}
+    steps = []
+    submitted: set[str] = set()
+    for index, step in enumerate(data.get("steps") or []):
+        parsed = _load_step(errors, index, step, known_projects, submitted)
+        if parsed is not None:
+            steps.append(parsed)
+    if not steps:
+        errors.add("steps", "at least one step", data.get("steps"))
+    if errors.items:
+        raise ScenarioError("; ".join(errors.items))
+    return Scenario(
+        name=str(name),
+        title=str(data.get("title") or name),
+        source=str(data.get("source") or ""),
+        policy=str(policy),
+        reference_gpus=int(reference),
+        node_gpus=int(node_gpus),
+        projects=tuple(projects),
+        steps=tuple(steps),
+    )
+
+
+def _load_step(errors: _Errors, index: int, step: Any, projects: set[str], submitted: set[str]) -> Step | None:
+    field = "steps[%d]" % index
+    if not isinstance(step, Mapping):
+        errors.add(field, "a mapping with name, submit, delete and expect", step)
+        return None
+    for key in sorted(set(step) - set(STEP_FIELDS)):
+        errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(STEP_FIELDS), "an unknown field")
+    jobs = []
+    for number, job in enumerate(step.get("submit") or []):
+        where = "%s.submit[%d]" % (field, number)
+        if not isinstance(job, Mapping):
+            errors.add(where, "a mapping with %s" % ", ".join(JOB_FIELDS), job)
+            continue
+        for key in sorted(set(job) - set(JOB_FIELDS)):
+            errors.add("%s.%s" % (where, key), "one of %s" % ", ".join(JOB_FIELDS), "an unknown field")
+        name, project, kind, gpus = (job.get(key) for key in JOB_FIELDS)
+        if not isinstance(name, str) or not name or name in submitted:
+            errors.add(where + ".name", "a workload name not used before in the scenario", name)
+        if project not in projects:
+            errors.add(where + ".project", "one of the scenario's projects (%s)" % ", ".join(sorted(projects)), project)
+        if kind not in KINDS:
+            errors.add(where + ".kind", "one of %s" % ", ".join(KINDS), kind)
+        if not _number(gpus) or gpus <= 0 or (gpus > 1 and gpus != int(gpus)):
+            errors.add(where + ".gpus", "whole GPUs, or a fraction of one GPU below 1", gpus)
+            continue
+        if isinstance(name, str):
+            submitted.add(name)
+        jobs.append(ScenarioJob(str(name), str(project), str(kind), float(gpus)))
+    delete = step.get("delete") or []
+    if not _names(delete):
+        errors.add(field + ".delete", "a list of workload names", delete)
+        delete = []
+    for name in delete:
+        if name not in submitted:
+            errors.add(field + ".delete", "workloads submitted in an earlier step", name)
+    expect = _load_expectation(errors, field + ".expect", step.get("expect") or {}, projects)
+    return Step(str(step.get("name") or "step %d" % (index + 1)), tuple(jobs), tuple(delete), expect)
+
+
+def _load_expectation(errors: _Errors, field: str, data: Any, projects: set[str]) -> Expectation:
+    if not isinstance(data, Mapping):
+        errors.add(field, "a mapping with %s" % ", ".join(EXPECT_FIELDS), data)
+        return Expectation()
+    for key in sorted(set(data) - set(EXPECT_FIELDS)):
+        errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(EXPECT_FIELDS), "an unknown field")
+    allocated = data.get("allocated")
+    if allocated is not None:
+        if not isinstance(allocated, Mapping) or not all(_number(v) for v in allocated.values()):
+            errors.add(field + ".allocated", "a mapping of project to GPUs", allocated)
+            allocated = None
+        else:
+            for project in set(allocated) - projects:
+                errors.add(field + ".allocated", "the scenario's projects", project)
+            allocated = {str(k): float(v) for k, v in allocated.items()}
+    total = data.get("total")
+    if total is not None and not _number(total):
+        errors.add(field + ".total", "a number of GPUs", total)
+        total = None
+    running = data.get("running")
+    if running is not None and running != "all" and not _names(running):
+        errors.add(field + ".running", "'all' or a list of workload names", running)
+        running = None
+    pending = data.get("pending")
+    if pending is not None and not _names(pending):
+        errors.add(field + ".pending", "a list of workload names", pending)
+        pending = None
+    shared = data.get("shared_gpus")
+    if shared is not None and not (isinstance(shared, list) and all(_names(group) for group in shared)):
+        errors.add(field + ".shared_gpus", "a list of lists of workload names", shared)
+        shared = None
+    return Expectation(
+        allocated=allocated,
+        total=None if total is None else float(total),
+        running=running if running in (None, "all") else tuple(running),
+        pending=None if pending is None else tuple(pending),
+        shared_gpus=None if shared is None else tuple(tuple(sorted(group)) for group in shared),
+    )
+
+
+def predictions(scenario: Scenario, nodes: Sequence[tuple[str, int]]) -> list[fairshare.Prediction]:
+    """The fair-share model's stable state after each step, chained as the steps are."""
+    results = []
+    running: Mapping[str, fairshare.Placement] = {}
+    for index in range(len(scenario.steps)):
+        jobs = [job.model_job() for job in scenario.jobs_after(index)]
+        prediction = fairshare.predict(scenario.policy, nodes, scenario.projects, jobs, running)
+        results.append(prediction)
+        running = prediction.placements
+    return results
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= TOLERANCE
+
+
+def _fmt(value: float) -> str:
+    return ("%.2f" % value).rstrip("0").rstrip(".")
+
+
+def judge(
+    scenario: Scenario,
+    index: int,
+    observed: Observation,
+    prediction: fairshare.Prediction | None,
+    written_applies: bool,
+    duration_s: float,
+) -> list[Check]:
+    """Checks for one step: the observed state against the written expectation (when it applies
+    at this site's capacity) and against the model's prediction."""
+    step = scenario.steps[index]
+    prefix = "scenario/%s/%d" % (scenario.name, index + 1)
+    checks: list[Check] = []
+    names = [job.name for job in scenario.jobs_after(index)]
+    expect = step.expect
+    if written_applies:
+        for project, gpus in sorted((expect.allocated or {}).items()):
+            seen = observed.allocated.get(project, 0.0)
+            checks.append(
+                Check(
+                    id="%s/allocated/%s" % (prefix, project),
+                    title="%s: %s holds %s GPUs" % (step.name, project, _fmt(gpus)),
+                    status="pass" if _close(seen, gpus) else "fail",
+                    expected=_fmt(gpus),
+                    observed=_fmt(seen),
+                    message="" if _close(seen, gpus) else _involved(project, observed, scenario, index),
+                    duration_s=duration_s,
+                )
+            )
+        if expect.total is not None:
+            ok = _close(observed.total, expect.total)
+            checks.append(
+                Check(
+                    "%s/total" % prefix,
+                    "%s: %s GPUs allocated in all" % (step.name, _fmt(expect.total)),
+                    "pass" if ok else "fail",
+                    _fmt(expect.total),
+                    _fmt(observed.total),
+                    "",
+                    duration_s,
+                )
+            )
+        wanted_running = names if expect.running == "all" else list(expect.running or [])
+        if wanted_running:
+            missing = sorted(set(wanted_running) - set(observed.running))
+            checks.append(
+                Check(
+                    "%s/running" % prefix,
+                    "%s: %s run"
+                    % (step.name, "all workloads" if expect.running == "all" else ", ".join(wanted_running)),
+                    "fail" if missing else "pass",
+                    ", ".join(sorted(wanted_running)),
+                    ", ".join(sorted(observed.running)),
+                    "not running: %s" % ", ".join(missing) if missing else "",
+                    duration_s,
+                )
+            )
+        if expect.pending is not None:
+            ok = sorted(expect.pending) == sorted(observed.pending)
+            checks.append(
+                Check(
+                    "%s/pending" % prefix,
+                    "%s: pending are %s" % (step.name, ", ".join(sorted(expect.pending)) or "none"),
+                    "pass" if ok else "fail",
+                    ", ".join(sorted(expect.pending)) or "(none)",
+                    ", ".join(sorted(observed.pending)) or "(none)",
+                    "",
+                    duration_s,
+                )
+            )
+        if expect.shared_gpus is not None:
+            wanted = sorted(expect.shared_gpus)
+            seen_groups = sorted(observed.shared_gpus)
+            checks.append(
+                Check(
+                    "%s/shared-gpus" % prefix,
+                    "%s: fractions share GPUs as expected" % step.name,
+                    "pass" if wanted == seen_groups else "fail",
+                    _groups(wanted),
+                    _groups(seen_groups),
+                    "",
+                    duration_s,
+                )
+            )
+    if prediction is not None:
+        for project in sorted(p.name for p in scenario.projects):
+            predicted = prediction.allocated.get(project, 0.0)
+            seen = observed.allocated.get(project, 0.0)
+            checks.append(
+                Check(
+                    id="%s/model/%s" % (prefix, project),
+                    title="%s: %s as the %s model predicts" % (step.name, project, scenario.policy),
+                    status="pass" if _close(seen, predicted) else "fail",
+                    expected=_fmt(predicted),
+                    observed=_fmt(seen),
+                    message="" if _close(seen, predicted) else _involved(project, observed, scenario, index),
+                    duration_s=duration_s,
+                )
+            )
+    return checks
+
+
+def _groups(groups: Sequence[Sequence[str]]) -> str:
+    return "; ".join("+".join(group) for group in groups) or "(none)"
+
+
+def _involved(project: str, observed: Observation, scenario: Scenario, index: int) -> str:
+    jobs = [job.name for job in scenario.jobs_after(index) if job.project == project]
+    running = [name for name in jobs if name in observed.running]
+    waiting = [name for name in jobs if name in observed.pending]
+    return "%s running: %s; pending: %s" % (project, ", ".join(running) or "none", ", ".join(waiting) or "none")
+
+
+def step_table(
+    scenario: Scenario,
+    index: int,
+    observed: Observation,
+    prediction: fairshare.Prediction | None,
+    written_applies: bool,
+) -> dict[str, Any]:
+    """Per project: quota, written expectation, model prediction, observed (a report table's data)."""
+    step = scenario.steps[index]
+    rows, status = [], []
+    for project in scenario.projects:
+        expected = (step.expect.allocated or {}).get(project.name) if written_applies else None
+        predicted = prediction.allocated.get(project.name, 0.0) if prediction is not None else None
+        seen = observed.allocated.get(project.name, 0.0)
+        rows.append(
+            [
+                project.name,
+                _fmt(project.quota),
+                "—" if expected is None else _fmt(expected),
+                "—" if predicted is None else _fmt(predicted),
+                _fmt(seen),
+            ]
+        )
+        ok = (expected is None or _close(seen, expected)) and (predicted is None or _close(seen, predicted))
+        status.append("pass" if ok else "fail")
+    return {
+        "id": "scenario-%s-step-%d" % (scenario.name, index + 1),
+        "title": "%s: GPUs per project (quota, written, model, observed)" % step.name,
+        "columns": ["Project", "Quota", "Expected (written)", "Predicted (model)", "Observed"],
+        "rows": rows,
+        "row_status": status,
+    }

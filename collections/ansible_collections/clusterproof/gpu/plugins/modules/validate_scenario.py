@@ -1,0 +1,334 @@
+#!/usr/bin/python
+"""Run a fairness scenario against the live scheduler and judge what it does."""
+
+DOCUMENTATION = r"""
+module: validate_scenario
+short_description: Run a fairness scenario on the cluster's GPU scheduler and judge the stable states
+description:
+  - Loads a scenario file (docs/scenarios.md), makes its projects exist in namespaces and KAI queues
+    of its own (prefixed, under a department queue of its own), then runs its steps: submit and
+    delete workloads, wait until the allocation has not changed for O(settle_seconds), and compare
+    what the scheduler did with the expectation written in the file and with the fair-share
+    model's prediction for the scenario's policy.
+  - Refuses to start when workloads outside the scenario hold or wait for GPUs, unless O(force=true).
+  - Always removes what it created, also when a step fails or the run is interrupted, so it
+    reports C(changed=false).
+  - Expectations written in a file hold for the capacity it was written for; at another capacity
+    the scenario is skipped with the reason.
+version_added: 0.1.0
+options:
+  scenario_file:
+    description: Path of the scenario YAML file.
+    type: path
+    required: true
+  nodes:
+    description: The site's GPU nodes as the inventory declares them (name, gpu_count).
+    type: list
+    elements: dict
+    required: true
+  force:
+    description: Run even when other workloads hold or wait for GPUs (their presence will skew the result).
+    type: bool
+    default: false
+  settle_seconds:
+    description: A step is done when the allocation has not changed for this long.
+    type: float
+    default: 6
+  arrival_seconds:
+    description: After submitting a workload, wait up to this long for it to run before the next arrives.
+    type: float
+    default: 3
+  step_timeout:
+    description: Seconds a step may take before its state is judged as it is.
+    type: int
+    default: 180
+  namespace_prefix:
+    description: Prefix of the scenario's namespaces and queues.
+    type: str
+    default: scn-
+  kubeconfig:
+    description: Kubeconfig of the cluster.
+    type: path
+  context:
+    description: Kubeconfig context.
+    type: str
+  request_timeout:
+    description: Seconds to wait for each API request.
+    type: int
+    default: 30
+author:
+  - clusterproof developers
+"""
+
+EXAMPLES = r"""
+- name: Run NetApp's 4.8-4.10 fairness scenario
+  clusterproof.gpu.validate_scenario:
+    scenario_file: scenarios/netapp-runai-4.8-4.10.yml
+    nodes: "{{ clusterproof_site.nodes }}"
+    kubeconfig: "{{ clusterproof_active_kubeconfig }}"
+  register: scenario
+"""
+
+RETURN = r"""
+section:
+  description: The report section (checks per step, a table per step, the allocation timeline chart).
+  returned: always
+  type: dict
+duration_s:
+  description: Wall time of the whole scenario in seconds.
+  returned: always
+  type: float
+failed_checks:
+  description: How many checks failed.
+  returned: always
+  type: int
+"""
+
+import copy
+import signal
+import time
+from pathlib import Path
+
+import yaml
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import (
+    fairshare,
+    kai,
+    kube,
+    projects,
+    scenarios,
+    workloads,
+)
+
+SCENARIO_DEPARTMENT = "clusterproof-scenarios"
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _gpus_of(pod):
+    fraction = (pod.metadata.annotations or {}).get(kai.GPU_FRACTION_ANNOTATION)
+    if fraction:
+        return float(fraction)
+    requests = {}
+    for container in pod.spec.containers:
+        for source in (container.resources.limits or {}, container.resources.requests or {}):
+            if "nvidia.com/gpu" in source:
+                requests[container.name] = float(source["nvidia.com/gpu"])
+    return sum(requests.values())
+
+
+def _observe(core, scenario, prefix):
+    allocated, running, pending, groups = {}, [], [], {}
+    for project in scenario.projects:
+        allocated[project.name] = 0.0
+        for pod in core.list_namespaced_pod(prefix + project.name).items:
+            if pod.metadata.deletion_timestamp or pod.status.phase in ("Succeeded", "Failed"):
+                continue
+            name = (pod.metadata.labels or {}).get(workloads.WORKLOAD_NAME_LABEL)
+            if pod.status.phase == "Running" and pod.spec.node_name:
+                allocated[project.name] += _gpus_of(pod)
+                running.append(name)
+                group = (pod.metadata.labels or {}).get(kai.GPU_GROUP_LABEL)
+                if group and (pod.metadata.annotations or {}).get(kai.GPU_FRACTION_ANNOTATION):
+                    groups.setdefault(group, []).append(name)
+            else:
+                pending.append(name)
+    allocated = {key: round(value, 3) for key, value in allocated.items()}
+    shared = tuple(sorted(tuple(sorted(members)) for members in groups.values()))
+    return scenarios.Observation(allocated, tuple(sorted(running)), tuple(sorted(pending)), shared)
+
+
+def _foreign_gpu_pods(core, own_namespaces):
+    busy = []
+    for pod in core.list_pod_for_all_namespaces().items:
+        namespace = pod.metadata.namespace
+        if namespace in own_namespaces or namespace == kai.RESERVATION_NAMESPACE:
+            continue
+        if pod.status.phase in ("Pending", "Running") and _gpus_of(pod) > 0:
+            busy.append("%s/%s" % (namespace, pod.metadata.name))
+    return sorted(busy)
+
+
+def _settle(core, scenario, prefix, expected_names, settle, timeout, started, timeline):
+    """Poll until every workload has a pod and nothing has changed for ``settle`` seconds."""
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while True:
+        observed = _observe(core, scenario, prefix)
+        timeline.append([round(time.monotonic() - started, 1), dict(observed.allocated)])
+        complete = set(expected_names) <= set(observed.running) | set(observed.pending)
+        key = (observed.allocated, observed.running, observed.pending, observed.shared_gpus)
+        if key != last or not complete:
+            last, since = key, time.monotonic()
+        elif time.monotonic() - since >= settle:
+            return observed
+        if time.monotonic() > deadline:
+            return observed
+        time.sleep(1)
+
+
+def _placed_or_waiting(core, namespace, name, patience):
+    """Wait until the workload's pod runs, or has waited ``patience`` seconds."""
+    deadline = time.monotonic() + patience
+    selector = "%s=%s" % (workloads.WORKLOAD_NAME_LABEL, name)
+    while time.monotonic() < deadline:
+        pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+        if any(pod.status.phase == "Running" and pod.spec.node_name for pod in pods):
+            return
+        time.sleep(0.25)
+
+
+def _project_objects(scenario, prefix, site_gpus):
+    objects = [kai.queue_manifest(SCENARIO_DEPARTMENT, site_gpus, 1, None, None)]
+    for project in scenario.projects:
+        declared = projects.Project(
+            prefix + project.name,
+            gpu_quota=project.quota,
+            over_quota_weight=project.quota if project.weight is None else project.weight,
+            gpu_limit=project.limit,
+        )
+        objects += [projects.namespace_manifest(declared), projects.queue_manifest(declared, SCENARIO_DEPARTMENT)]
+    return objects
+
+
+def _cleanup(applier, core, objects, prefix, scenario, timeout=90):
+    for manifest in reversed(objects):
+        applier.delete(manifest)
+    deadline = time.monotonic() + timeout
+    names = {prefix + project.name for project in scenario.projects}
+    while time.monotonic() < deadline:
+        existing = {ns.metadata.name for ns in core.list_namespace().items}
+        if not names & existing:
+            return
+        time.sleep(1)
+
+
+def main():
+    spec = {
+        "scenario_file": {"type": "path", "required": True},
+        "nodes": {"type": "list", "elements": "dict", "required": True},
+        "force": {"type": "bool", "default": False},
+        "settle_seconds": {"type": "float", "default": 6},
+        "arrival_seconds": {"type": "float", "default": 3},
+        "step_timeout": {"type": "int", "default": 180},
+        "namespace_prefix": {"type": "str", "default": "scn-"},
+    }
+    spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    params = module.params
+    path = Path(params["scenario_file"])
+    try:
+        scenario = scenarios.load(yaml.safe_load(path.read_text()), where=str(path))
+    except (OSError, yaml.YAMLError, scenarios.ScenarioError) as error:
+        module.fail_json(msg="scenario %s: %s; nothing was changed" % (path, error))
+    section = {
+        "id": "scenario-%s" % scenario.name,
+        "title": "Scenario: %s" % scenario.title,
+        "checks": [],
+        "tables": [],
+        "charts": [],
+    }
+    nodes = [(str(node["name"]), int(node["gpu_count"])) for node in params["nodes"]]
+    site_gpus = sum(gpus for _, gpus in nodes)
+    sizes = {gpus for _, gpus in nodes if gpus}
+    exact = site_gpus == scenario.reference_gpus and sizes == {scenario.node_gpus}
+    if not exact or module.check_mode:
+        if module.check_mode:
+            reason = "check mode: the scenario was not run"
+        else:
+            all_jobs = [job.model_job() for index in range(len(scenario.steps)) for job in scenario.steps[index].submit]
+            scaled = fairshare.scale_scenario(
+                scenario.projects, all_jobs, scenario.reference_gpus, site_gpus, min(sizes or {0})
+            )
+            reason = "written for %d GPUs on %d-GPU nodes; this site has %d GPUs on %s-GPU nodes: %s" % (
+                scenario.reference_gpus,
+                scenario.node_gpus,
+                site_gpus,
+                "/".join(str(size) for size in sorted(sizes)) or "0",
+                scaled if isinstance(scaled, str) else "running it at another capacity is not implemented yet",
+            )
+        section["checks"].append(
+            {"id": "scenario/%s" % scenario.name, "title": scenario.title, "status": "skip", "message": reason}
+        )
+        module.exit_json(changed=False, section=section, duration_s=0.0, failed_checks=0, skipped=reason)
+
+    prefix = params["namespace_prefix"]
+    own = {prefix + project.name for project in scenario.projects}
+    try:
+        api = kube.api_client(params["kubeconfig"], params["context"])
+        core = kube.core_v1(api)
+        busy = _foreign_gpu_pods(core, own)
+    except (kube.KubeError, kube.ApiException) as error:
+        module.fail_json(msg="cannot reach the cluster to run scenario %s: %s" % (scenario.name, error))
+    if busy and not params["force"]:
+        module.fail_json(
+            msg="scenario %s not started: %d workload pod(s) outside it hold or wait for GPUs (%s); "
+            "nothing was changed; set force to run anyway" % (scenario.name, len(busy), ", ".join(busy[:5]))
+        )
+
+    def interrupt(signum, frame):
+        raise Interrupted("interrupted by signal %d" % signum)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    applier = kube.Applier(api)
+    batch = kube.batch_v1(api)
+    objects = _project_objects(scenario, prefix, site_gpus)
+    timeline = []
+    started = time.monotonic()
+    error_message = None
+    try:
+        for manifest in objects:
+            applier.apply(manifest)
+        settings = {project.name: workloads.ProjectSettings(prefix + project.name) for project in scenario.projects}
+        model = scenarios.predictions(scenario, nodes)
+        by_name = {}
+        for index, step in enumerate(scenario.steps):
+            step_started = time.monotonic()
+            for name in step.delete:
+                job = by_name[name]
+                batch.delete_namespaced_job(name, prefix + job.project, propagation_policy="Background")
+            for job in step.submit:
+                by_name[job.name] = job
+                workload = workloads.Workload(job.name, prefix + job.project, job.kind, job.gpus)
+                batch.create_namespaced_job(
+                    prefix + job.project, workloads.job_manifest(workload, settings[job.project])
+                )
+                # Workloads arrive one after the other, as users submit them and as the model
+                # reads them: the scheduler places each before the next comes.
+                _placed_or_waiting(core, prefix + job.project, job.name, params["arrival_seconds"])
+            alive = [job.name for job in scenario.jobs_after(index)]
+            observed = _settle(
+                core, scenario, prefix, alive, params["settle_seconds"], params["step_timeout"], started, timeline
+            )
+            duration = round(time.monotonic() - step_started, 1)
+            section["checks"] += [
+                check.to_dict() for check in scenarios.judge(scenario, index, observed, model[index], True, duration)
+            ]
+            section["tables"].append(scenarios.step_table(scenario, index, observed, model[index], True))
+    except (kube.ApiException, kube.KubeError, workloads.WorkloadError, ValueError, Interrupted) as error:
+        error_message = "scenario %s stopped: %s" % (scenario.name, error)
+    finally:
+        _cleanup(applier, core, objects, prefix, scenario)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    duration = round(time.monotonic() - started, 1)
+    section["charts"].append(
+        {
+            "id": "scenario-%s-timeline" % scenario.name,
+            "title": "GPUs allocated per project over time (%s)" % scenario.name,
+            "timeline": timeline,
+        }
+    )
+    if error_message:
+        module.fail_json(
+            msg=error_message + "; everything it created was removed", section=section, duration_s=duration
+        )
+    failed = sum(1 for check in section["checks"] if check["status"] == "fail")
+    module.exit_json(changed=False, section=section, duration_s=duration, failed_checks=failed)
+
+
+if __name__ == "__main__":
+    main()
