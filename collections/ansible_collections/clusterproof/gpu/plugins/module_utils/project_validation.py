@@ -1,0 +1,137 @@
+"""Configuration checks: every declared project exists in the scheduler as declared. Pure.
+
+Compares the inventory's projects with what the cluster holds: the KAI queue (GPU quota,
+over-quota weight, limit, parent) and the namespace (node affinity and interactive time limit
+annotations), and reports GPUs each project holds right now, for the quota table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, projects
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Check
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def validate_projects(
+    declared: Sequence[Mapping[str, Any]],
+    queues: Sequence[Mapping[str, Any]],
+    namespaces: Sequence[Mapping[str, Any]],
+    holding: Mapping[str, float],
+) -> tuple[list[Check], dict[str, Any]]:
+    """Checks per project and the quota table (declared, configured, holding now)."""
+    by_queue = {queue["metadata"]["name"]: queue for queue in queues}
+    by_namespace = {namespace["metadata"]["name"]: namespace for namespace in namespaces}
+    checks: list[Check] = []
+    rows, status = [], []
+    for project in declared:
+        name = project["name"]
+        wanted = projects.Project.from_dict(project)
+        queue = by_queue.get(name)
+        prefix = "projects/%s" % name
+        if queue is None:
+            checks.append(
+                Check(
+                    "%s/queue" % prefix,
+                    "%s has a KAI queue" % name,
+                    "fail",
+                    "Queue %s" % name,
+                    "missing",
+                    "run playbooks/scheduler.yml to create it",
+                )
+            )
+            rows.append(
+                [
+                    name,
+                    _fmt(wanted.gpu_quota),
+                    "missing",
+                    _fmt(wanted.over_quota_weight),
+                    "missing",
+                    _fmt(holding.get(name, 0.0)),
+                ]
+            )
+            status.append("fail")
+            continue
+        gpu = ((queue.get("spec") or {}).get("resources") or {}).get("gpu") or {}
+        configured = {
+            "quota": gpu.get("quota"),
+            "over-quota weight": gpu.get("overQuotaWeight"),
+            "limit": None if gpu.get("limit") in (None, -1) else gpu.get("limit"),
+            "parent queue": (queue.get("spec") or {}).get("parentQueue"),
+        }
+        expected = {
+            "quota": wanted.gpu_quota,
+            "over-quota weight": wanted.over_quota_weight,
+            "limit": wanted.gpu_limit,
+            "parent queue": kai.DEPARTMENT_QUEUE,
+        }
+        row_ok = True
+        for field, value in expected.items():
+            seen = configured[field]
+            ok = (
+                seen == value
+                if isinstance(value, str) or value is None
+                else (seen is not None and float(seen) == float(value))
+            )
+            row_ok &= ok
+            checks.append(
+                Check(
+                    "%s/%s" % (prefix, field.replace(" ", "-")),
+                    "%s: queue %s is %s" % (name, field, _fmt(value)),
+                    "pass" if ok else "fail",
+                    _fmt(value),
+                    _fmt(seen),
+                    "" if ok else "queue %s differs from the inventory; re-run playbooks/scheduler.yml" % name,
+                )
+            )
+        namespace = by_namespace.get(name)
+        settings_ok = namespace is not None and all(
+            (namespace["metadata"].get("annotations") or {}).get(key) == value
+            for key, value in projects.namespace_manifest(wanted)["metadata"]["annotations"].items()
+        )
+        row_ok &= settings_ok
+        checks.append(
+            Check(
+                "%s/namespace" % prefix,
+                "%s: namespace carries its node affinity and time limit" % name,
+                "pass" if settings_ok else "fail",
+                "namespace %s as declared" % name,
+                "as declared" if settings_ok else ("missing" if namespace is None else "differs"),
+                "",
+            )
+        )
+        rows.append(
+            [
+                name,
+                _fmt(wanted.gpu_quota),
+                _fmt(configured["quota"]),
+                _fmt(wanted.over_quota_weight),
+                _fmt(configured["over-quota weight"]),
+                _fmt(holding.get(name, 0.0)),
+            ]
+        )
+        status.append("pass" if row_ok else "fail")
+    table = {
+        "id": "project-quotas",
+        "title": "GPU quota per project: declared, configured in the scheduler, held now",
+        "columns": [
+            "Project",
+            "Quota (declared)",
+            "Quota (configured)",
+            "Weight (declared)",
+            "Weight (configured)",
+            "GPUs held now",
+        ],
+        "rows": rows,
+        "row_status": status,
+    }
+    return checks, table

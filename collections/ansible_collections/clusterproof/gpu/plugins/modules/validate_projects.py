@@ -1,0 +1,99 @@
+#!/usr/bin/python
+"""Check that every declared project exists in the scheduler as declared."""
+
+DOCUMENTATION = r"""
+module: validate_projects
+short_description: Check every declared project's KAI queue and namespace against the inventory
+description:
+  - Reads the KAI queues and the projects' namespaces and compares them with the declared projects
+    (GPU quota, over-quota weight, limit, parent queue, node affinity and interactive time limit).
+  - Returns checks and the quota table (declared, configured, GPUs held now) as a report section.
+  - Reads only; never changes anything.
+version_added: 0.1.0
+options:
+  projects:
+    description: The declared projects (clusterproof_site.projects).
+    type: list
+    elements: dict
+    required: true
+  kubeconfig:
+    description: Kubeconfig of the cluster.
+    type: path
+  context:
+    description: Kubeconfig context.
+    type: str
+  request_timeout:
+    description: Seconds to wait for each API request.
+    type: int
+    default: 30
+author:
+  - clusterproof developers
+"""
+
+EXAMPLES = r"""
+- name: Check the projects
+  clusterproof.gpu.validate_projects:
+    projects: "{{ clusterproof_site.projects }}"
+    kubeconfig: "{{ clusterproof_active_kubeconfig }}"
+"""
+
+RETURN = r"""
+section:
+  description: The report section with the checks and the quota table.
+  returned: always
+  type: dict
+failed_checks:
+  description: How many checks failed.
+  returned: always
+  type: int
+"""
+
+import copy
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kube, project_validation
+
+
+def _gpus(pod):
+    fraction = (pod.metadata.annotations or {}).get(kai.GPU_FRACTION_ANNOTATION)
+    if fraction:
+        return float(fraction)
+    return sum(float((c.resources.limits or {}).get("nvidia.com/gpu", 0)) for c in pod.spec.containers)
+
+
+def main():
+    spec = {"projects": {"type": "list", "elements": "dict", "required": True}}
+    spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    params = module.params
+    try:
+        api = kube.api_client(params["kubeconfig"], params["context"])
+        core = kube.core_v1(api)
+        queues = kube.k8s_client.CustomObjectsApi(api).list_cluster_custom_object(*kai.QUEUE_API)["items"]
+        names = {project["name"] for project in params["projects"]}
+        namespaces = [
+            api.sanitize_for_serialization(ns) for ns in core.list_namespace().items if ns.metadata.name in names
+        ]
+        holding = {}
+        for name in names & {ns["metadata"]["name"] for ns in namespaces}:
+            pods = core.list_namespaced_pod(name).items
+            holding[name] = round(sum(_gpus(p) for p in pods if p.status.phase == "Running" and p.spec.node_name), 3)
+    except kube.KubeError as error:
+        module.fail_json(msg=str(error))
+    except kube.ApiException as error:
+        module.fail_json(
+            msg="reading the projects failed: %s %s (is KAI scheduler installed?)" % (error.status, error.reason)
+        )
+    checks, table = project_validation.validate_projects(params["projects"], queues, namespaces, holding)
+    section = {
+        "id": "projects",
+        "title": "Projects: quotas as declared",
+        "checks": [check.to_dict() for check in checks],
+        "tables": [table],
+    }
+    module.exit_json(changed=False, section=section, failed_checks=sum(1 for c in checks if c.status == "fail"))
+
+
+if __name__ == "__main__":
+    main()
