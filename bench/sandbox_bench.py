@@ -32,7 +32,7 @@ from tests.e2e.conftest import free_port_base, run_playbook, sandbox_vars  # noq
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
-def generated_inventory(path: Path, nodes: int) -> Path:
+def generated_inventory(path: Path, nodes: int, projects: int = 0) -> Path:
     lines = [
         "all:",
         "  children:",
@@ -50,6 +50,10 @@ def generated_inventory(path: Path, nodes: int) -> Path:
     ]
     lines += ["        gpu-%04d:" % index for index in range(nodes)]
     lines += ["  vars:", "    clusterproof_site_name: bench-%d-nodes" % nodes]
+    if projects:
+        lines.append("    clusterproof_projects:")
+        quota = 8 * nodes // projects
+        lines += ["      - {name: project-%03d, gpu_quota: %d}" % (index, quota) for index in range(projects)]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -42,17 +42,9 @@ def pods_of(api, project: str) -> list:
     return [p for p in client.CoreV1Api(api).list_namespaced_pod(project).items if not p.metadata.deletion_timestamp]
 
 
-def gpus_of(pod) -> float:
-    fraction = (pod.metadata.annotations or {}).get(kai.GPU_FRACTION_ANNOTATION)
-    if fraction:
-        return float(fraction)
-    limits = pod.spec.containers[0].resources.limits or {}
-    return float(limits.get("nvidia.com/gpu", 0))
-
-
 def allocation(api) -> dict[str, float]:
     return {
-        team: sum(gpus_of(p) for p in pods_of(api, team) if p.status.phase == "Running" and p.spec.node_name)
+        team: sum(kai.pod_gpus(p) for p in pods_of(api, team) if p.status.phase == "Running" and p.spec.node_name)
         for team in TEAMS
     }
 

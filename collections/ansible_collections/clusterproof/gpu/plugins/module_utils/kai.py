@@ -216,6 +216,19 @@ def components(
     ]
 
 
+def pod_gpus(pod: Any) -> float:
+    """GPUs a pod (a kubernetes client V1Pod) asks for: its KAI fraction, or its whole nvidia.com/gpu."""
+    fraction = (pod.metadata.annotations or {}).get(GPU_FRACTION_ANNOTATION)
+    if fraction:
+        return float(fraction)
+    total = 0.0
+    for container in pod.spec.containers:
+        resources = container.resources
+        amount = (resources.limits or {}).get("nvidia.com/gpu") or (resources.requests or {}).get("nvidia.com/gpu")
+        total += float(amount or 0)
+    return total
+
+
 def project_queue(project: Mapping[str, Any]) -> dict[str, Any]:
     return queue_manifest(
         project["name"],

@@ -66,16 +66,8 @@ options:
     description: With O(state=absent), remove the project even if it still has workloads.
     type: bool
     default: false
-  kubeconfig:
-    description: Kubeconfig of the cluster; $KUBECONFIG or ~/.kube/config when omitted.
-    type: path
-  context:
-    description: Kubeconfig context to use.
-    type: str
-  request_timeout:
-    description: Seconds to wait for each API request.
-    type: int
-    default: 30
+extends_documentation_fragment:
+  - clusterproof.gpu.kube_auth
 author:
   - clusterproof developers
 """

@@ -62,19 +62,8 @@ options:
         description: Labels the Node must carry, with these values.
         type: dict
         default: {}
-  kubeconfig:
-    description:
-      - Path to the kubeconfig. Defaults to C($KUBECONFIG), then C(~/.kube/config).
-    type: path
-  context:
-    description:
-      - The kubeconfig context to use; its current context when omitted.
-    type: str
-  request_timeout:
-    description:
-      - Seconds to wait for each API request.
-    type: int
-    default: 30
+extends_documentation_fragment:
+  - clusterproof.gpu.kube_auth
 requirements:
   - kubernetes (Python) on the controller
 author:

@@ -16,16 +16,8 @@ options:
     type: list
     elements: dict
     required: true
-  kubeconfig:
-    description: Kubeconfig of the cluster.
-    type: path
-  context:
-    description: Kubeconfig context.
-    type: str
-  request_timeout:
-    description: Seconds to wait for each API request.
-    type: int
-    default: 30
+extends_documentation_fragment:
+  - clusterproof.gpu.kube_auth
 author:
   - clusterproof developers
 """
@@ -55,13 +47,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kube, project_validation
 
 
-def _gpus(pod):
-    fraction = (pod.metadata.annotations or {}).get(kai.GPU_FRACTION_ANNOTATION)
-    if fraction:
-        return float(fraction)
-    return sum(float((c.resources.limits or {}).get("nvidia.com/gpu", 0)) for c in pod.spec.containers)
-
-
 def main():
     spec = {"projects": {"type": "list", "elements": "dict", "required": True}}
     spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
@@ -78,7 +63,9 @@ def main():
         holding = {}
         for name in names & {ns["metadata"]["name"] for ns in namespaces}:
             pods = core.list_namespaced_pod(name).items
-            holding[name] = round(sum(_gpus(p) for p in pods if p.status.phase == "Running" and p.spec.node_name), 3)
+            holding[name] = round(
+                sum(kai.pod_gpus(p) for p in pods if p.status.phase == "Running" and p.spec.node_name), 3
+            )
     except kube.KubeError as error:
         module.fail_json(msg=str(error))
     except kube.ApiException as error:

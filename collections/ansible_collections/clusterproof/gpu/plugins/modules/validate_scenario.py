@@ -6,8 +6,8 @@ module: validate_scenario
 short_description: Run a fairness scenario on the cluster's GPU scheduler and judge the stable states
 description:
   - Loads a scenario file (docs/scenarios.md), makes its projects exist in namespaces and KAI queues
-    of its own (prefixed, under a department queue of its own), then runs its steps: submit and
-    delete workloads, wait until the allocation has not changed for O(settle_seconds), and compare
+    of its own (prefixed, under a department queue of its own), then runs its steps (submit and
+    delete workloads, wait until the allocation has not changed for O(settle_seconds)), and compares
     what the scheduler did with the expectation written in the file and with the fair-share
     model's prediction for the scenario's policy.
   - Refuses to start when workloads outside the scenario hold or wait for GPUs, unless O(force=true).
@@ -46,16 +46,8 @@ options:
     description: Prefix of the scenario's namespaces and queues.
     type: str
     default: scn-
-  kubeconfig:
-    description: Kubeconfig of the cluster.
-    type: path
-  context:
-    description: Kubeconfig context.
-    type: str
-  request_timeout:
-    description: Seconds to wait for each API request.
-    type: int
-    default: 30
+extends_documentation_fragment:
+  - clusterproof.gpu.kube_auth
 author:
   - clusterproof developers
 """
@@ -108,18 +100,6 @@ class Interrupted(Exception):
     pass
 
 
-def _gpus_of(pod):
-    fraction = (pod.metadata.annotations or {}).get(kai.GPU_FRACTION_ANNOTATION)
-    if fraction:
-        return float(fraction)
-    requests = {}
-    for container in pod.spec.containers:
-        for source in (container.resources.limits or {}, container.resources.requests or {}):
-            if "nvidia.com/gpu" in source:
-                requests[container.name] = float(source["nvidia.com/gpu"])
-    return sum(requests.values())
-
-
 def _observe(core, scenario, prefix):
     allocated, running, pending, groups = {}, [], [], {}
     for project in scenario.projects:
@@ -129,7 +109,7 @@ def _observe(core, scenario, prefix):
                 continue
             name = (pod.metadata.labels or {}).get(workloads.WORKLOAD_NAME_LABEL)
             if pod.status.phase == "Running" and pod.spec.node_name:
-                allocated[project.name] += _gpus_of(pod)
+                allocated[project.name] += kai.pod_gpus(pod)
                 running.append(name)
                 group = (pod.metadata.labels or {}).get(kai.GPU_GROUP_LABEL)
                 if group and (pod.metadata.annotations or {}).get(kai.GPU_FRACTION_ANNOTATION):
@@ -147,7 +127,7 @@ def _foreign_gpu_pods(core, own_namespaces):
         namespace = pod.metadata.namespace
         if namespace in own_namespaces or namespace == kai.RESERVATION_NAMESPACE:
             continue
-        if pod.status.phase in ("Pending", "Running") and _gpus_of(pod) > 0:
+        if pod.status.phase in ("Pending", "Running") and kai.pod_gpus(pod) > 0:
             busy.append("%s/%s" % (namespace, pod.metadata.name))
     return sorted(busy)
 
