@@ -187,31 +187,33 @@ def test_down_stops_every_process_and_removes_the_state(tmp_path):
     )
     state_dir = tmp_path / "state"
     port_base = free_port_base()
-    up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-    assert up.returncode == 0, up.output[-3000:]
-    assert len(_our_processes(state_dir)) == 5
-    # KAI scheduler's components and the sandbox GPU agent are the sandbox's too.
-    kai = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-    assert kai.returncode == 0, kai.output[-3000:]
-    assert len(_our_processes(state_dir)) == 10
-    down = run_playbook(
-        "playbooks/sandbox.yml",
-        "-e",
-        "sandbox_cluster_state=down",
-        *sandbox_vars(state_dir, port_base),
-        inventory=inventory,
-    )
-    assert down.returncode == 0, down.output[-3000:]
-    assert down.recap()["changed"] == 1
+
+    def down():
+        return run_playbook(
+            "playbooks/sandbox.yml",
+            "-e",
+            "sandbox_cluster_state=down",
+            *sandbox_vars(state_dir, port_base),
+            inventory=inventory,
+        )
+
+    try:
+        up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+        assert up.returncode == 0, up.output[-3000:]
+        assert len(_our_processes(state_dir)) == 5
+        # KAI scheduler's components and the sandbox GPU agent are the sandbox's too.
+        kai = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+        assert kai.returncode == 0, kai.output[-3000:]
+        assert len(_our_processes(state_dir)) == 10
+    except BaseException:
+        down()  # a failed assertion above must not leave its sandbox running
+        raise
+    stopped = down()
+    assert stopped.returncode == 0, stopped.output[-3000:]
+    assert stopped.recap()["changed"] == 1
     assert _our_processes(state_dir) == []
     assert not state_dir.exists()
-    again = run_playbook(
-        "playbooks/sandbox.yml",
-        "-e",
-        "sandbox_cluster_state=down",
-        *sandbox_vars(state_dir, port_base),
-        inventory=inventory,
-    )
+    again = down()
     assert again.returncode == 0 and again.recap()["changed"] == 0
 
 
