@@ -1,8 +1,25 @@
 """Make the collection importable as ``ansible_collections.clusterproof.gpu`` in every test."""
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 COLLECTIONS = Path(__file__).resolve().parents[1] / "collections"
 if str(COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(COLLECTIONS))
+
+
+def run_module_file(module: Path, arguments: dict[str, Any], timeout: int = 120) -> dict[str, Any]:
+    """Run a module file directly, as Ansible runs it on a host, and return its JSON result."""
+    completed = subprocess.run(
+        [sys.executable, str(module), json.dumps({"ANSIBLE_MODULE_ARGS": arguments})],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PYTHONPATH=str(COLLECTIONS)),
+        check=False,
+    )
+    return json.loads(completed.stdout)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +36,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.report import (
     to_html,
     to_junit_xml,
 )
+from tests.conftest import run_module_file
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
 COLLECTIONS = Path(__file__).resolve().parents[4] / "collections"
@@ -649,16 +649,7 @@ def test_run_runner_failures_say_what_to_do(tmp_path):
 
 
 def _run_module(arguments: dict[str, Any]) -> dict[str, Any]:
-    environment = dict(os.environ, PYTHONPATH=str(COLLECTIONS))
-    completed = subprocess.run(
-        [sys.executable, str(MODULE), json.dumps({"ANSIBLE_MODULE_ARGS": arguments})],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=environment,
-        check=False,
-    )
-    return json.loads(completed.stdout)
+    return run_module_file(MODULE, arguments, timeout=120)
 
 
 def test_module_on_this_cpu_host():

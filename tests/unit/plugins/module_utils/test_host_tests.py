@@ -30,6 +30,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.host_tests import
     title_of,
 )
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Report, section_from_dict, to_junit_xml
+from tests.conftest import run_module_file
 
 REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "gpu"
@@ -342,16 +343,7 @@ def test_run_suite_raises_when_pytest_left_no_results(tmp_path):
 
 
 def _run_module(arguments: dict[str, Any]) -> dict[str, Any]:
-    environment = dict(os.environ, PYTHONPATH=str(COLLECTIONS))
-    completed = subprocess.run(
-        [sys.executable, str(MODULE), json.dumps({"ANSIBLE_MODULE_ARGS": arguments})],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environment,
-        check=False,
-    )
-    return json.loads(completed.stdout)
+    return run_module_file(MODULE, arguments, timeout=300)
 
 
 def test_module_reads_a_junit_file():

@@ -150,7 +150,12 @@ class KaiPorts:
 
 
 def components(
-    layout: Layout, bin_dir: Path, ports: KaiPorts, config_path: Path, agent_argv: tuple[str, ...]
+    layout: Layout,
+    bin_dir: Path,
+    ports: KaiPorts,
+    config_path: Path,
+    agent_argv: tuple[str, ...],
+    agent_pythonpath: str = "",
 ) -> list[Component]:
     """KAI's components on the sandbox, in start order, plus the sandbox GPU agent. Pure."""
     kubeconfig = str(layout.kubeconfig)
@@ -212,7 +217,8 @@ def components(
             url(0, "/metrics"),
             env=env,
         ),
-        Component("sandbox-gpu-agent", agent_argv, "", env=env),
+        # The agent is a Python module of this collection: it runs from the collection's folder.
+        Component("sandbox-gpu-agent", agent_argv, "", env=env + (("PYTHONPATH", agent_pythonpath),)),
     ]
 
 

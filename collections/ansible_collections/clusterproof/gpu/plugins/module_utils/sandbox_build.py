@@ -276,15 +276,17 @@ def _build_etcd(plan_: BuildPlan, log: Path, progress: Progress) -> None:
     out.rename(plan_.bin_dir / "etcd")
 
 
-def _build_kwok(plan_: BuildPlan, log: Path, progress: Progress) -> None:
-    version = plan_.versions.kwok
+def _go_install(plan_: BuildPlan, log: Path, progress: Progress, name: str, package: str, version_var: str) -> None:
+    """`go install package@version` into the cache, for modules that install as they are (no
+    replace directives, version list served), stamping the version into ``version_var``."""
+    version = getattr(plan_.versions, name)
     work = plan_.src_dir
     work.mkdir(parents=True, exist_ok=True)
     env = _go_env(gobin=plan_.bin_dir)
     env["GOFLAGS"] = "-trimpath"
-    progress(f"building kwok {version}")
-    ldflags = f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={version}"
-    _run(["go", "install", "-ldflags", ldflags, "sigs.k8s.io/kwok/cmd/kwok@" + version], work, env, log)
+    progress(f"building {name} {version}")
+    ldflags = f"-s -w -X {version_var}={version}"
+    _run(["go", "install", "-ldflags", ldflags, f"{package}@{version}"], work, env, log)
 
 
 def _build_kai(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable[str]) -> None:
@@ -316,17 +318,6 @@ def _build_kai(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable
     plan_.kai_chart.chmod(0o755)
 
 
-def _build_helm(plan_: BuildPlan, log: Path, progress: Progress) -> None:
-    version = plan_.versions.helm
-    work = plan_.src_dir
-    work.mkdir(parents=True, exist_ok=True)
-    env = _go_env(gobin=plan_.bin_dir)
-    env["GOFLAGS"] = "-trimpath"
-    progress("building helm %s" % version)
-    ldflags = "-s -w -X helm.sh/helm/v3/internal/version.version=%s" % version
-    _run(["go", "install", "-ldflags", ldflags, "helm.sh/helm/v3/cmd/helm@" + version], work, env, log)
-
-
 def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     """Build whatever is missing from the cache. Returns True if anything was built."""
     missing = plan_.missing()
@@ -345,12 +336,20 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     if kube:
         steps.append(lambda: _build_kubernetes(plan_, log, progress, kube))
     if "kwok" in missing:
-        steps.append(lambda: _build_kwok(plan_, log, progress))
+        steps.append(
+            lambda: _go_install(
+                plan_, log, progress, "kwok", "sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok/pkg/consts.Version"
+            )
+        )
     kai = [name for name in KAI_COMMANDS if name in missing]
     if kai:
         steps.append(lambda: _build_kai(plan_, log, progress, kai))
     if "helm" in missing:
-        steps.append(lambda: _build_helm(plan_, log, progress))
+        steps.append(
+            lambda: _go_install(
+                plan_, log, progress, "helm", "helm.sh/helm/v3/cmd/helm", "helm.sh/helm/v3/internal/version.version"
+            )
+        )
     for step in steps:
         step_started = time.monotonic()
         step()

@@ -155,15 +155,13 @@ def main():
         "--namespace=%s" % kai.RESERVATION_NAMESPACE,
     )
     components = kai.components(
-        layout, Path(params["bin_dir"]), kai.KaiPorts(params["port_base"]), config_path, agent_argv
+        layout,
+        Path(params["bin_dir"]),
+        kai.KaiPorts(params["port_base"]),
+        config_path,
+        agent_argv,
+        params["agent_pythonpath"],
     )
-    # The agent is a Python module of this collection: point it at the collection's folder.
-    components = [
-        c
-        if c.name != "sandbox-gpu-agent"
-        else sandbox.Component(c.name, c.argv, c.ready_url, env=c.env + (("PYTHONPATH", params["agent_pythonpath"]),))
-        for c in components
-    ]
     result = {"changed": False, "applied": [], "started": [], "config": str(config_path)}
     if not layout.kubeconfig.exists():
         module.fail_json(
