@@ -122,12 +122,30 @@ def test_version_is_stamped():
     assert "-X k8s.io/component-base/version.gitMinor=36" in flags
 
 
-def test_cache_key_changes_with_any_pinned_version():
-    base = sandbox_build.SandboxVersions()
-    keys = {
-        base.cache_key("go1.26.8"),
-        base.cache_key("go1.26.9"),
-        sandbox_build.SandboxVersions(kwok="v0.7.0").cache_key("go1.26.8"),
-        sandbox_build.SandboxVersions(etcd="v3.6.7").cache_key("go1.26.8"),
-    }
-    assert len(keys) == 4
+def test_cache_dir_is_keyed_by_toolchain_and_recipe():
+    assert sandbox_build.cache_key("go1.26.8") != sandbox_build.cache_key("go1.26.9")
+    assert sandbox_build.cache_key("go1.26.8") == sandbox_build.cache_key("go1.26.8")
+
+
+def _fake_build(plan):
+    plan.bin_dir.mkdir(parents=True)
+    for name in sandbox_build.ALL_BINARIES:
+        built = plan.bin_dir / (name + ".tmp")
+        built.write_text("#!/bin/sh\n")
+        built.chmod(0o755)
+        plan.install(built, name)
+    plan.kai_chart.mkdir(parents=True)
+    (plan.kai_chart / "Chart.yaml").write_text("name: kai-scheduler\n")
+    (plan.kai_chart.parent / ".version").write_text(plan.versions.kai_scheduler + "\n")
+
+
+def test_a_new_pin_rebuilds_only_its_component(tmp_path):
+    built = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(), tmp_path, "go1.26.8")
+    _fake_build(built)
+    assert built.missing() == []
+    kwok_bumped = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(kwok="v0.7.0"), tmp_path, "go1.26.8")
+    assert kwok_bumped.missing() == ["kwok"]
+    kai_bumped = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(kai_scheduler="v0.11.0"), tmp_path, "go1.26.8")
+    assert kai_bumped.missing() == [*sandbox_build.KAI_COMMANDS, sandbox_build.KAI_CHART_ITEM]
+    (built.bin_dir / "kube-scheduler").unlink()
+    assert built.missing() == ["kube-scheduler"]

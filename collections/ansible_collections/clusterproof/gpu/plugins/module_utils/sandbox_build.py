@@ -7,6 +7,10 @@ of them are Go modules, so they are built here once, keyed by the pinned version
 What it touches: the cache directory (default ``~/.cache/clusterproof/sandbox``) and the Go
 module and build caches. It never touches the repository.
 
+The cache is incremental per binary: each binary sits next to a stamp naming the version it was
+built from, so a new pin (or a new binary) rebuilds just what it concerns. The directory is keyed
+by the Go toolchain and the build recipe, which change every binary.
+
 ``k8s.io/kubernetes`` cannot be ``go install``ed: its go.mod replaces every staging module with a
 path inside its own tree. So the build uses a small wrapper module that requires it and replaces
 each staging module with its published ``v0.<minor>.<patch>`` version; the replace list is
@@ -33,7 +37,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 # Bump when the way binaries are built changes, so old caches are not reused.
-RECIPE_REVISION = "1"
+RECIPE_REVISION = "2"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,12 +50,15 @@ class SandboxVersions:
     kai_scheduler: str = "v0.12.0"
     helm: str = "v3.19.0"
 
-    def cache_key(self, go_version: str) -> str:
-        text = json.dumps(
-            {**dataclasses.asdict(self), "go": go_version, "recipe": RECIPE_REVISION},
-            sort_keys=True,
-        )
-        return f"k8s-{self.kubernetes}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    def version_of(self, binary: str) -> str:
+        """The pinned version ``binary`` is built from (its component's version)."""
+        return getattr(self, COMPONENT_OF[binary])
+
+
+def cache_key(go_version: str) -> str:
+    """The cache directory's name: what every binary depends on (the toolchain, the recipe)."""
+    text = json.dumps({"go": go_version, "recipe": RECIPE_REVISION}, sort_keys=True)
+    return f"{go_version}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -67,9 +74,19 @@ KAI_COMMANDS = {
 }
 # Helm renders and installs charts (KAI scheduler's travels inside its Go module) on real clusters.
 ALL_BINARIES = ("etcd",) + KUBERNETES_COMMANDS + ("kwok",) + tuple(KAI_COMMANDS) + ("helm",)
+# Each binary's component, a field of SandboxVersions: its pin is the binary's stamp.
+COMPONENT_OF = {
+    "etcd": "etcd",
+    **{command: "kubernetes" for command in KUBERNETES_COMMANDS},
+    "kwok": "kwok",
+    **{binary: "kai_scheduler" for binary in KAI_COMMANDS},
+    "helm": "helm",
+}
 # KAI's Helm chart, copied next to the binaries: its CRDs and priority classes are what the sandbox
 # applies, and the whole chart is what a real cluster is installed from.
 KAI_CHART = "deployments/kai-scheduler"
+# How the chart shows in the list of missing items.
+KAI_CHART_ITEM = "kai-scheduler chart"
 
 _STAGING_REPLACE = re.compile(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/\1\s*$")
 
@@ -164,7 +181,7 @@ class BuildPlan:
 
     @property
     def key_dir(self) -> Path:
-        return self.cache_root / self.versions.cache_key(self.go_version)
+        return self.cache_root / cache_key(self.go_version)
 
     @property
     def bin_dir(self) -> Path:
@@ -185,10 +202,33 @@ class BuildPlan:
     def binary(self, name: str) -> Path:
         return self.bin_dir / name
 
+    def stamp(self, name: str) -> Path:
+        return self.bin_dir / f".{name}.version"
+
+    def is_current(self, name: str) -> bool:
+        """``name`` is built, from the version pinned now."""
+        stamp = self.stamp(name)
+        return (
+            os.access(self.binary(name), os.X_OK)
+            and stamp.is_file()
+            and stamp.read_text().strip() == self.versions.version_of(name)
+        )
+
+    def install(self, built: Path, name: str) -> None:
+        """Move a freshly built binary into place and stamp it with its version."""
+        built.rename(self.binary(name))
+        self.stamp(name).write_text(self.versions.version_of(name) + "\n")
+
     def missing(self) -> list[str]:
-        missing = [name for name in ALL_BINARIES if not os.access(self.binary(name), os.X_OK)]
-        if not (self.kai_chart / "Chart.yaml").is_file() and "kai-scheduler" not in missing:
-            missing.append("kai-scheduler")
+        missing = [name for name in ALL_BINARIES if not self.is_current(name)]
+        chart_stamp = self.kai_chart.parent / ".version"
+        chart_current = (
+            (self.kai_chart / "Chart.yaml").is_file()
+            and chart_stamp.is_file()
+            and chart_stamp.read_text().strip() == self.versions.kai_scheduler
+        )
+        if not chart_current:
+            missing.append(KAI_CHART_ITEM)
         return missing
 
 
@@ -258,7 +298,7 @@ def _build_kubernetes(plan_: BuildPlan, log: Path, progress: Progress, wanted: I
         progress(f"building {command} {version} (go build; the first build on 2 cores takes many minutes)")
         out = plan_.bin_dir / (command + ".tmp")
         _run(["go", "build", "-ldflags", ldflags, "-o", str(out), "k8s.io/kubernetes/cmd/" + command], work, env, log)
-        out.rename(plan_.bin_dir / command)
+        plan_.install(out, command)
 
 
 def _build_etcd(plan_: BuildPlan, log: Path, progress: Progress) -> None:
@@ -273,20 +313,22 @@ def _build_etcd(plan_: BuildPlan, log: Path, progress: Progress) -> None:
     progress(f"building etcd {version}")
     out = plan_.bin_dir / "etcd.tmp"
     _run(["go", "build", "-ldflags", "-s -w", "-o", str(out), "."], work, env, log)
-    out.rename(plan_.bin_dir / "etcd")
+    plan_.install(out, "etcd")
 
 
 def _go_install(plan_: BuildPlan, log: Path, progress: Progress, name: str, package: str, version_var: str) -> None:
     """`go install package@version` into the cache, for modules that install as they are (no
     replace directives, version list served), stamping the version into ``version_var``."""
-    version = getattr(plan_.versions, name)
+    version = plan_.versions.version_of(name)
     work = plan_.src_dir
     work.mkdir(parents=True, exist_ok=True)
-    env = _go_env(gobin=plan_.bin_dir)
+    gobin = plan_.src_dir / "gobin"
+    env = _go_env(gobin=gobin)
     env["GOFLAGS"] = "-trimpath"
     progress(f"building {name} {version}")
     ldflags = f"-s -w -X {version_var}={version}"
     _run(["go", "install", "-ldflags", ldflags, f"{package}@{version}"], work, env, log)
+    plan_.install(gobin / name, name)
 
 
 def _build_kai(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable[str]) -> None:
@@ -308,14 +350,22 @@ def _build_kai(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable
         out = plan_.bin_dir / (binary + ".tmp")
         package = "%s/%s" % (KAI_MODULE, KAI_COMMANDS[binary])
         _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, env, log)
-        out.rename(plan_.bin_dir / binary)
-    source = Path(_download(KAI_MODULE, version, work, env)["Dir"]) / KAI_CHART
+        plan_.install(out, binary)
+
+
+def _copy_kai_chart(plan_: BuildPlan, progress: Progress) -> None:
+    version = plan_.versions.kai_scheduler
+    work = plan_.src_dir / "kai-scheduler"
+    work.mkdir(parents=True, exist_ok=True)
+    progress("copying KAI scheduler %s's chart" % version)
+    source = Path(_download(KAI_MODULE, version, work, _go_env())["Dir"]) / KAI_CHART
     shutil.rmtree(plan_.kai_chart, ignore_errors=True)
     shutil.copytree(source, plan_.kai_chart)
     # The module cache is read-only; the copy must be ours to replace later.
     for path in plan_.kai_chart.rglob("*"):
         path.chmod(0o644 if path.is_file() else 0o755)
     plan_.kai_chart.chmod(0o755)
+    (plan_.kai_chart.parent / ".version").write_text(version + "\n")
 
 
 def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
@@ -344,6 +394,8 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     kai = [name for name in KAI_COMMANDS if name in missing]
     if kai:
         steps.append(lambda: _build_kai(plan_, log, progress, kai))
+    if KAI_CHART_ITEM in missing:
+        steps.append(lambda: _copy_kai_chart(plan_, progress))
     if "helm" in missing:
         steps.append(
             lambda: _go_install(
