@@ -10,7 +10,7 @@ from kubernetes import client
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import workloads
 
-from .conftest import REPO, ansible_module
+from .conftest import REPO, Sandbox, ansible_module, free_port_base, run_playbook, sandbox_vars
 
 pytestmark = pytest.mark.sandbox
 NODES = [{"name": "dgx1-1", "gpu_count": 8}, {"name": "dgx1-2", "gpu_count": 8}]
@@ -78,3 +78,50 @@ def test_bad_scenario_file_is_refused(kai_site, sandbox, tmp_path):
     done = ansible_module("clusterproof.gpu.validate_scenario", {"scenario_file": str(bad), "nodes": NODES}, sandbox)
     assert done.returncode != 0
     assert "steps[0].submit[2].gpus: expected whole GPUs, or a fraction of one GPU below 1, found 1.6" in done.stdout
+
+
+def test_netapp_scaled_to_a_larger_site(tmp_path):
+    """Five 8-GPU nodes: the scenario runs at twice its size on four of them and stays off the
+    fifth. Were it not kept off, 4.9 would have room for every job and nothing would wait."""
+    inventory = tmp_path / "hosts.yml"
+    nodes = "".join("        big-%d:\n          gpu_count: 8\n" % number for number in range(1, 6))
+    inventory.write_text(
+        "all:\n  children:\n    kube_control_plane:\n      hosts:\n        localhost:\n"
+        "          ansible_connection: local\n          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        "    gpu_nodes:\n      hosts:\n" + nodes + "  vars:\n    clusterproof_site_name: scaled-test\n"
+    )
+    state_dir, port_base = tmp_path / "state", free_port_base()
+    try:
+        up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+        assert up.returncode == 0, up.output[-3000:]
+        kai = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+        assert kai.returncode == 0, kai.output[-3000:]
+        site = Sandbox(state_dir, port_base, up)
+        args = {
+            "scenario_file": str(REPO / "scenarios" / "netapp-runai-4.8-4.10.yml"),
+            "nodes": [{"name": "big-%d" % number, "gpu_count": 8} for number in range(1, 6)],
+        }
+        done = ansible_module("clusterproof.gpu.validate_scenario", args, site)
+        result = json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
+        assert done.returncode == 0, result.get("msg")
+        section = result["section"]
+        assert "scaled 2×" in section["title"] and "kept off big-5" in section["title"]
+        observed = [[row[0], row[1], row[4]] for table in section["tables"] for row in table["rows"]]
+        assert observed == [
+            ["team-a", "8", "8"], ["team-b", "4", "8"], ["team-c", "4", "8"], ["team-d", "16", "8"],
+            ["team-a", "8", "8"], ["team-b", "4", "4"], ["team-c", "4", "4"], ["team-d", "16", "16"],
+            ["team-a", "8", "16"], ["team-b", "4", "8"], ["team-c", "4", "8"], ["team-d", "16", "0"],
+        ]  # fmt: skip
+        checks = {check["id"]: check for check in section["checks"]}
+        assert checks["scenario/netapp-runai-4.8-4.10/2/pending"]["observed"] == "b-4-gg, c-4-gg"
+        assert "b-1-g06-x2" in checks["scenario/netapp-runai-4.8-4.10/1/running"]["observed"]
+        assert result["failed_checks"] == 0, [c for c in checks.values() if c["status"] == "fail"]
+    finally:
+        down = run_playbook(
+            "playbooks/sandbox.yml",
+            "-e",
+            "sandbox_cluster_state=down",
+            *sandbox_vars(state_dir, port_base),
+            inventory=inventory,
+        )
+        assert down.returncode == 0, down.output[-3000:]

@@ -123,3 +123,99 @@ def test_bad_scenarios_name_the_field(change, message):
     with pytest.raises(scenarios.ScenarioError) as error:
         scenarios.load(data)
     assert message in str(error.value)
+
+
+# --- sizing a scenario to a site -----------------------------------------------------------------
+
+
+NETAPP_SCENARIO = scenarios.load(NETAPP)
+FRACTIONS = scenarios.load(yaml.safe_load((REPO / "scenarios" / "fractional-gpus.yml").read_text()))
+
+
+def _site(count: int, gpus: int = 8) -> list[tuple[str, int]]:
+    return [("n%d" % number, gpus) for number in range(1, count + 1)]
+
+
+def test_the_written_site_runs_the_scenario_as_written():
+    plan = scenarios.fit_to_site(NETAPP_SCENARIO, _site(2))
+    assert isinstance(plan, scenarios.SitePlan)
+    assert (
+        plan.exact and plan.scenario == NETAPP_SCENARIO and plan.describe() == "as written, on 16 GPUs on 8-GPU nodes"
+    )
+
+
+def test_a_double_site_doubles_quotas_jobs_and_tables_and_repeats_fractions():
+    plan = scenarios.fit_to_site(NETAPP_SCENARIO, _site(4))
+    assert isinstance(plan, scenarios.SitePlan) and not plan.exact
+    assert plan.scale == 2 and plan.gpus == 32 and plan.unused_nodes == ()
+    assert [project.quota for project in plan.scenario.projects] == [8, 4, 4, 16]
+    first = {job.name: job.gpus for job in plan.scenario.steps[0].submit}
+    assert first["d-1-gggg"] == 8 and first["b-1-g06"] == first["b-1-g06-x2"] == 0.6
+    assert plan.scenario.steps[0].expect.allocated == {"team-a": 8, "team-b": 8, "team-c": 8, "team-d": 8}
+    assert plan.scenario.steps[0].expect.total == 32
+    assert plan.scenario.steps[1].expect.pending == ("b-4-gg", "c-4-gg")
+    assert plan.scenario.steps[2].delete == ("d-1-gggg", "d-2-gg", "d-3-gg")
+    model = scenarios.predictions(plan.scenario, list(plan.nodes))
+    assert all(scenarios.written_holds(step.expect, predicted) for step, predicted in zip(plan.scenario.steps, model))
+
+
+def test_a_larger_site_keeps_the_scenario_on_the_nodes_it_was_sized_to():
+    plan = scenarios.fit_to_site(NETAPP_SCENARIO, _site(5))
+    assert isinstance(plan, scenarios.SitePlan)
+    assert [name for name, _ in plan.nodes] == ["n1", "n2", "n3", "n4"] and plan.unused_nodes == ("n5",)
+    assert "kept off n5" in plan.describe() and "scaled 2×" in plan.describe()
+
+
+def test_fraction_groups_repeat_with_the_fractions():
+    plan = scenarios.fit_to_site(FRACTIONS, _site(4))
+    assert isinstance(plan, scenarios.SitePlan)
+    assert plan.scenario.steps[0].expect.shared_gpus == (
+        ("b-half-1", "b-half-2"),
+        ("b-half-1-x2", "b-half-2-x2"),
+        ("c-g04", "c-g06"),
+        ("c-g04-x2", "c-g06-x2"),
+    )
+
+
+def test_a_whole_multiple_is_preferred_so_fractions_keep_their_size():
+    # 24 GPUs: 1.5x would resize the halves to 0.75; the written 16 GPUs keep them halves.
+    plan = scenarios.fit_to_site(FRACTIONS, _site(3))
+    assert isinstance(plan, scenarios.SitePlan)
+    assert plan.scale == 1 and plan.unused_nodes == ("n3",)
+    assert plan.scenario.steps[0].expect.shared_gpus == FRACTIONS.steps[0].expect.shared_gpus
+
+
+def test_resized_fractions_leave_their_pairing_to_the_model():
+    plan = scenarios.fit_to_site(FRACTIONS, _site(1))
+    assert isinstance(plan, scenarios.SitePlan) and plan.scale == 0.5
+    assert {job.gpus for job in plan.scenario.steps[0].submit} == {0.25, 0.3, 0.2}
+    assert plan.scenario.steps[0].expect.shared_gpus is None
+    assert plan.scenario.steps[0].expect.allocated == {"team-b": 0.5, "team-c": 0.5}
+
+
+def test_other_node_sizes_are_not_exact_and_written_tables_hold_only_where_the_model_agrees():
+    plan = scenarios.fit_to_site(NETAPP_SCENARIO, _site(4, gpus=4))
+    assert isinstance(plan, scenarios.SitePlan) and plan.scale == 1 and not plan.exact
+    assert "4-GPU nodes" in plan.describe()
+    wrong = scenarios.Expectation(allocated={"team-a": 5}, pending=())
+    model = scenarios.predictions(plan.scenario, list(plan.nodes))
+    assert not scenarios.written_holds(wrong, model[0])
+
+
+def test_mixed_node_sizes_use_the_size_that_holds_the_most():
+    plan = scenarios.fit_to_site(NETAPP_SCENARIO, [("big-1", 8), ("small-1", 4), ("big-2", 8), ("none", 0)])
+    assert isinstance(plan, scenarios.SitePlan)
+    assert [name for name, _ in plan.nodes] == ["big-1", "big-2"] and plan.unused_nodes == ("small-1",)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "words"),
+    [
+        (_site(1), "needs at least 16"),
+        (_site(8, gpus=2), "largest job needs 4 GPUs on one node"),
+        ([("cpu-only", 0)], "no GPU nodes"),
+    ],
+)
+def test_a_site_too_small_says_why(nodes, words):
+    reason = scenarios.fit_to_site(NETAPP_SCENARIO, nodes)
+    assert isinstance(reason, str) and words in reason

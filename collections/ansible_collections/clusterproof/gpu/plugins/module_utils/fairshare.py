@@ -1026,13 +1026,18 @@ def scale_scenario(
     whole = [_share(job.gpus) / reference_gpus for job in jobs if job.gpus >= 1]
     base = math.lcm(1, *(share.denominator for share in shares + whole))
     largest = max(whole, default=Fraction(0))
+    fitting = []
     for factor in range(site_gpus // base, 0, -1):
         gpus = factor * base
         if gpus % node_gpus or largest * gpus > node_gpus:
             continue
-        scaled_jobs = _scaled_jobs(jobs, Fraction(gpus, reference_gpus))
-        if scaled_jobs is None:
-            continue
+        scaled_jobs = scaled_jobs_for(jobs, Fraction(gpus, reference_gpus))
+        if scaled_jobs is not None:
+            fitting.append((factor, gpus, scaled_jobs))
+    # A whole multiple of the written capacity keeps every fraction as written (repeated rather
+    # than resized), so fractions still pair up on shared GPUs as the document shows: preferred.
+    fitting.sort(key=lambda fit: (fit[1] % reference_gpus == 0, fit[1]), reverse=True)
+    for factor, gpus, scaled_jobs in fitting[:1]:
         return ScaledScenario(
             factor=factor,
             gpus=gpus,
@@ -1066,7 +1071,9 @@ def scale_scenario(
     )
 
 
-def _scaled_jobs(jobs: Sequence[Job], scale: Fraction) -> list[Job] | None:
+def scaled_jobs_for(jobs: Sequence[Job], scale: Fraction) -> list[Job] | None:
+    """``jobs`` at ``scale``: whole-GPU jobs resized, fractions repeated (whole scale) or resized;
+    None when a resized fraction would not stay a fraction in thousandths of a GPU."""
     out: list[Job] = []
     for job in jobs:
         size = _share(job.gpus)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import fairshare
@@ -249,6 +250,144 @@ def _load_expectation(errors: _Errors, field: str, data: Any, projects: set[str]
         pending=None if pending is None else tuple(pending),
         shared_gpus=None if shared is None else tuple(tuple(sorted(group)) for group in shared),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class SitePlan:
+    """How a scenario runs on one site: sized to it, on which of its nodes."""
+
+    written: Scenario  # as the file has it
+    scenario: Scenario  # as it runs here: quotas, jobs and written expectations scaled
+    nodes: tuple[tuple[str, int], ...]  # the GPU nodes it runs on
+    unused_nodes: tuple[str, ...]  # GPU nodes it stays off (the scenario's workloads are pinned)
+    scale: Fraction  # site GPUs used / GPUs the scenario was written for
+
+    @property
+    def gpus(self) -> int:
+        return sum(gpus for _, gpus in self.nodes)
+
+    @property
+    def exact(self) -> bool:
+        """The site is the capacity the scenario was written for: its tables hold as written."""
+        return self.scale == 1 and not self.unused_nodes and self.scenario.node_gpus == self.written.node_gpus
+
+    def describe(self) -> str:
+        """One line for the report: at what size the scenario ran."""
+        written = "%d GPUs on %d-GPU nodes" % (self.written.reference_gpus, self.written.node_gpus)
+        if self.exact:
+            return "as written, on %s" % written
+        text = "on %d GPUs (%d-GPU nodes: %s), scaled %s× from the %s it was written for" % (
+            self.gpus,
+            self.scenario.node_gpus,
+            ", ".join(name for name, _ in self.nodes),
+            _fmt(float(self.scale)),
+            written,
+        )
+        if self.unused_nodes:
+            text += "; its workloads are kept off %s" % ", ".join(self.unused_nodes)
+        return text
+
+
+def written_holds(expect: Expectation, prediction: fairshare.Prediction) -> bool:
+    """Whether a (scaled) written expectation carries over to this site: the model, sized to the
+    site, reaches the same allocation and the same waiting workloads. Where it does not (nodes of
+    another size fragment differently), the model's prediction is what the scheduler is held to."""
+    allocated = all(
+        _close(prediction.allocated.get(project, 0.0), gpus) for project, gpus in (expect.allocated or {}).items()
+    )
+    pending = expect.pending is None or sorted(expect.pending) == sorted(prediction.pending)
+    return allocated and pending
+
+
+def fit_to_site(scenario: Scenario, nodes: Sequence[tuple[str, int]]) -> SitePlan | str:
+    """Size ``scenario`` (read as shares of the capacity it was written for) to a site's GPU nodes.
+
+    The scenario runs on nodes of one size (the size that holds the largest scaled copy); quotas,
+    whole-GPU jobs and written allocations scale with the capacity, fractions are repeated
+    (``name``, ``name-x2``, ...) or resized (fairshare.scale_scenario says how). Written shared-GPU
+    groups are repeated with their fractions, and dropped when fractions are resized (the model
+    still predicts them). Returns the reason, as a sentence, when the site cannot hold the scenario.
+    """
+    by_size: dict[int, list[str]] = {}
+    for name, gpus in nodes:
+        if gpus > 0:
+            by_size.setdefault(gpus, []).append(name)
+    if not by_size:
+        return "the site declares no GPU nodes"
+    written_jobs = [job.model_job() for step in scenario.steps for job in step.submit]
+    best: tuple[int, int, fairshare.ScaledScenario] | None = None
+    reasons = []
+    for size, names in sorted(by_size.items(), reverse=True):
+        scaled = fairshare.scale_scenario(
+            scenario.projects, written_jobs, scenario.reference_gpus, size * len(names), size
+        )
+        if isinstance(scaled, str):
+            reasons.append("%d-GPU nodes: %s" % (size, scaled) if len(by_size) > 1 else scaled)
+        elif best is None or scaled.gpus > best[2].gpus:
+            best = (size, len(names), scaled)
+    if best is None:
+        return "; ".join(reasons)
+    size, _, scaled = best
+    used = by_size[size][: scaled.nodes]
+    unused = tuple(name for name, gpus in nodes if gpus > 0 and name not in used)
+    scale = Fraction(scaled.gpus, scenario.reference_gpus)
+    scaled_scenario = dataclasses.replace(
+        scenario,
+        reference_gpus=scaled.gpus,
+        node_gpus=size,
+        projects=scaled.projects,
+        steps=_scaled_steps(scenario, scale),
+    )
+    return SitePlan(scenario, scaled_scenario, tuple((name, size) for name in used), unused, scale)
+
+
+def _copies(job: ScenarioJob, scale: Fraction) -> list[ScenarioJob]:
+    scaled = fairshare.scaled_jobs_for([job.model_job()], scale)
+    if scaled is None:  # fit_to_site picked a scale at which every job scales
+        raise ValueError("workload %s does not scale by %s" % (job.name, scale))
+    return [ScenarioJob(copy.name, job.project, job.kind, copy.gpus) for copy in scaled]
+
+
+def _scaled_steps(scenario: Scenario, scale: Fraction) -> tuple[Step, ...]:
+    written = {job.name: job.gpus for step in scenario.steps for job in step.submit}
+    copies = {job.name: _copies(job, scale) for step in scenario.steps for job in step.submit}
+
+    def names(original: Sequence[str]) -> tuple[str, ...]:
+        return tuple(copy.name for name in original for copy in copies[name])
+
+    def groups(shared: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...] | None:
+        members = [name for group in shared for name in group]
+        if any(copy.gpus != written[name] for name in members for copy in copies[name]):
+            return None  # fractions were resized: how they pair up is the model's to predict
+        count = len(copies[members[0]]) if members else 1
+        return tuple(
+            sorted(tuple(sorted(copies[name][k].name for name in group)) for group in shared for k in range(count))
+        )
+
+    steps = []
+    for step in scenario.steps:
+        expect = step.expect
+        steps.append(
+            Step(
+                name=step.name,
+                submit=tuple(copy for job in step.submit for copy in copies[job.name]),
+                delete=names(step.delete),
+                expect=Expectation(
+                    allocated=None
+                    if expect.allocated is None
+                    else {project: _times(gpus, scale) for project, gpus in expect.allocated.items()},
+                    total=None if expect.total is None else _times(expect.total, scale),
+                    running=expect.running if expect.running in (None, "all") else names(expect.running),
+                    pending=None if expect.pending is None else names(expect.pending),
+                    shared_gpus=None if expect.shared_gpus is None else groups(expect.shared_gpus),
+                ),
+            )
+        )
+    return tuple(steps)
+
+
+def _times(gpus: float, scale: Fraction) -> float:
+    return float(Fraction(gpus).limit_denominator(1000) * scale)
 
 
 def predictions(scenario: Scenario, nodes: Sequence[tuple[str, int]]) -> list[fairshare.Prediction]:
