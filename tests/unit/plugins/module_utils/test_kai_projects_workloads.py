@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import (
     kai,
@@ -189,3 +191,45 @@ def test_scheduler_config_has_reclaim_and_gpu_packing():
 )
 def test_is_subset(wanted, actual, expected):
     assert kube.is_subset(wanted, actual) is expected
+
+
+# --- Deployments and CPU queues (the elastic quota tree's example) ------------------------------
+
+
+def test_a_cpu_deployment_requests_its_cores_per_replica_under_kai():
+    settings = workloads.ProjectSettings("scn-root-a-1")
+    workload = workloads.Workload("namespace1", "scn-root-a-1", workloads.TRAINING, 2)
+    manifest = workloads.deployment_manifest(workload, settings, 5, "cpu")
+    assert manifest["kind"] == "Deployment" and manifest["spec"]["replicas"] == 5
+    pod = manifest["spec"]["template"]
+    assert pod["metadata"]["labels"][workloads.WORKLOAD_NAME_LABEL] == "namespace1"
+    assert manifest["spec"]["selector"]["matchLabels"] == {workloads.WORKLOAD_NAME_LABEL: "namespace1"}
+    assert pod["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}
+    assert pod["spec"]["schedulerName"] == kai.SCHEDULER_NAME and "restartPolicy" not in pod["spec"]
+    half = workloads.deployment_manifest(dataclasses.replace(workload, gpus=0.5), settings, 1, "cpu")
+    assert half["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m"}
+
+
+def test_a_gpu_deployment_takes_whole_gpus():
+    settings = workloads.ProjectSettings("team-a")
+    workload = workloads.Workload("serve", "team-a", workloads.INTERACTIVE, 0.5)
+    with pytest.raises(workloads.WorkloadError, match="a Deployment's pods take whole GPUs, found 0.5"):
+        workloads.deployment_manifest(workload, settings, 2)
+
+
+def test_cpu_queue_counts_millicpus_and_leaves_gpus_unlimited():
+    queue = kai.cpu_queue_manifest("root-a", 20, 20, 40, "root")
+    assert queue["spec"]["parentQueue"] == "root"
+    assert queue["spec"]["resources"]["cpu"] == {"quota": 20000, "overQuotaWeight": 20, "limit": 40000}
+    assert queue["spec"]["resources"]["gpu"]["quota"] == -1
+
+
+def test_pod_cpus_reads_cores_and_millicores():
+    def pod(*amounts):
+        containers = [
+            client.V1Container(name="c%d" % i, resources=client.V1ResourceRequirements(requests={"cpu": amount}))
+            for i, amount in enumerate(amounts)
+        ]
+        return client.V1Pod(metadata=client.V1ObjectMeta(name="p"), spec=client.V1PodSpec(containers=containers))
+
+    assert kai.pod_cpus(pod("2", "500m")) == 2.5

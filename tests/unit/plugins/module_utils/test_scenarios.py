@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -97,11 +100,11 @@ def test_step_table_rows():
         ),
         (
             lambda d: d["steps"][0]["submit"][0].update(project="team-z"),
-            "scenario: steps[0].submit[0].project: expected one of the scenario's projects (team-a, team-b, team-c, team-d), found 'team-z'",
+            "scenario: steps[0].submit[0].project: expected one of the scenario's projects without sub-projects (team-a, team-b, team-c, team-d), found 'team-z'",
         ),
         (
             lambda d: d["steps"][0]["submit"][1].update(name="a-1-1-jupyter"),
-            "scenario: steps[0].submit[1].name: expected a workload name not used before in the scenario, found 'a-1-1-jupyter'",
+            "scenario: steps[0].submit[1].name: expected a workload name (a DNS label) not used before in the scenario, found 'a-1-1-jupyter'",
         ),
         (
             lambda d: d["steps"][2].update(delete=["x-1"]),
@@ -109,7 +112,7 @@ def test_step_table_rows():
         ),
         (
             lambda d: d["steps"][0]["expect"].update(allocation={}),
-            "scenario: steps[0].expect.allocation: expected one of allocated, total, running, pending, shared_gpus, found an unknown field",
+            "scenario: steps[0].expect.allocation: expected one of allocated, total, running, pending, shared_gpus, replicas, found an unknown field",
         ),
         (
             lambda d: d["steps"][0]["submit"][0].update(kind="batch"),
@@ -139,9 +142,7 @@ def _site(count: int, gpus: int = 8) -> list[tuple[str, int]]:
 def test_the_written_site_runs_the_scenario_as_written():
     plan = scenarios.fit_to_site(NETAPP_SCENARIO, _site(2))
     assert isinstance(plan, scenarios.SitePlan)
-    assert (
-        plan.exact and plan.scenario == NETAPP_SCENARIO and plan.describe() == "as written, on 16 GPUs on 8-GPU nodes"
-    )
+    assert plan.exact and plan.scenario == NETAPP_SCENARIO and plan.describe() == "as written, on 16 GPUs on nodes of 8"
 
 
 def test_a_double_site_doubles_quotas_jobs_and_tables_and_repeats_fractions():
@@ -156,7 +157,7 @@ def test_a_double_site_doubles_quotas_jobs_and_tables_and_repeats_fractions():
     assert plan.scenario.steps[1].expect.pending == ("b-4-gg", "c-4-gg")
     assert plan.scenario.steps[2].delete == ("d-1-gggg", "d-2-gg", "d-3-gg")
     model = scenarios.predictions(plan.scenario, list(plan.nodes))
-    assert all(scenarios.written_holds(step.expect, predicted) for step, predicted in zip(plan.scenario.steps, model))
+    assert all(scenarios.written_holds(plan.scenario, index, predicted) for index, predicted in enumerate(model))
 
 
 def test_a_larger_site_keeps_the_scenario_on_the_nodes_it_was_sized_to():
@@ -196,10 +197,12 @@ def test_resized_fractions_leave_their_pairing_to_the_model():
 def test_other_node_sizes_are_not_exact_and_written_tables_hold_only_where_the_model_agrees():
     plan = scenarios.fit_to_site(NETAPP_SCENARIO, _site(4, gpus=4))
     assert isinstance(plan, scenarios.SitePlan) and plan.scale == 1 and not plan.exact
-    assert "4-GPU nodes" in plan.describe()
-    wrong = scenarios.Expectation(allocated={"team-a": 5}, pending=())
+    assert "nodes of 4" in plan.describe()
     model = scenarios.predictions(plan.scenario, list(plan.nodes))
-    assert not scenarios.written_holds(wrong, model[0])
+    assert scenarios.written_holds(plan.scenario, 0, model[0])
+    wrong = scenarios.Expectation(allocated={"team-a": 5}, pending=())
+    changed = dataclasses.replace(plan.scenario, steps=(dataclasses.replace(plan.scenario.steps[0], expect=wrong),))
+    assert not scenarios.written_holds(changed, 0, model[0])
 
 
 def test_mixed_node_sizes_use_the_size_that_holds_the_most():
@@ -219,3 +222,116 @@ def test_mixed_node_sizes_use_the_size_that_holds_the_most():
 def test_a_site_too_small_says_why(nodes, words):
     reason = scenarios.fit_to_site(NETAPP_SCENARIO, nodes)
     assert isinstance(reason, str) and words in reason
+
+
+# --- quota trees, Deployments, the engine's own policy ---------------------------------------------
+
+TREE_FILE = yaml.safe_load((REPO / "scenarios" / "alibaba-elastic-quota-tree.yml").read_text())
+TREE = scenarios.load(TREE_FILE)
+POOL = [("pool", 40)]
+
+
+def test_the_tree_scenario_reproduces_the_guide_under_its_own_policy():
+    assert TREE.resource == "cpu" and TREE.parents == {"root", "root-a", "root-b"}
+    model = scenarios.predictions(TREE, POOL)
+    assert [scenarios.predicted_replicas(TREE, index, step) for index, step in enumerate(model)] == [
+        {"namespace1": 4},
+        {"namespace1": 4, "namespace2": 4},
+        {"namespace1": 3, "namespace2": 3, "namespace3": 2},
+        {"namespace1": 2, "namespace2": 2, "namespace3": 2, "namespace4": 2},
+    ]
+    assert all(scenarios.written_holds(TREE, index, step) for index, step in enumerate(model))
+
+
+def test_an_engine_of_another_policy_is_warned_not_failed_and_the_report_says_where():
+    runai = scenarios.predictions(TREE, POOL, "runai")
+    assert scenarios.predicted_replicas(TREE, 2, runai[2]) == {"namespace1": 2, "namespace2": 2, "namespace3": 4}
+    # What KAI does at step 3, as observed: Run:AI's fair share, not the guide's min.
+    observed = scenarios.Observation(
+        allocated=scenarios.roll_up({"root-a-1": 10, "root-a-2": 10, "root-b-1": 20, "root-b-2": 0}, PARENTS),
+        running=("namespace1", "namespace2", "namespace3"),
+        pending=("namespace1", "namespace2", "namespace3"),
+        replicas={"namespace1": 2, "namespace2": 2, "namespace3": 4},
+        parents=PARENTS,
+    )
+    assert observed.total == 40 and observed.allocated["root-b"] == 20 and observed.allocated["root"] == 40
+    checks = scenarios.judge(TREE, 2, observed, runai[2], True, 1.0, engine_policy="runai")
+    by_id = {check.id: check for check in checks}
+    assert by_id["scenario/alibaba-elastic-quota-tree/3/replicas/namespace3"].status == "warn"
+    assert "the document describes the elastic policy; the engine implements runai" in (
+        by_id["scenario/alibaba-elastic-quota-tree/3/replicas/namespace3"].message
+    )
+    assert all(check.status == "pass" for check in checks if "/model/" in check.id)
+    verdict = scenarios.reproduction(TREE, checks, "KAI scheduler", "runai")
+    assert verdict.status == "warn" and verdict.observed.startswith("differs at 3")
+    same = scenarios.judge(TREE, 2, observed, runai[2], True, 1.0, engine_policy="elastic")
+    assert {check.status for check in same if "/model/" not in check.id} >= {"fail"}
+
+
+PARENTS = {
+    "root-a": "root",
+    "root-b": "root",
+    "root-a-1": "root-a",
+    "root-a-2": "root-a",
+    "root-b-1": "root-b",
+    "root-b-2": "root-b",
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda d: d["projects"][1].update(parent="root-z"),
+            "projects[1].parent: expected a project declared before it",
+        ),
+        (
+            lambda d: d["projects"][3].update(max=5),
+            "projects[3].max: expected a number at least the quota (10), found 5",
+        ),
+        (
+            lambda d: d["projects"][0].update(gpu_quota=4),
+            "projects[0].gpu_quota: expected one of name, parent, min, max",
+        ),
+        (
+            lambda d: d["steps"][0]["submit"][0].update(project="root-a"),
+            "steps[0].submit[0].project: expected one of the scenario's projects without sub-projects",
+        ),
+        (
+            lambda d: d["steps"][0]["submit"][0].update(replicas=0),
+            "steps[0].submit[0].replicas: expected a positive whole number of pods",
+        ),
+        (
+            lambda d: d["steps"][0]["submit"][0].update(cpus=2.5),
+            "steps[0].submit[0].cpus: expected whole CPU cores, or a fraction of one core below 1, found 2.5",
+        ),
+        (lambda d: d.update(resource="tpu"), "resource: expected one of gpu, cpu, found 'tpu'"),
+        (
+            lambda d: d["capacity"].update(cpus=0),
+            "capacity.cpus: expected a positive whole number of CPU cores, found 0",
+        ),
+        (
+            lambda d: d["steps"][0]["expect"].update(replicas={"namespace1": -1}),
+            "steps[0].expect.replicas: expected a mapping of Deployment name to running replicas",
+        ),
+    ],
+)
+def test_bad_tree_scenarios_name_the_field(change, message):
+    data = copy.deepcopy(TREE_FILE)
+    change(data)
+    with pytest.raises(scenarios.ScenarioError) as error:
+        scenarios.load(data)
+    assert message in str(error.value)
+
+
+def test_the_tree_scales_to_the_sandbox_cores():
+    plan = scenarios.fit_to_site(TREE, [("dgx1-1", 8), ("dgx1-2", 8)])
+    assert isinstance(plan, scenarios.SitePlan) and plan.scale == Fraction(2, 5)
+    assert {job.gpus for step in plan.scenario.steps for job in step.submit} == {2}
+    assert plan.scenario.steps[3].expect.replicas == {
+        "namespace1": 2,
+        "namespace2": 2,
+        "namespace3": 2,
+        "namespace4": 2,
+    }
+    assert "16 CPU cores" in plan.describe()

@@ -122,6 +122,24 @@ def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else float(value)
 
 
+def cpu_queue_manifest(
+    name: str, cpu_quota: float, over_quota_weight: float, cpu_limit: float | None, parent: str | None
+) -> dict[str, Any]:
+    """A KAI Queue that divides CPU cores (KAI counts them in millicpus); GPUs and memory unlimited.
+    The elastic quota tree's nodes become such queues, its tree their parent queues."""
+    manifest = queue_manifest(name, 0, 0, None, parent)
+    manifest["spec"]["resources"] = {
+        "gpu": _unlimited(),
+        "cpu": {
+            "quota": _number(cpu_quota * 1000),
+            "overQuotaWeight": _number(over_quota_weight),
+            "limit": -1 if cpu_limit is None else _number(cpu_limit * 1000),
+        },
+        "memory": _unlimited(),
+    }
+    return manifest
+
+
 def department_queue(total_gpus: float) -> dict[str, Any]:
     return queue_manifest(DEPARTMENT_QUEUE, total_gpus, 1, None, None)
 
@@ -232,6 +250,16 @@ def pod_gpus(pod: Any) -> float:
         resources = container.resources
         amount = (resources.limits or {}).get("nvidia.com/gpu") or (resources.requests or {}).get("nvidia.com/gpu")
         total += float(amount or 0)
+    return total
+
+
+def pod_cpus(pod: Any) -> float:
+    """CPU cores a pod (a kubernetes client V1Pod) requests (its limits where it requests none)."""
+    total = 0.0
+    for container in pod.spec.containers:
+        resources = container.resources
+        amount = str((resources.requests or {}).get("cpu") or (resources.limits or {}).get("cpu") or "0")
+        total += float(amount[:-1]) / 1000 if amount.endswith("m") else float(amount)
     return total
 
 

@@ -157,3 +157,29 @@ def job_manifest(workload: Workload, settings: ProjectSettings) -> dict[str, Any
         "metadata": {"name": workload.name, "namespace": workload.project, "labels": dict(labels)},
         "spec": job_spec,
     }
+
+
+def deployment_manifest(
+    workload: Workload, settings: ProjectSettings, replicas: int, resource: str = "gpu"
+) -> dict[str, Any]:
+    """A Deployment of ``replicas`` pods, each the size of ``workload`` in ``resource`` (GPUs, or CPU
+    cores when ``resource`` is cpu: the elastic quota tree's example), under KAI scheduler. Pure."""
+    job = job_manifest(dataclasses.replace(workload, gpus=1), settings)
+    template = job["spec"]["template"]
+    template["spec"].pop("restartPolicy")  # a Deployment's pods always restart
+    size = check_gpus(workload.name, workload.gpus)
+    container = template["spec"]["containers"][0]
+    if resource == "cpu":
+        amount = str(size.normalize()) if size >= 1 else "%dm" % int(size * 1000)
+        container["resources"] = {"requests": {"cpu": amount}, "limits": {"cpu": amount}}
+    elif size < 1:
+        raise WorkloadError("workload %s: gpus: a Deployment's pods take whole GPUs, found %s" % (workload.name, size))
+    else:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(int(size))}}
+    selector = {WORKLOAD_NAME_LABEL: workload.name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": workload.name, "namespace": workload.project, "labels": job["metadata"]["labels"]},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": selector}, "template": template},
+    }

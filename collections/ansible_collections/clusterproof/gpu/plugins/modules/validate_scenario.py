@@ -49,6 +49,15 @@ options:
     description: Prefix of the scenario's namespaces and queues.
     type: str
     default: scn-
+  scheduler:
+    description:
+      - The GPU scheduler (engine) the cluster runs. Its fairness policy is what the model predicts
+        and the scheduler is held to; where it differs from the policy the scenario's tables were
+        written for, a difference from the tables is a warning and the report says whether the
+        engine reproduces the document.
+    type: str
+    default: kai
+    choices: [kai]
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 author:
@@ -91,45 +100,59 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils import (
     kai,
     kube,
     projects,
+    report,
     scenarios,
     workloads,
 )
 
 SCENARIO_DEPARTMENT = "clusterproof-scenarios"
+ENGINE_NAMES = {"kai": "KAI scheduler"}
 
 
 class Interrupted(Exception):
     pass
 
 
+def _pod_amount(pod, resource):
+    return kai.pod_cpus(pod) if resource == "cpu" else kai.pod_gpus(pod)
+
+
 def _observe(core, scenario, prefix):
-    allocated, running, pending, groups = {}, [], [], {}
+    allocated, running, pending, groups, replicas = {}, [], [], {}, {}
+    deployments = {job.name for step in scenario.steps for job in step.submit if job.replicas is not None}
     for project in scenario.projects:
         allocated[project.name] = 0.0
+        if project.name in scenario.parents:
+            continue  # inner node of a quota tree: it holds what its children hold
         for pod in core.list_namespaced_pod(prefix + project.name).items:
             if pod.metadata.deletion_timestamp or pod.status.phase in ("Succeeded", "Failed"):
                 continue
             name = (pod.metadata.labels or {}).get(workloads.WORKLOAD_NAME_LABEL)
             if pod.status.phase == "Running" and pod.spec.node_name:
-                allocated[project.name] += kai.pod_gpus(pod)
+                allocated[project.name] += _pod_amount(pod, scenario.resource)
+                if name in deployments:
+                    replicas[name] = replicas.get(name, 0) + 1
                 running.append(name)
                 group = (pod.metadata.labels or {}).get(kai.GPU_GROUP_LABEL)
                 if group and (pod.metadata.annotations or {}).get(kai.GPU_FRACTION_ANNOTATION):
                     groups.setdefault(group, []).append(name)
             else:
                 pending.append(name)
-    allocated = {key: round(value, 3) for key, value in allocated.items()}
+    parents = {project.name: project.parent for project in scenario.projects if project.parent}
+    allocated = scenarios.roll_up({key: round(value, 3) for key, value in allocated.items()}, parents)
     shared = tuple(sorted(tuple(sorted(members)) for members in groups.values()))
-    return scenarios.Observation(allocated, tuple(sorted(running)), tuple(sorted(pending)), shared)
+    return scenarios.Observation(
+        allocated, tuple(sorted(set(running))), tuple(sorted(set(pending))), shared, replicas, parents
+    )
 
 
-def _foreign_gpu_pods(core, own_namespaces):
+def _foreign_pods(core, own_namespaces, resource):
     busy = []
     for pod in core.list_pod_for_all_namespaces().items:
         namespace = pod.metadata.namespace
         if namespace in own_namespaces or namespace == kai.RESERVATION_NAMESPACE:
             continue
-        if pod.status.phase in ("Pending", "Running") and kai.pod_gpus(pod) > 0:
+        if pod.status.phase in ("Pending", "Running") and _pod_amount(pod, resource) > 0:
             busy.append("%s/%s" % (namespace, pod.metadata.name))
     return sorted(busy)
 
@@ -142,7 +165,7 @@ def _settle(core, scenario, prefix, expected_names, settle, timeout, started, ti
         observed = _observe(core, scenario, prefix)
         timeline.append([round(time.monotonic() - started, 1), dict(observed.allocated)])
         complete = set(expected_names) <= set(observed.running) | set(observed.pending)
-        key = (observed.allocated, observed.running, observed.pending, observed.shared_gpus)
+        key = (observed.allocated, observed.running, observed.pending, observed.shared_gpus, observed.replicas)
         if key != last or not complete:
             last, since = key, time.monotonic()
         elif time.monotonic() - since >= settle:
@@ -152,18 +175,20 @@ def _settle(core, scenario, prefix, expected_names, settle, timeout, started, ti
         time.sleep(1)
 
 
-def _placed_or_waiting(core, namespace, name, patience):
-    """Wait until the workload's pod runs, or has waited ``patience`` seconds."""
+def _placed_or_waiting(core, namespace, name, patience, pods_wanted=1):
+    """Wait until the workload's pods run, or have waited ``patience`` seconds."""
     deadline = time.monotonic() + patience
     selector = "%s=%s" % (workloads.WORKLOAD_NAME_LABEL, name)
     while time.monotonic() < deadline:
         pods = core.list_namespaced_pod(namespace, label_selector=selector).items
-        if any(pod.status.phase == "Running" and pod.spec.node_name for pod in pods):
+        if sum(1 for pod in pods if pod.status.phase == "Running" and pod.spec.node_name) >= pods_wanted:
             return
         time.sleep(0.25)
 
 
 def _project_objects(scenario, prefix, site_gpus):
+    if scenario.parents:
+        return _tree_objects(scenario, prefix)
     objects = [kai.queue_manifest(SCENARIO_DEPARTMENT, site_gpus, 1, None, None)]
     for project in scenario.projects:
         declared = projects.Project(
@@ -173,6 +198,22 @@ def _project_objects(scenario, prefix, site_gpus):
             gpu_limit=project.limit,
         )
         objects += [projects.namespace_manifest(declared), projects.queue_manifest(declared, SCENARIO_DEPARTMENT)]
+    return objects
+
+
+def _tree_objects(scenario, prefix):
+    """A quota tree: every node a KAI queue under its parent (the root at the top), in the
+    scenario's resource; a namespace for each leaf."""
+    objects = []
+    for project in scenario.projects:
+        name, parent = prefix + project.name, None if project.parent is None else prefix + project.parent
+        weight = project.quota if project.weight is None else project.weight
+        if scenario.resource == "cpu":
+            objects.append(kai.cpu_queue_manifest(name, project.quota, weight, project.limit, parent))
+        else:
+            objects.append(kai.queue_manifest(name, project.quota, weight, project.limit, parent))
+        if project.name not in scenario.parents:
+            objects.append(projects.namespace_manifest(projects.Project(name, gpu_quota=0, over_quota_weight=0)))
     return objects
 
 
@@ -197,6 +238,7 @@ def main():
         "arrival_seconds": {"type": "float", "default": 3},
         "step_timeout": {"type": "int", "default": 180},
         "namespace_prefix": {"type": "str", "default": "scn-"},
+        "scheduler": {"type": "str", "default": "kai", "choices": sorted(scenarios.ENGINE_POLICY)},
     }
     spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
@@ -213,14 +255,16 @@ def main():
         "tables": [],
         "charts": [],
     }
-    nodes = [(str(node["name"]), int(node["gpu_count"])) for node in params["nodes"]]
+    capacity_key = "cpu_cores" if scenario.resource == "cpu" else "gpu_count"
+    nodes = [(str(node["name"]), int(node.get(capacity_key) or 0)) for node in params["nodes"]]
     plan = scenarios.fit_to_site(scenario, nodes)
     if isinstance(plan, str) or module.check_mode:
         if module.check_mode:
             reason = "check mode: the scenario was not run"
         else:
-            reason = "written for %d GPUs on %d-GPU nodes; this site cannot hold it: %s" % (
+            reason = "written for %d %s on nodes of %d; this site cannot hold it: %s" % (
                 scenario.reference_gpus,
+                scenario.unit,
                 scenario.node_gpus,
                 plan,
             )
@@ -236,13 +280,14 @@ def main():
     try:
         api = kube.api_client(params["kubeconfig"], params["context"])
         core = kube.core_v1(api)
-        busy = _foreign_gpu_pods(core, own)
+        busy = _foreign_pods(core, own, scenario.resource)
     except (kube.KubeError, kube.ApiException) as error:
         module.fail_json(msg="cannot reach the cluster to run scenario %s: %s" % (scenario.name, error))
     if busy and not params["force"]:
         module.fail_json(
-            msg="scenario %s not started: %d workload pod(s) outside it hold or wait for GPUs (%s); "
-            "nothing was changed; set force to run anyway" % (scenario.name, len(busy), ", ".join(busy[:5]))
+            msg="scenario %s not started: %d workload pod(s) outside it hold or wait for %s (%s); "
+            "nothing was changed; set force to run anyway"
+            % (scenario.name, len(busy), scenario.unit, ", ".join(busy[:5]))
         )
 
     def interrupt(signum, frame):
@@ -251,6 +296,9 @@ def main():
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     applier = kube.Applier(api)
     batch = kube.batch_v1(api)
+    apps = kube.apps_v1(api)
+    engine = params["scheduler"]
+    engine_policy = scenarios.ENGINE_POLICY[engine]
     objects = _project_objects(scenario, prefix, plan.gpus)
     timeline = []
     started = time.monotonic()
@@ -264,28 +312,39 @@ def main():
             project.name: workloads.ProjectSettings(prefix + project.name, pinned, pinned)
             for project in scenario.projects
         }
-        model = scenarios.predictions(scenario, list(plan.nodes))
+        # The engine is held to the model of its own policy; the tables to the scenario's.
+        model = scenarios.predictions(scenario, list(plan.nodes), engine_policy)
+        written_model = scenarios.predictions(scenario, list(plan.nodes))
         by_name = {}
         for index, step in enumerate(scenario.steps):
             step_started = time.monotonic()
             for name in step.delete:
                 job = by_name[name]
-                batch.delete_namespaced_job(name, prefix + job.project, propagation_policy="Background")
+                if job.replicas is None:
+                    batch.delete_namespaced_job(name, prefix + job.project, propagation_policy="Background")
+                else:
+                    apps.delete_namespaced_deployment(name, prefix + job.project, propagation_policy="Background")
             for job in step.submit:
                 by_name[job.name] = job
                 workload = workloads.Workload(job.name, prefix + job.project, job.kind, job.gpus)
-                batch.create_namespaced_job(
-                    prefix + job.project, workloads.job_manifest(workload, settings[job.project])
-                )
+                if job.replicas is None:
+                    batch.create_namespaced_job(
+                        prefix + job.project, workloads.job_manifest(workload, settings[job.project])
+                    )
+                else:
+                    manifest = workloads.deployment_manifest(
+                        workload, settings[job.project], job.replicas, scenario.resource
+                    )
+                    apps.create_namespaced_deployment(prefix + job.project, manifest)
                 # Workloads arrive one after the other, as users submit them and as the model
                 # reads them: the scheduler places each before the next comes.
-                _placed_or_waiting(core, prefix + job.project, job.name, params["arrival_seconds"])
+                _placed_or_waiting(core, prefix + job.project, job.name, params["arrival_seconds"], job.replicas or 1)
             alive = [job.name for job in scenario.jobs_after(index)]
             observed = _settle(
                 core, scenario, prefix, alive, params["settle_seconds"], params["step_timeout"], started, timeline
             )
             duration = round(time.monotonic() - step_started, 1)
-            applies = plan.exact or scenarios.written_holds(scenario.steps[index].expect, model[index])
+            applies = plan.exact or scenarios.written_holds(scenario, index, written_model[index])
             if not applies:
                 section["checks"].append(
                     {
@@ -297,9 +356,14 @@ def main():
                     }
                 )
             section["checks"] += [
-                check.to_dict() for check in scenarios.judge(scenario, index, observed, model[index], applies, duration)
+                check.to_dict()
+                for check in scenarios.judge(scenario, index, observed, model[index], applies, duration, engine_policy)
             ]
             section["tables"].append(scenarios.step_table(scenario, index, observed, model[index], applies))
+        judged = [report.Check.from_dict(check) for check in section["checks"]]
+        section["checks"].append(
+            scenarios.reproduction(scenario, judged, ENGINE_NAMES[engine], engine_policy).to_dict()
+        )
     except (kube.ApiException, kube.KubeError, workloads.WorkloadError, ValueError, Interrupted) as error:
         error_message = "scenario %s stopped: %s" % (scenario.name, error)
     finally:
@@ -310,7 +374,7 @@ def main():
     section["charts"].append(
         {
             "id": "scenario-%s-timeline" % scenario.name,
-            "title": "GPUs allocated per project over time (%s)" % scenario.name,
+            "title": "%s allocated per project over time (%s)" % (scenario.unit, scenario.name),
             "timeline": timeline,
         }
     )
