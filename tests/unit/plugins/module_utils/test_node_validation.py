@@ -6,7 +6,10 @@ import time
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import validate_gpu_nodes
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import (
+    advertised_per_gpu,
+    validate_gpu_nodes,
+)
 
 PRODUCT = "Tesla-V100-SXM2-32GB"
 
@@ -244,3 +247,15 @@ def test_a_thousand_eight_gpu_nodes_take_well_under_a_second():
     assert [check.id for check in outcome.failed] == ["gpu-nodes/gpu-0500/gpu-count", "cluster/gpu-total"]
     assert by_id(outcome)["cluster/gpu-total"].expected == 8000
     assert len(outcome.node_table) == 1000
+
+
+def test_time_slicing_multiplies_the_allocatable_gpus_each_node_must_show():
+    layer = {"layer": "device_plugin", "time_slicing": {"replicas": 4, "resources": ["nvidia.com/gpu"]}}
+    assert advertised_per_gpu(layer) == 4
+    assert advertised_per_gpu({"layer": "gpu_operator", "time_slicing": None}) == 1
+    assert advertised_per_gpu(None) == 1
+    sliced = validate_gpu_nodes([declared("dgx1-1")], [api_node("dgx1-1", gpus=32)], advertised_per_gpu(layer))
+    assert sliced.failed == [] and by_id(sliced)["cluster/gpu-total"].expected == 32
+    # Without the declaration's time-slicing, 32 advertised GPUs on an 8-GPU node is a failure.
+    plain = validate_gpu_nodes([declared("dgx1-1")], [api_node("dgx1-1", gpus=32)])
+    assert [check.id for check in plain.failed] == ["gpu-nodes/dgx1-1/gpu-count", "cluster/gpu-total"]

@@ -17,6 +17,9 @@ number, and every GPU node is listed", made per node so that a failure names the
 * ``cluster/gpu-total``: the cluster's total allocatable GPUs equal the sum declared;
 * ``cluster/undeclared-gpu-nodes``: a warning (never a failure) for GPU nodes nobody declared.
 
+With time-slicing (the device layer's ``time_slicing`` for ``nvidia.com/gpu``) each GPU is
+advertised ``replicas`` times, so the expected allocatable count is ``gpu_count`` × ``replicas``.
+
 ``cpu_cores`` and ``memory_gib`` are accepted but not compared: a Node's capacity is what the
 kernel leaves after firmware reservations, so it never equals the nominal figure exactly.
 """
@@ -142,11 +145,27 @@ class NodeValidation:
         }
 
 
+def advertised_per_gpu(device_layer: Mapping[str, Any] | None) -> int:
+    """How many allocatable ``nvidia.com/gpu`` each physical GPU shows: its time-slicing replicas
+    when the device layer (the checked inventory's ``device_layer``) time-slices whole GPUs, else 1."""
+    sharing = (device_layer or {}).get("time_slicing") or {}
+    if GPU_RESOURCE in (sharing.get("resources") or ()):
+        return int(sharing.get("replicas") or 1)
+    return 1
+
+
 def validate_gpu_nodes(
-    declared: Iterable[Mapping[str, Any] | DeclaredNode], observed: Iterable[Mapping[str, Any]]
+    declared: Iterable[Mapping[str, Any] | DeclaredNode],
+    observed: Iterable[Mapping[str, Any]],
+    replicas_per_gpu: int = 1,
 ) -> NodeValidation:
-    """Check every declared GPU node against the cluster's Nodes, and the cluster's GPU total."""
+    """Check every declared GPU node against the cluster's Nodes, and the cluster's GPU total.
+    ``replicas_per_gpu``: how many times the device layer advertises each GPU (time-slicing)."""
     declared_nodes = [item if isinstance(item, DeclaredNode) else DeclaredNode.from_dict(item) for item in declared]
+    if replicas_per_gpu != 1:
+        declared_nodes = [
+            dataclasses.replace(node, gpu_count=node.gpu_count * replicas_per_gpu) for node in declared_nodes
+        ]
     _refuse_duplicates(declared_nodes)
     observed_nodes = [ObservedNode.from_api(node) for node in observed]
     by_name = {node.name: node for node in observed_nodes}

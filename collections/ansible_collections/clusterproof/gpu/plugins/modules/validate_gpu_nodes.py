@@ -62,6 +62,12 @@ options:
         description: Labels the Node must carry, with these values.
         type: dict
         default: {}
+  device_layer:
+    description:
+      - The checked inventory's device layer (C(clusterproof_site.device_layer)). When it time-slices
+        C(nvidia.com/gpu), each GPU is advertised C(replicas) times and the expected allocatable
+        count is C(gpu_count) times that.
+    type: dict
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 requirements:
@@ -162,7 +168,10 @@ import copy
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import kube
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import validate_gpu_nodes
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import (
+    advertised_per_gpu,
+    validate_gpu_nodes,
+)
 
 NODE_OPTIONS = {
     "name": {"type": "str", "required": True},
@@ -180,6 +189,7 @@ NODE_OPTIONS = {
 def main() -> None:
     argument_spec = copy.deepcopy(kube.AUTH_ARG_SPEC)
     argument_spec["nodes"] = {"type": "list", "elements": "dict", "required": True, "options": NODE_OPTIONS}
+    argument_spec["device_layer"] = {"type": "dict"}
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
 
@@ -194,7 +204,7 @@ def main() -> None:
         )
 
     try:
-        outcome = validate_gpu_nodes(params["nodes"], observed)
+        outcome = validate_gpu_nodes(params["nodes"], observed, advertised_per_gpu(params["device_layer"]))
     except ValueError as error:
         module.fail_json(msg=f"invalid nodes argument: {error}")
 
