@@ -22,8 +22,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
-# The control plane uses base..base+6, KAI scheduler base+10..base+18.
-PORTS_PER_SANDBOX = 20
+# The control plane uses base..base+6, KAI scheduler base+10..base+18, Kueue base+19..base+21.
+PORTS_PER_SANDBOX = 22
 
 
 def free_port_base() -> int:
@@ -32,7 +32,7 @@ def free_port_base() -> int:
     rng = random.Random()
     for _ in range(200):
         # Below the ephemeral range (32768 and up on Linux), where client sockets take their ports.
-        base = rng.randrange(20000, 32000, 20)
+        base = rng.randrange(20000, 32000, PORTS_PER_SANDBOX)
         sockets = []
         try:
             for port in range(base, base + PORTS_PER_SANDBOX):

@@ -72,6 +72,8 @@ class Project:
     interactive_time_limit_seconds: int | None = None
     users: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
+    # Kueue only: the most of its quota the project lends to others (all of it when None).
+    gpu_lending_limit: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Project:
@@ -87,6 +89,7 @@ class Project:
             interactive_time_limit_seconds=data.get("interactive_time_limit_seconds"),
             users=tuple(data.get("users") or ()),
             groups=tuple(data.get("groups") or ()),
+            gpu_lending_limit=None if data.get("gpu_lending_limit") is None else float(data["gpu_lending_limit"]),
         )
 
 
@@ -126,26 +129,45 @@ def _subjects(project: Project) -> list[dict[str, str]]:
     return subjects
 
 
-def rbac_manifests(project: Project) -> list[dict[str, Any]]:
+def rbac_manifests(project: Project, scheduler: str = "kai") -> list[dict[str, Any]]:
+    rules = list(MEMBER_RULES)
+    if scheduler == "kueue":
+        from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+
+        rules += kueue.MEMBER_RULES
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": MEMBER_ROLE, "namespace": project.name, "labels": dict(MANAGED_BY)},
-        "rules": MEMBER_RULES,
+        "rules": rules,
     }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": {"name": MEMBER_ROLE, "namespace": project.name, "labels": dict(MANAGED_BY)},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": MEMBER_ROLE},
-        "subjects": _subjects(project),
     }
+    subjects = _subjects(project)
+    if subjects:
+        # The API server drops an empty list: written, it would differ on every run.
+        binding["subjects"] = subjects
     return [role, binding]
 
 
-def manifests(project: Project) -> list[dict[str, Any]]:
+def scheduler_manifests(project: Project, scheduler: str = "kai") -> list[dict[str, Any]]:
+    """The project's objects in the scheduler backend: KAI's Queue, or Kueue's ClusterQueue and
+    LocalQueue (module_utils/kueue.py)."""
+    if scheduler == "kueue":
+        # kueue.py builds on this module's Project: imported here, not at the top, to avoid a cycle.
+        from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+
+        return kueue.project_manifests(project)
+    return [queue_manifest(project)]
+
+
+def manifests(project: Project, scheduler: str = "kai") -> list[dict[str, Any]]:
     """Everything the project is, in the order to create it."""
-    return [namespace_manifest(project), queue_manifest(project), *rbac_manifests(project)]
+    return [namespace_manifest(project), *scheduler_manifests(project, scheduler), *rbac_manifests(project, scheduler)]
 
 
 def active_workloads(pods: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -233,4 +234,34 @@ def write_kubeconfig(path: Path, text: str) -> bool:
     if path.exists() and path.read_text() == text and (path.stat().st_mode & 0o777) == 0o600:
         return False
     _write(path, text.encode(), private=True)
+    return True
+
+
+def ensure_serving_certificate(
+    paths: PkiPaths, cert_path: Path, key_path: Path, common_name: str, server_ips: tuple[str, ...]
+) -> bool:
+    """A serving certificate signed by the sandbox CA, for an add-on that serves on loopback (an
+    admission webhook the API server calls by URL). Kept while it exists and was signed by the CA
+    in force; True if written."""
+    ca_cert = x509.load_pem_x509_certificate(paths.ca_cert.read_bytes())
+    if cert_path.exists() and key_path.exists():
+        current = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        try:
+            current.verify_directly_issued_by(ca_cert)
+            return False
+        except (ValueError, TypeError, InvalidSignature):
+            pass  # signed by an earlier CA of a sandbox that was torn down: issue a new one
+    ca_key = serialization.load_pem_private_key(paths.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _certificate(
+        _name(common_name),
+        key.public_key(),
+        ca_cert.subject,
+        ca_key,
+        server_names=("localhost",),
+        server_ips=server_ips,
+    )
+    _write(key_path, _key_pem(key), private=True)
+    _write(cert_path, _cert_pem(cert), private=False)
     return True

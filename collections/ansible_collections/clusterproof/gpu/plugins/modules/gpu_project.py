@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Make a GPU project (tenant) exist as declared: namespace, KAI queue, member access."""
+"""Make a GPU project (tenant) exist as declared: namespace, scheduler queue (KAI or Kueue), member access."""
 
 DOCUMENTATION = r"""
 module: gpu_project
@@ -66,6 +66,21 @@ options:
     description: With O(state=absent), remove the project even if it still has workloads.
     type: bool
     default: false
+  scheduler:
+    description:
+      - The scheduler backend the project's queue is made for.
+      - C(kai) makes a KAI scheduler Queue under the department queue.
+      - C(kueue) makes a Kueue ClusterQueue in the C(clusterproof) cohort (nominal quota O(gpu_quota),
+        borrowing limit O(gpu_limit) minus O(gpu_quota), lending limit O(gpu_lending_limit), fair-sharing
+        weight O(over_quota_weight)) and a LocalQueue of the same name in the project's namespace.
+    type: str
+    choices: [kai, kueue]
+    default: kai
+  gpu_lending_limit:
+    description:
+      - With O(scheduler=kueue), the most of its quota the project lends to other projects; all of it when omitted.
+      - At most O(gpu_quota).
+    type: float
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 author:
@@ -122,6 +137,8 @@ ARGUMENT_SPEC = {
     "users": {"type": "list", "elements": "str", "default": []},
     "groups": {"type": "list", "elements": "str", "default": []},
     "force": {"type": "bool", "default": False},
+    "scheduler": {"type": "str", "choices": ["kai", "kueue"], "default": "kai"},
+    "gpu_lending_limit": {"type": "float"},
 }
 
 
@@ -142,6 +159,14 @@ def _bad_input(params):
     weight = params["over_quota_weight"]
     if weight is not None and weight < 0:
         errors.append("%s: over_quota_weight: expected a non-negative number, found %g" % (where, weight))
+    lending = params["gpu_lending_limit"]
+    if lending is not None and params["scheduler"] != "kueue":
+        errors.append("%s: gpu_lending_limit: expected only with scheduler kueue, found %g" % (where, lending))
+    elif lending is not None and quota is not None and not 0 <= lending <= quota:
+        errors.append(
+            "%s: gpu_lending_limit: expected a number of GPUs from 0 to gpu_quota (%g), found %g"
+            % (where, quota, lending)
+        )
     limit_seconds = params["interactive_time_limit_seconds"]
     if limit_seconds is not None and limit_seconds <= 0:
         errors.append(
@@ -169,7 +194,7 @@ def main():
                 data["over_quota_weight"] = data["gpu_quota"]
             project = projects.Project.from_dict(data)
             before, after = {}, {}
-            for manifest in projects.manifests(project):
+            for manifest in projects.manifests(project, params["scheduler"]):
                 changed, old, new = applier.apply(manifest)
                 if changed:
                     key = "%s/%s" % (manifest["kind"], manifest["metadata"]["name"])
@@ -191,8 +216,8 @@ def main():
                         % (params["name"], len(active), ", ".join(active[:5])),
                         **result,
                     )
-            for manifest in reversed(projects.manifests(project)):
-                if manifest["kind"] in ("Queue", "Namespace") and applier.delete(manifest):
+            for manifest in reversed(projects.manifests(project, params["scheduler"])):
+                if manifest["kind"] in ("Queue", "ClusterQueue", "Namespace") and applier.delete(manifest):
                     result["changed_objects"].append("%s/%s" % (manifest["kind"], manifest["metadata"]["name"]))
     except kube.KubeError as error:
         module.fail_json(msg=str(error), **result)
