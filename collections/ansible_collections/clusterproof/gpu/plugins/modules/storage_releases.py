@@ -1,0 +1,105 @@
+#!/usr/bin/python
+"""Say which provisioner charts a cluster needs for its storage classes, with what values, from where."""
+
+DOCUMENTATION = r"""
+module: storage_releases
+short_description: The provisioner chart releases the declared storage classes need, and where each chart is
+description:
+  - From the declared storage classes, lists the Helm releases a real cluster needs (one
+    local-path-provisioner release for all local-path classes, one nfs-subdir-external-provisioner
+    release per NFS class, one Trident operator) with the values clusterproof gives each; the
+    charts never create StorageClasses (C(clusterproof.gpu.storage_classes) does).
+  - Finds each chart inside its project's Go module at the pinned version (C(go mod download)),
+    unless O(charts) gives a reference for it (a chart repository's C(repo/chart), a path or a URL).
+  - Also names the variables the Trident backends take their credentials from.
+  - Changes nothing (the Go module cache aside); C(changed) is always false.
+version_added: 0.1.0
+options:
+  classes:
+    description: The declared classes, as C(clusterproof_site.storage_classes) holds them.
+    type: list
+    elements: dict
+    required: true
+  charts:
+    description:
+      - A chart reference per provisioner (C(local-path), C(nfs), C(trident)) to use instead of the Go module's.
+    type: dict
+    default: {}
+  namespaces:
+    description: Release namespace per provisioner; by default C(local-path-storage), C(nfs-provisioner), C(trident).
+    type: dict
+    default: {}
+  helper_image:
+    description: Image of local-path's helper pods.
+    type: str
+    default: busybox:1.36
+author:
+  - clusterproof developers
+"""
+
+EXAMPLES = r"""
+- name: Find the provisioner charts and their values
+  clusterproof.gpu.storage_releases:
+    classes: "{{ clusterproof_site.storage_classes }}"
+  register: storage_plan
+"""
+
+RETURN = r"""
+releases:
+  description: One entry per release (C(provisioner), C(name), C(namespace), C(chart_ref), C(values)).
+  returned: always
+  type: list
+  elements: dict
+credential_variables:
+  description: Names of the variables holding the Trident backends' credentials.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import chart_source, storage
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "classes": {"type": "list", "elements": "dict", "required": True},
+            "charts": {"type": "dict", "default": {}},
+            "namespaces": {"type": "dict", "default": {}},
+            "helper_image": {"type": "str", "default": "busybox:1.36"},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    for argument in ("charts", "namespaces"):
+        unknown = sorted(set(params[argument]) - set(storage.PROVISIONERS))
+        if unknown:
+            module.fail_json(
+                msg="%s: expected keys among %s, found %s" % (argument, ", ".join(storage.PROVISIONERS), unknown[0])
+            )
+    try:
+        classes = storage.from_dicts(params["classes"])
+    except TypeError as error:
+        module.fail_json(msg="classes: expected clusterproof_site.storage_classes, found: %s" % error)
+    releases = storage.releases(classes, params["helper_image"], params["namespaces"])
+    for release in releases:
+        kind = release["provisioner"]
+        if params["charts"].get(kind):
+            release["chart_ref"] = params["charts"][kind]
+            continue
+        source = storage.CHART_SOURCES[kind]
+        try:
+            release["chart_ref"] = str(chart_source.chart_in_module(source.module, source.version, source.path))
+        except chart_source.ChartSourceError as error:
+            module.fail_json(
+                msg="%s; give the %s chart as a reference instead (storage_classes_charts.%s: a chart repository's "
+                "repo/chart, a path or a URL)" % (error, kind, kind),
+                releases=releases,
+            )
+    module.exit_json(changed=False, releases=releases, credential_variables=storage.credential_variables(classes))
+
+
+if __name__ == "__main__":
+    main()

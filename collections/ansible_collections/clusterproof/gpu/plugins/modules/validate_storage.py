@@ -1,0 +1,263 @@
+#!/usr/bin/python
+"""Prove the declared storage classes work: a claim binds, a shared claim serves two pods."""
+
+DOCUMENTATION = r"""
+module: validate_storage
+short_description: Prove the default StorageClass binds a claim and a ReadWriteMany class serves two pods
+description:
+  - Checks that every declared StorageClass exists as declared and that exactly one class of the
+    cluster is the default, the declared one.
+  - Creates a temporary namespace C(clusterproof-storage-probe-<random>); in it a claim on the
+    default class (and, for a C(WaitForFirstConsumer) class, a pod that mounts it) and waits for
+    the claim to become Bound; then, when a declared class offers C(ReadWriteMany), a claim on it
+    mounted by two pods (preferring two nodes) and waits for both to run.
+  - Always deletes the namespace, and waits for the volumes the probe made to go (deleting those a
+    C(Retain) class keeps), also when a step failed; a leftover is a failed check.
+  - Returns the checks as a site report section. Changes nothing that outlives the run, so it
+    reports C(changed=false); in check mode it creates nothing and only checks the classes.
+version_added: 0.1.0
+extends_documentation_fragment:
+  - clusterproof.gpu.kube_auth
+options:
+  classes:
+    description: The declared classes, as C(clusterproof_site.storage_classes) holds them.
+    type: list
+    elements: dict
+    required: true
+  probe_image:
+    description: Image of the probe pods (on the sandbox no container runs).
+    type: str
+    default: busybox:1.36
+  claim_size:
+    description: Size of each probe claim.
+    type: str
+    default: 1Mi
+  timeout:
+    description: Seconds to wait for a claim to bind and its pods to run.
+    type: int
+    default: 180
+  cleanup_timeout:
+    description:
+      - Seconds to wait for the probe's namespace and volumes to go. The namespace controller
+        empties a namespace in its own time (many seconds on a cluster with many resource types).
+    type: int
+    default: 180
+author:
+  - clusterproof developers
+"""
+
+EXAMPLES = r"""
+- name: Prove the storage classes bind
+  clusterproof.gpu.validate_storage:
+    classes: "{{ clusterproof_site.storage_classes }}"
+    kubeconfig: "{{ clusterproof_active_kubeconfig }}"
+  register: storage_checks
+"""
+
+RETURN = r"""
+checks:
+  description: Every check (ids C(storage/...)), as the other validators return them.
+  returned: success
+  type: list
+  elements: dict
+failed_checks:
+  description: How many checks failed.
+  returned: success
+  type: int
+section:
+  description: The checks and the class table as one site report section.
+  returned: success
+  type: dict
+namespace:
+  description: The probe namespace (deleted again), empty in check mode.
+  returned: success
+  type: str
+"""
+
+import copy
+import secrets
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, storage, storage_validation
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Check
+
+
+class Probe:
+    """Creates the probe's objects in one namespace, waits on them, and removes them all."""
+
+    def __init__(self, api, namespace, params):
+        self.core = kube.core_v1(api)
+        self.api = api
+        self.namespace = namespace
+        self.image = params["probe_image"]
+        self.size = params["claim_size"]
+        self.timeout = params["timeout"]
+        self.cleanup_timeout = params["cleanup_timeout"]
+        self.volumes = set()
+
+    def create_namespace(self):
+        self.core.create_namespace(storage.probe_namespace(self.namespace))
+
+    def claim(self, name, cls, access_mode, pods):
+        """Claim ``cls`` and start ``pods`` mounting it; wait until it is Bound and they run."""
+        probe = storage_validation.ClaimProbe(cls.name, access_mode)
+        started = time.monotonic()
+        try:
+            self.core.create_namespaced_persistent_volume_claim(
+                self.namespace, storage.probe_claim(self.namespace, name, cls.name, access_mode, self.size)
+            )
+            for pod in pods:
+                self.core.create_namespaced_pod(
+                    self.namespace, storage.probe_pod(self.namespace, pod, name, self.image, name)
+                )
+            deadline = started + self.timeout
+            while True:
+                self._observe(probe, name, pods)
+                if probe.phase == "Bound" and probe.bound_after_s is None:
+                    probe.bound_after_s = round(time.monotonic() - started, 2)
+                running = [pod for pod, (phase, _) in probe.pods.items() if phase in ("Running", "Succeeded")]
+                if probe.phase == "Bound" and len(running) == len(pods):
+                    break
+                if time.monotonic() > deadline:
+                    probe.events = self._events(name)
+                    break
+                time.sleep(0.5)
+        except kube.ApiException as error:
+            probe.error = "%s %s" % (error.status, error.reason)
+        return probe
+
+    def _observe(self, probe, name, pods):
+        claim = self.core.read_namespaced_persistent_volume_claim(name, self.namespace)
+        probe.phase = claim.status.phase or ""
+        probe.volume = claim.spec.volume_name or ""
+        if probe.volume:
+            self.volumes.add(probe.volume)
+        for pod in pods:
+            found = self.core.read_namespaced_pod(pod, self.namespace)
+            probe.pods[pod] = (found.status.phase or "", found.spec.node_name or "")
+
+    def _events(self, name):
+        try:
+            events = self.core.list_namespaced_event(
+                self.namespace, field_selector="involvedObject.name=%s" % name
+            ).items
+        except kube.ApiException:
+            return []
+        return ["%s: %s" % (event.reason, event.message) for event in events]
+
+    def clean_up(self):
+        """Delete the namespace (its claims and pods go with it), then wait for the volumes the
+        claims had to go; a volume its class retains is deleted here, the probe made it."""
+        cleanup = storage_validation.Cleanup()
+        try:
+            self.core.delete_namespace(self.namespace, propagation_policy="Foreground")
+        except kube.ApiException as error:
+            if error.status != 404:
+                cleanup.error = "deleting namespace %s: %s %s" % (self.namespace, error.status, error.reason)
+        deadline = time.monotonic() + self.cleanup_timeout
+        while time.monotonic() < deadline:
+            cleanup.namespace_left = self._exists(self.core.read_namespace, self.namespace)
+            left = []
+            for volume in sorted(self.volumes):
+                found = self._read_volume(volume)
+                if found is None:
+                    continue
+                left.append(volume)
+                if found.status.phase == "Released" and found.spec.persistent_volume_reclaim_policy == "Retain":
+                    self.core.delete_persistent_volume(volume)
+            cleanup.volumes_left = left
+            if not cleanup.namespace_left and not left:
+                break
+            time.sleep(0.5)
+        return cleanup
+
+    def _read_volume(self, name):
+        try:
+            return self.core.read_persistent_volume(name)
+        except kube.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def _exists(self, read, name):
+        try:
+            read(name)
+        except kube.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+
+def main():
+    argument_spec = copy.deepcopy(kube.AUTH_ARG_SPEC)
+    argument_spec.update(
+        classes={"type": "list", "elements": "dict", "required": True},
+        probe_image={"type": "str", "default": "busybox:1.36"},
+        claim_size={"type": "str", "default": "1Mi"},
+        timeout={"type": "int", "default": 180},
+        cleanup_timeout={"type": "int", "default": 180},
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    params = module.params
+    try:
+        declared = storage.from_dicts(params["classes"])
+    except TypeError as error:
+        module.fail_json(msg="classes: expected clusterproof_site.storage_classes, found: %s" % error)
+    try:
+        api = kube.api_client(params["kubeconfig"], params["context"])
+        observed = [
+            api.sanitize_for_serialization(item)
+            for item in kube.k8s_client.StorageV1Api(api)
+            .list_storage_class(_request_timeout=params["request_timeout"])
+            .items
+        ]
+    except (kube.KubeError, kube.ApiException, OSError) as error:
+        module.fail_json(
+            msg="cannot read the cluster's StorageClasses (kubeconfig %s): %s. Check that the API server is up "
+            "and that the kubeconfig points at it." % (params["kubeconfig"] or "default", error)
+        )
+    checks = storage_validation.class_checks(declared, observed)
+    checks.append(storage_validation.default_class_check(declared, observed))
+    default = storage.default_class(declared)
+    rwx = storage.rwx_class(declared)
+    namespace = ""
+    if module.check_mode or default is None:
+        reason = "check mode creates nothing" if module.check_mode else "the inventory declares no storage classes"
+        checks += [
+            Check("storage/default-binds", "A claim on the default class becomes Bound", "skip", message=reason),
+            Check("storage/rwx-shared", "Two pods share one ReadWriteMany claim", "skip", message=reason),
+        ]
+    else:
+        namespace = "clusterproof-storage-probe-%s" % secrets.token_hex(3)
+        probe = Probe(api, namespace, params)
+        default_probe = rwx_probe = None
+        try:
+            probe.create_namespace()
+            mode = "ReadWriteOnce" if "ReadWriteOnce" in default.access_modes else default.access_modes[0]
+            consumers = ["default-consumer"] if default.volume_binding_mode == "WaitForFirstConsumer" else []
+            default_probe = probe.claim("default-claim", default, mode, consumers)
+            if rwx is not None:
+                rwx_probe = probe.claim("shared-claim", rwx, "ReadWriteMany", ["shared-a", "shared-b"])
+        except kube.ApiException as error:
+            default_probe = default_probe or storage_validation.ClaimProbe(default.name, "ReadWriteOnce")
+            default_probe.error = default_probe.error or "%s %s" % (error.status, error.reason)
+        finally:
+            cleanup = probe.clean_up()
+        checks.append(storage_validation.bind_check(default, default_probe, params["timeout"]))
+        checks.append(storage_validation.rwx_check(rwx, rwx_probe, params["timeout"]))
+        checks.append(storage_validation.cleanup_check(namespace, cleanup))
+    table = storage_validation.class_table(declared, observed)
+    module.exit_json(
+        changed=False,
+        checks=[check.to_dict() for check in checks],
+        failed_checks=sum(1 for check in checks if check.status == "fail"),
+        section=storage_validation.section(checks, table),
+        namespace=namespace,
+    )
+
+
+if __name__ == "__main__":
+    main()

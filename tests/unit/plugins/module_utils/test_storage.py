@@ -1,0 +1,338 @@
+"""Storage classes: objects and chart values from the declaration, the sandbox's provisioner, and
+the validator's verdicts on what it observed."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import storage, storage_sandbox, storage_validation
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import Layout
+
+SITE_VARS = {"vault_ontap": {"username": "vsadmin", "password": "s3cret"}}
+DECLARED = [
+    {"name": "local-path", "provisioner": "local-path", "default": True},
+    {
+        "name": "shared",
+        "provisioner": "local-path",
+        "access_modes": ["ReadWriteMany"],
+        "local_path": {"shared_path": "/srv/shared/"},
+    },
+    {
+        "name": "nfs-ai",
+        "provisioner": "nfs",
+        "access_modes": ["ReadWriteMany"],
+        "reclaim_policy": "Retain",
+        "nfs": {"server": "nas1.example.org", "path": "/export/ai", "mount_options": ["nfsvers=4.1"]},
+    },
+    {
+        "name": "ontap",
+        "provisioner": "trident",
+        "trident": {
+            "backends": [
+                {
+                    "name": "aff1",
+                    "storage_driver": "ontap-nas",
+                    "management_lif": "10.0.0.5",
+                    "data_lif": "10.0.1.5",
+                    "svm": "svm_ai",
+                    "credentials": "vault_ontap",
+                },
+                {
+                    "name": "aff2",
+                    "storage_driver": "ontap-nas",
+                    "management_lif": "aff2.example.org",
+                    "svm": "svm_ai",
+                    "credentials": "vault_ontap",
+                },
+            ]
+        },
+    },
+]
+
+
+def declared() -> dict[str, storage.StorageClassDeclaration]:
+    classes, problems = storage.check_storage_classes(DECLARED, SITE_VARS)
+    assert problems == []
+    return {cls.name: cls for cls in classes}
+
+
+def test_declarations_round_trip_through_their_dict_form():
+    import dataclasses
+
+    classes = list(declared().values())
+    assert storage.from_dicts([dataclasses.asdict(cls) for cls in classes]) == classes
+
+
+def test_exactly_one_class_is_annotated_default_and_the_others_say_false():
+    manifests = [storage.storage_class_manifest(cls) for cls in declared().values()]
+    annotations = {
+        m["metadata"]["name"]: m["metadata"]["annotations"][storage.DEFAULT_CLASS_ANNOTATION] for m in manifests
+    }
+    assert annotations == {"local-path": "true", "shared": "false", "nfs-ai": "false", "ontap": "false"}
+
+
+def test_storage_class_fields_per_provisioner():
+    classes = declared()
+    local = storage.storage_class_manifest(classes["local-path"])
+    assert (local["provisioner"], local["volumeBindingMode"], local["reclaimPolicy"]) == (
+        "rancher.io/local-path",
+        "WaitForFirstConsumer",
+        "Delete",
+    )
+    assert storage.storage_class_manifest(classes["shared"])["volumeBindingMode"] == "Immediate"
+    nfs = storage.storage_class_manifest(classes["nfs-ai"])
+    assert nfs["provisioner"] == "clusterproof.io/nfs-nfs-ai"
+    assert nfs["parameters"] == {"archiveOnDelete": "true"}
+    assert nfs["mountOptions"] == ["nfsvers=4.1"]
+    ontap = storage.storage_class_manifest(classes["ontap"])
+    assert ontap["provisioner"] == "csi.trident.netapp.io"
+    assert ontap["parameters"] == {"backendType": "ontap-nas", "storagePools": "aff1:.*;aff2:.*"}
+
+
+def test_local_path_config_serves_each_class_from_its_path():
+    config = json.loads(storage.local_path_config_text(declared().values()))
+    assert config == {
+        "storageClassConfigs": {
+            "local-path": {
+                "nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/opt/local-path-provisioner"]}]
+            },
+            "shared": {"sharedFileSystemPath": "/srv/shared"},
+        }
+    }
+
+
+def test_local_path_chart_values_keep_the_chart_from_making_classes():
+    values = storage.local_path_chart_values(declared().values(), "registry.example.org/busybox:1.36")
+    assert values["storageClass"] == {"create": False}
+    assert values["storageClassConfigs"]["shared"] == {
+        "storageClass": {"create": False},
+        "sharedFileSystemPath": "/srv/shared",
+    }
+    assert values["helperImage"] == {"repository": "registry.example.org/busybox", "tag": "1.36"}
+    assert storage.local_path_chart_values([], "registry:5000/busybox")["helperImage"] == {
+        "repository": "registry:5000/busybox",
+        "tag": "latest",
+    }
+
+
+def test_nfs_chart_values_name_the_export_and_the_class_provisioner():
+    values = storage.nfs_chart_values(declared()["nfs-ai"])
+    assert values == {
+        "nfs": {"server": "nas1.example.org", "path": "/export/ai", "mountOptions": ["nfsvers=4.1"]},
+        "storageClass": {"create": False, "provisionerName": "clusterproof.io/nfs-nfs-ai"},
+    }
+    assert storage.nfs_release_name(declared()["nfs-ai"]) == "nfs-nfs-ai"
+
+
+def test_trident_backends_get_a_secret_each_with_the_credentials():
+    objects = storage.trident_backend_objects(declared()["ontap"], SITE_VARS)
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Secret", "clusterproof-backend-aff1"),
+        ("TridentBackendConfig", "clusterproof-aff1"),
+        ("Secret", "clusterproof-backend-aff2"),
+        ("TridentBackendConfig", "clusterproof-aff2"),
+    ]
+    secret, backend = objects[0], objects[1]
+    assert base64.b64decode(secret["data"]["password"]).decode() == "s3cret"
+    assert backend["spec"] == {
+        "version": 1,
+        "backendName": "aff1",
+        "storageDriverName": "ontap-nas",
+        "managementLIF": "10.0.0.5",
+        "dataLIF": "10.0.1.5",
+        "svm": "svm_ai",
+        "credentials": {"name": "clusterproof-backend-aff1"},
+    }
+    assert "dataLIF" not in objects[3]["spec"]
+
+
+def test_trident_backend_without_credentials_is_refused_naming_the_variable():
+    with pytest.raises(ValueError, match="credentials variable vault_ontap has no username and password"):
+        storage.trident_backend_objects(declared()["ontap"], {})
+
+
+def test_rwx_class_prefers_the_default():
+    classes = declared()
+    assert storage.rwx_class(classes.values()).name == "shared"
+    rwx_default = storage.from_dicts([{**storage.dataclasses.asdict(classes["nfs-ai"]), "default": True}])
+    assert storage.rwx_class([classes["shared"], *rwx_default]).name == "nfs-ai"
+    assert storage.rwx_class([classes["local-path"]]) is None
+
+
+def test_sandbox_helper_pods_are_completed_by_kwok_and_cluster_ones_are_not():
+    sandbox = storage.local_path_helper_pod("busybox:1.36", sandbox=True)
+    assert sandbox["metadata"]["annotations"] == {storage.COMPLETE_AFTER_ANNOTATION: "1s"}
+    assert "annotations" not in storage.local_path_helper_pod("busybox:1.36", sandbox=False)["metadata"]
+
+
+def test_sandbox_provisioner_process_and_files(tmp_path: Path):
+    layout = Layout(tmp_path)
+    process = storage_sandbox.component(layout, Path("/cache/bin"))
+    assert process.argv[:2] == ("/cache/bin/local-path-provisioner", "start")
+    assert "--kubeconfig=%s" % layout.kubeconfig in process.argv
+    assert "--provisioner-name=rancher.io/local-path" in process.argv
+    contents = storage_sandbox.files(declared().values(), "busybox:1.36")
+    assert storage_sandbox.write_files(layout, contents, check_mode=True) == [
+        str(tmp_path / "local-path" / "config.json"),
+        str(tmp_path / "local-path" / "helperPod.yaml"),
+    ]
+    assert not (tmp_path / "local-path").exists()
+    assert len(storage_sandbox.write_files(layout, contents)) == 2
+    assert storage_sandbox.write_files(layout, contents) == []
+    helper = yaml.safe_load((tmp_path / "local-path" / "helperPod.yaml").read_text())
+    assert helper["metadata"]["annotations"][storage.COMPLETE_AFTER_ANNOTATION] == "1s"
+    configmap = storage_sandbox.cluster_objects(contents)[2]
+    assert json.loads(configmap["data"]["config.json"]) == json.loads(contents["config.json"])
+
+
+def test_probe_pods_of_one_claim_prefer_different_nodes_and_tolerate_any_taint():
+    pod = storage.probe_pod("ns", "shared-a", "shared-claim", "busybox:1.36", "shared-claim")
+    assert pod["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "shared-claim"}}]
+    assert pod["spec"]["tolerations"] == [{"operator": "Exists"}]
+    term = pod["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == {"clusterproof.io/probe-group": "shared-claim"}
+    claim = storage.probe_claim("ns", "c", "shared", "ReadWriteMany", "2Mi")
+    assert claim["spec"] == {
+        "storageClassName": "shared",
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "2Mi"}},
+    }
+
+
+# --- the validator's verdicts --------------------------------------------------------------------
+
+
+def observed(*classes: storage.StorageClassDeclaration, extra_default: str = "") -> list[dict]:
+    items = [storage.storage_class_manifest(cls) for cls in classes]
+    if extra_default:
+        items.append(
+            {
+                "metadata": {"name": extra_default, "annotations": {storage.DEFAULT_CLASS_ANNOTATION: "true"}},
+                "provisioner": "ebs.csi.aws.com",
+            }
+        )
+    return items
+
+
+def test_class_checks_pass_when_the_cluster_has_the_declared_classes():
+    classes = declared()
+    checks = storage_validation.class_checks(classes.values(), observed(*classes.values()))
+    assert [(c.id, c.status) for c in checks] == [
+        ("storage/classes/local-path", "pass"),
+        ("storage/classes/shared", "pass"),
+        ("storage/classes/nfs-ai", "pass"),
+        ("storage/classes/ontap", "pass"),
+    ]
+
+
+def test_a_missing_or_different_class_fails_and_says_what_to_do():
+    classes = declared()
+    changed = storage.storage_class_manifest(classes["shared"])
+    changed["reclaimPolicy"] = "Retain"
+    checks = storage_validation.class_checks([classes["local-path"], classes["shared"]], [changed])
+    assert checks[0].status == "fail" and "not in the cluster" in checks[0].message
+    assert checks[1].status == "fail" and "reclaimPolicy" in checks[1].message
+    assert checks[1].observed["reclaimPolicy"] == "Retain"
+
+
+def test_default_class_check_wants_exactly_the_declared_default():
+    classes = declared()
+    good = storage_validation.default_class_check(classes.values(), observed(*classes.values()))
+    assert (good.status, good.observed) == ("pass", ["local-path"])
+    two = storage_validation.default_class_check(classes.values(), observed(*classes.values(), extra_default="gp2"))
+    assert two.status == "fail"
+    assert "expected local-path to be the only default StorageClass, found gp2, local-path" in two.message
+    none = storage_validation.default_class_check(classes.values(), [])
+    assert none.status == "fail" and "found none" in none.message
+    assert storage_validation.default_class_check([], []).status == "skip"
+
+
+def test_bind_check():
+    default = declared()["local-path"]
+    bound = storage_validation.ClaimProbe(
+        "local-path", "ReadWriteOnce", "Bound", "pvc-1", 2.5, {"c": ("Running", "n1")}
+    )
+    check = storage_validation.bind_check(default, bound, 180)
+    assert (check.status, check.duration_s) == ("pass", 2.5)
+    assert "once a pod consumes it" in check.title
+    pending = storage_validation.ClaimProbe(
+        "local-path", "ReadWriteOnce", "Pending", events=["ProvisioningFailed: boom"]
+    )
+    check = storage_validation.bind_check(default, pending, 180)
+    assert check.status == "fail"
+    assert "the claim is Pending after 180 s, expected Bound" in check.message
+    assert "ProvisioningFailed: boom" in check.message
+    failed = storage_validation.ClaimProbe("local-path", "ReadWriteOnce", error="403 Forbidden")
+    assert "403 Forbidden" in storage_validation.bind_check(default, failed, 180).message
+    assert storage_validation.bind_check(None, None, 180).status == "skip"
+
+
+def test_rwx_check():
+    shared = declared()["shared"]
+    two_nodes = storage_validation.ClaimProbe(
+        "shared", "ReadWriteMany", "Bound", "pv", 1.0, {"a": ("Running", "n1"), "b": ("Running", "n2")}
+    )
+    assert storage_validation.rwx_check(shared, two_nodes, 60).status == "pass"
+    one_node = storage_validation.ClaimProbe(
+        "shared", "ReadWriteMany", "Bound", "pv", 1.0, {"a": ("Running", "n1"), "b": ("Running", "n1")}
+    )
+    check = storage_validation.rwx_check(shared, one_node, 60)
+    assert check.status == "pass" and "both pods ran on node n1" in check.message
+    one_pending = storage_validation.ClaimProbe(
+        "shared", "ReadWriteMany", "Bound", "pv", 1.0, {"a": ("Running", "n1"), "b": ("Pending", "")}
+    )
+    check = storage_validation.rwx_check(shared, one_pending, 60)
+    assert check.status == "fail" and "1 of 2 pods run" in check.message
+    skipped = storage_validation.rwx_check(None, None, 60)
+    assert skipped.status == "skip" and "no declared storage class offers ReadWriteMany" in skipped.message
+
+
+def test_cleanup_check_names_what_is_left():
+    assert storage_validation.cleanup_check("ns", storage_validation.Cleanup()).status == "pass"
+    left = storage_validation.cleanup_check("ns", storage_validation.Cleanup(True, ["pvc-1"]))
+    assert left.status == "fail" and "left behind: ns, pvc-1" in left.message
+
+
+def test_section_has_the_class_table():
+    classes = declared()
+    found = observed(classes["local-path"])
+    table = storage_validation.class_table([classes["local-path"], classes["shared"]], found)
+    assert table["rows"] == [
+        ["local-path", "local-path", "yes", "yes", "ReadWriteOnce", "yes"],
+        ["shared", "local-path", "no", None, "ReadWriteMany", "no"],
+    ]
+    assert table["row_status"] == ["pass", "fail"]
+    section = storage_validation.section(storage_validation.class_checks(classes.values(), found), table)
+    assert section["id"] == "storage" and section["tables"][0]["id"] == "storage-classes"
+
+
+def test_releases_one_local_path_for_all_one_nfs_per_class_one_trident_operator():
+    classes = list(declared().values())
+    found = storage.releases(classes, "busybox:1.36", {"trident": "netapp"})
+    assert [(r["provisioner"], r["name"], r["namespace"]) for r in found] == [
+        ("local-path", "local-path-provisioner", "local-path-storage"),
+        ("nfs", "nfs-nfs-ai", "nfs-provisioner"),
+        ("trident", "trident-operator", "netapp"),
+    ]
+    assert set(found[0]["values"]["storageClassConfigs"]) == {"local-path", "shared"}
+    assert found[1]["values"] == storage.nfs_chart_values(declared()["nfs-ai"])
+    assert storage.releases([declared()["local-path"]], "busybox:1.36")[0]["provisioner"] == "local-path"
+    assert storage.releases([], "busybox:1.36") == []
+
+
+def test_credential_variables_are_named_once():
+    assert storage.credential_variables(declared().values()) == ["vault_ontap"]
+    assert storage.credential_variables([declared()["local-path"]]) == []
+
+
+def test_chart_sources_are_pinned_for_every_provisioner_and_local_path_matches_the_sandbox():
+    from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_build
+
+    assert set(storage.CHART_SOURCES) == set(storage.PROVISIONERS)
+    # The chart a real cluster gets is the version the sandbox runs.
+    assert storage.CHART_SOURCES["local-path"].version == sandbox_build.SandboxVersions.local_path_provisioner
