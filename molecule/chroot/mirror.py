@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""A local stand-in for an air-gapped site's mirror of NVIDIA's package repositories.
+"""A local stand-in for an air-gapped site's mirror of NVIDIA's (and Kubernetes') package repositories.
 
-    mirror.py build ROOT REPO...     signed flat apt repositories at ROOT/REPO/, key at ROOT/mirror-key.asc
+    mirror.py build ROOT REPO...     signed flat apt repositories at ROOT/REPO/, key at ROOT/mirror-key.asc;
+                                     REPO=DEBDIR adds the .debs of DEBDIR to that repository
     mirror.py serve ROOT STATE_DIR   serve ROOT on 127.0.0.1 (a free port); write STATE_DIR/{url,pid}
+    mirror.py deb OUTDIR PACKAGE VERSION FILE=DEST...
+                                     build OUTDIR/PACKAGE_VERSION_amd64.deb installing each FILE at DEST
 
 NVIDIA's packages cannot be had here, so each repository holds one empty package of its own,
 clusterproof-mirror-probe, that shows apt resolving packages through the source. The Release files
 are signed with a key made for this run, so apt checks the source file and its key exactly as it
 would against NVIDIA's repository or a real mirror. Debian's gpg and dpkg-deb make the key and the
-package; nothing else is needed.
+package; nothing else is needed. A scenario that needs real packages builds them with ``deb`` (the
+kubernetes_packages scenario packages the sandbox cache's kubeadm, kubelet and kubectl) and adds them
+to a repository with REPO=DEBDIR.
 """
 
 from __future__ import annotations
@@ -64,6 +69,41 @@ def _probe_package(repo: Path) -> str:
     return "".join("%s: %s\n" % item for item in fields.items())
 
 
+def _stanza(deb: Path) -> str:
+    """The Packages stanza of a .deb already in its repository."""
+    control = subprocess.run(["dpkg-deb", "--field", str(deb)], capture_output=True, text=True, check=True).stdout
+    data = deb.read_bytes()
+    fields = "Filename: %s\nSize: %d\nSHA256: %s\n" % (deb.name, len(data), hashlib.sha256(data).hexdigest())
+    return control.rstrip("\n") + "\n" + fields
+
+
+def build_deb(out: Path, package: str, version: str, files: list[str]) -> Path:
+    """A package of real files (binaries a scenario installs from the mirror), uncompressed: the
+    binaries are large and the package never leaves the machine."""
+    out.mkdir(parents=True, exist_ok=True)
+    deb = out / ("%s_%s_amd64.deb" % (package, version))
+    with tempfile.TemporaryDirectory() as staging:
+        for spec in files:
+            source, _, dest = spec.partition("=")
+            target = Path(staging) / dest.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+        control = {
+            "Package": package,
+            "Version": version,
+            "Architecture": "amd64",
+            "Maintainer": KEY_UID,
+            "Description": "%s for the clusterproof molecule mirror" % package,
+        }
+        (Path(staging) / "DEBIAN").mkdir()
+        (Path(staging) / "DEBIAN" / "control").write_text("".join("%s: %s\n" % item for item in control.items()))
+        subprocess.run(
+            ["dpkg-deb", "--root-owner-group", "-Znone", "--build", staging, str(deb)], capture_output=True, check=True
+        )
+    print(deb)
+    return deb
+
+
 def _release(repo: Path) -> str:
     lines = [
         "Origin: clusterproof-molecule",
@@ -84,10 +124,15 @@ def build(root: Path, repos: list[str]) -> None:
     try:
         _gpg(home, "--quick-generate-key", KEY_UID, "ed25519", "sign", "1d")
         (root / KEY_NAME).write_bytes(_gpg(home, "--armor", "--export"))
-        for name in repos:
+        for spec in repos:
+            name, _, debs = spec.partition("=")
             repo = root / name
             repo.mkdir(parents=True, exist_ok=True)
-            packages = _probe_package(repo).encode()
+            stanzas = [_probe_package(repo)]
+            for deb in sorted(Path(debs).glob("*.deb")) if debs else []:
+                shutil.copy2(deb, repo / deb.name)
+                stanzas.append(_stanza(repo / deb.name))
+            packages = "\n".join(stanzas).encode()
             (repo / "Packages").write_bytes(packages)
             (repo / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
             release = _release(repo).encode()
@@ -118,6 +163,8 @@ def main(argv: list[str]) -> None:
         build(Path(argv[1]), argv[2:])
     elif len(argv) == 3 and argv[0] == "serve":
         serve(Path(argv[1]), Path(argv[2]))
+    elif len(argv) >= 5 and argv[0] == "deb":
+        build_deb(Path(argv[1]), argv[2], argv[3], argv[4:])
     else:
         raise SystemExit(__doc__)
 

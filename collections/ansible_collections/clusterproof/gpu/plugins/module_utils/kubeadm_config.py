@@ -1,0 +1,362 @@
+"""Kubernetes installed with kubeadm: the site's settings, checked, and the kubeadm configuration
+rendered from them.
+
+Cluster mode ``kubeadm`` installs a pinned Kubernetes on the inventory's hosts: the first host of
+``kube_control_plane`` runs ``kubeadm init``, the other control-plane hosts and the workers
+(``gpu_nodes`` and the optional ``kube_workers``) run ``kubeadm join``. Everything kubeadm is told
+comes from here, as data (plain dicts), so it is unit-tested directly and checked by a real
+``kubeadm config validate`` (tests/e2e/test_kubeadm_config.py).
+
+Pure: no Ansible, no Kubernetes client. ``check_settings`` returns errors as
+``(field, expected, found value)`` for inventory_schema to report with the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+KUBEADM_API = "kubeadm.k8s.io/v1beta4"
+KUBELET_API = "kubelet.config.k8s.io/v1beta1"
+# containerd's CRI socket: the runtime the nvidia_container_toolkit role registers the nvidia runtime with.
+CRI_SOCKET = "unix:///run/containerd/containerd.sock"
+API_SERVER_PORT = 6443
+# Upstream's packages are versioned <Kubernetes version>-<revision>; a mirror keeps upstream's versions.
+PACKAGE_REVISION = "1.1"
+CNIS = ("flannel", "none")
+# Where each CNI's pinned manifest comes from: the Go module that carries it, and the file in it.
+CNI_MANIFESTS = {"flannel": ("github.com/flannel-io/flannel", "Documentation/kube-flannel.yml")}
+# The taint GPU nodes get with clusterproof_gpu_node_taint: pods that ask for no GPU stay off them
+# (the GPU operator's and NVIDIA's device plugin's pods tolerate it).
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+# The label every GPU node gets at registration, before GPU feature discovery runs.
+GPU_LABEL = ("nvidia.com/gpu.present", "true")
+
+# The site-wide variables of mode kubeadm, for inventory_schema's list of known variables.
+SITE_VARIABLES = {
+    "clusterproof_kubernetes_version": "Kubernetes version kubeadm installs, v1.<minor>.<patch> (mode kubeadm)",
+    "clusterproof_kubernetes_package_repo": "apt source of kubeadm/kubelet/kubectl; empty: the upstream one",
+    "clusterproof_kubernetes_package_key": "URL of that source's signing key; empty: the upstream one",
+    "clusterproof_pod_subnet": "the pods' network (CIDR), handed to the CNI (mode kubeadm)",
+    "clusterproof_service_subnet": "the services' network (CIDR), not overlapping the pods' (mode kubeadm)",
+    "clusterproof_control_plane_endpoint": "host[:port] of the API server; empty: the first control-plane host",
+    "clusterproof_cni": "the pod network: %s (mode kubeadm)" % " | ".join(CNIS),
+    "clusterproof_cni_version": "the CNI's pinned version (mode kubeadm)",
+    "clusterproof_gpu_node_taint": "taint GPU nodes nvidia.com/gpu=present:NoSchedule (mode kubeadm)",
+}
+
+_VERSION = re.compile(r"^v1\.(\d+)\.(\d+)$")
+_CNI_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
+_URL = re.compile(r"^(https?|file)://\S+$")
+_HOST = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?)(:(\d{1,5}))?$")
+_JOIN_TOKEN = re.compile(r"--token\s+([a-z0-9]{6}\.[a-z0-9]{16})")
+_JOIN_HASH = re.compile(r"--discovery-token-ca-cert-hash\s+(sha256:[0-9a-f]{64})")
+_JOIN_ENDPOINT = re.compile(r"kubeadm\s+join\s+(\S+)")
+_CERTIFICATE_KEY = re.compile(r"^([0-9a-f]{64})$", re.MULTILINE)
+
+
+@dataclasses.dataclass(frozen=True)
+class KubernetesSettings:
+    """What mode kubeadm installs, as the inventory declares it (defaults filled in)."""
+
+    version: str = "v1.36.3"
+    package_repo: str = ""
+    package_key: str = ""
+    pod_subnet: str = "10.244.0.0/16"
+    service_subnet: str = "10.96.0.0/12"
+    control_plane_endpoint: str = ""
+    cni: str = "flannel"
+    cni_version: str = "v0.28.4"
+    gpu_node_taint: bool = False
+    control_plane_hosts: tuple[str, ...] = ()
+    worker_hosts: tuple[str, ...] = ()
+    # kubeadm, kubelet and kubectl as apt versions them (filled in by check_settings).
+    package_version: str = ""
+
+    @property
+    def minor(self) -> str:
+        """v1.36.3 -> v1.36: upstream's package repositories are one per minor version."""
+        return self.version.rsplit(".", 1)[0]
+
+    @property
+    def package_source(self) -> str:
+        # Upstream's community-owned repository; an air-gapped site sets its mirror instead.
+        return self.package_repo or "https://pkgs.k8s.io/core:/stable:/%s/deb/" % self.minor
+
+    @property
+    def package_source_key(self) -> str:
+        return self.package_key or self.package_source.rstrip("/") + "/Release.key"
+
+
+Error = tuple[str, str, Any]
+
+
+def _network(field: str, value: Any, errors: list[Error]) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        errors.append((field, "a network in CIDR notation with no host bits set, such as 10.244.0.0/16", value))
+        return None
+
+
+def check_settings(
+    site: Mapping[str, Any], groups: Mapping[str, Sequence[str]]
+) -> tuple[KubernetesSettings, list[Error]]:
+    """Read and check mode kubeadm's site variables; ``site`` is the first control-plane host's variables."""
+    defaults = KubernetesSettings()
+    errors: list[Error] = []
+    values = {
+        "version": site.get("clusterproof_kubernetes_version", defaults.version),
+        "package_repo": site.get("clusterproof_kubernetes_package_repo", defaults.package_repo),
+        "package_key": site.get("clusterproof_kubernetes_package_key", defaults.package_key),
+        "pod_subnet": site.get("clusterproof_pod_subnet", defaults.pod_subnet),
+        "service_subnet": site.get("clusterproof_service_subnet", defaults.service_subnet),
+        "control_plane_endpoint": site.get("clusterproof_control_plane_endpoint", defaults.control_plane_endpoint),
+        "cni": site.get("clusterproof_cni", defaults.cni),
+        "cni_version": site.get("clusterproof_cni_version", defaults.cni_version),
+        "gpu_node_taint": site.get("clusterproof_gpu_node_taint", defaults.gpu_node_taint),
+    }
+    if not isinstance(values["version"], str) or not _VERSION.match(values["version"]):
+        errors.append(
+            ("clusterproof_kubernetes_version", "a version v1.<minor>.<patch>, such as v1.36.3", values["version"])
+        )
+    for key, field in (
+        ("package_repo", "clusterproof_kubernetes_package_repo"),
+        ("package_key", "clusterproof_kubernetes_package_key"),
+    ):
+        if not isinstance(values[key], str) or (values[key] and not _URL.match(values[key])):
+            errors.append((field, "an http(s):// or file:// URL, or empty for the upstream one", values[key]))
+    pods = _network("clusterproof_pod_subnet", values["pod_subnet"], errors)
+    services = _network("clusterproof_service_subnet", values["service_subnet"], errors)
+    if pods is not None and services is not None:
+        if pods.version != services.version:
+            errors.append(
+                (
+                    "clusterproof_service_subnet",
+                    "a network of the same IP version as clusterproof_pod_subnet (%s)" % pods,
+                    values["service_subnet"],
+                )
+            )
+        elif pods.overlaps(services):
+            errors.append(
+                (
+                    "clusterproof_pod_subnet",
+                    "a network that does not overlap clusterproof_service_subnet (%s)" % services,
+                    values["pod_subnet"],
+                )
+            )
+    endpoint = values["control_plane_endpoint"]
+    if not isinstance(endpoint, str) or (endpoint and not _valid_endpoint(endpoint)):
+        errors.append(("clusterproof_control_plane_endpoint", "host or host:port (port 1-65535), or empty", endpoint))
+    if values["cni"] not in CNIS:
+        errors.append(("clusterproof_cni", "one of %s" % ", ".join(CNIS), values["cni"]))
+    if not isinstance(values["cni_version"], str) or not _CNI_VERSION.match(values["cni_version"]):
+        errors.append(
+            ("clusterproof_cni_version", "a version v<major>.<minor>.<patch>, such as v0.28.4", values["cni_version"])
+        )
+    if not isinstance(values["gpu_node_taint"], bool):
+        errors.append(("clusterproof_gpu_node_taint", "true or false", values["gpu_node_taint"]))
+    control_plane = tuple(groups.get("kube_control_plane", ()))
+    # kubeadm joins more control-plane nodes only behind one address all of them answer on.
+    if len(control_plane) > 1 and not endpoint:
+        errors.append(
+            (
+                "clusterproof_control_plane_endpoint",
+                "the load-balanced host[:port] of the API server, as group kube_control_plane has %d hosts"
+                % len(control_plane),
+                endpoint,
+            )
+        )
+    workers = [
+        host for group in ("gpu_nodes", "kube_workers") for host in groups.get(group, ()) if host not in control_plane
+    ]
+    settings = KubernetesSettings(
+        **values, control_plane_hosts=control_plane, worker_hosts=tuple(dict.fromkeys(workers))
+    )
+    if errors:
+        return settings, errors
+    # The declaration names the source and the package version the hosts get.
+    return dataclasses.replace(
+        settings,
+        package_repo=settings.package_source,
+        package_key=settings.package_source_key,
+        package_version="%s-%s" % (settings.version[1:], PACKAGE_REVISION),
+    ), errors
+
+
+def _valid_endpoint(endpoint: str) -> bool:
+    match = _HOST.match(endpoint)
+    return bool(match) and (match.group(4) is None or 0 < int(match.group(4)) < 65536)
+
+
+def settings_of(site: Mapping[str, Any]) -> KubernetesSettings:
+    """The settings from the checked declaration (site_inventory's ``clusterproof_site``)."""
+    data = dict(site["kubernetes"])
+    data["control_plane_hosts"] = tuple(data.get("control_plane_hosts", ()))
+    data["worker_hosts"] = tuple(data.get("worker_hosts", ()))
+    return KubernetesSettings(**data)
+
+
+def host_groups(site: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The groups playbooks/kubernetes.yml runs its plays on, per host: every host in
+    ``clusterproof_kubeadm``, the first control plane in ``..._init``, the other control planes in
+    ``..._control_plane_join``, the workers in ``..._worker_join``. None outside mode kubeadm."""
+    if site.get("cluster_mode") != "kubeadm":
+        return []
+    settings = settings_of(site)
+    first, *others = settings.control_plane_hosts
+    entries = [{"host": first, "groups": ["clusterproof_kubeadm", "clusterproof_kubeadm_init"]}]
+    entries += [
+        {"host": host, "groups": ["clusterproof_kubeadm", "clusterproof_kubeadm_control_plane_join"]} for host in others
+    ]
+    entries += [
+        {"host": host, "groups": ["clusterproof_kubeadm", "clusterproof_kubeadm_worker_join"]}
+        for host in settings.worker_hosts
+    ]
+    return entries
+
+
+def endpoint_of(settings: KubernetesSettings, first_control_plane_address: str) -> str:
+    """The API server's host:port that nodes join through."""
+    endpoint = settings.control_plane_endpoint or first_control_plane_address
+    match = _HOST.match(endpoint)
+    return endpoint if match and match.group(4) else "%s:%d" % (endpoint, API_SERVER_PORT)
+
+
+def _node_of(site: Mapping[str, Any], host: str) -> Mapping[str, Any] | None:
+    return next((node for node in site.get("nodes", []) if node["host"] == host), None)
+
+
+def node_registration(site: Mapping[str, Any], host: str, settings: KubernetesSettings) -> dict[str, Any]:
+    """nodeRegistration for ``host``: its node name, containerd, and for a GPU node its labels and taints."""
+    node = _node_of(site, host)
+    registration: dict[str, Any] = {"name": node["name"] if node else host, "criSocket": CRI_SOCKET}
+    if node is None:
+        return registration
+    taints = [dict(taint) for taint in node.get("taints", [])]
+    if settings.gpu_node_taint and node.get("gpu_count", 0) > 0 and all(t["key"] != GPU_TAINT["key"] for t in taints):
+        taints.append(dict(GPU_TAINT))
+    # An empty list, not an absent field: kubeadm would otherwise add no taint to a worker either, but an
+    # explicit list says the inventory was read.
+    registration["taints"] = taints
+    labels = _node_labels(node)
+    if labels:
+        value = ",".join("%s=%s" % item for item in sorted(labels.items()))
+        registration["kubeletExtraArgs"] = [{"name": "node-labels", "value": value}]
+    return registration
+
+
+def node_patch(site: Mapping[str, Any], host: str, existing_taints: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The labels and taints a joined GPU node is patched to, so a node joined before the inventory
+    changed gets what its registration would give now. Taints are replaced as a whole list by the API,
+    so the node's other taints (Kubernetes' own, a cordon, the control plane's) are kept; a declared
+    taint replaces one of the same key."""
+    settings = settings_of(site)
+    registration = node_registration(site, host, settings)
+    declared = registration.get("taints", [])
+    declared_keys = {taint["key"] for taint in declared}
+    kept = [dict(taint) for taint in existing_taints if taint.get("key") not in declared_keys]
+    node = _node_of(site, host)
+    labels = _node_labels(node) if node else {}
+    return {"metadata": {"labels": labels}, "spec": {"taints": kept + declared}}
+
+
+def _node_labels(node: Mapping[str, Any]) -> dict[str, str]:
+    labels = dict(node.get("labels", {}))
+    if node.get("gpu_count", 0) > 0:
+        labels.setdefault(*GPU_LABEL)
+    return labels
+
+
+def init_documents(site: Mapping[str, Any], host: str, advertise_address: str) -> list[dict[str, Any]]:
+    """kubeadm init's configuration for the first control-plane host: InitConfiguration,
+    ClusterConfiguration and KubeletConfiguration (systemd cgroups, as containerd's runc is set)."""
+    settings = settings_of(site)
+    init = {
+        "apiVersion": KUBEADM_API,
+        "kind": "InitConfiguration",
+        "localAPIEndpoint": {"advertiseAddress": advertise_address, "bindPort": API_SERVER_PORT},
+        "nodeRegistration": node_registration(site, host, settings),
+    }
+    cluster = {
+        "apiVersion": KUBEADM_API,
+        "kind": "ClusterConfiguration",
+        "clusterName": site["site_name"],
+        "kubernetesVersion": settings.version,
+        "controlPlaneEndpoint": endpoint_of(settings, advertise_address),
+        "networking": {"podSubnet": settings.pod_subnet, "serviceSubnet": settings.service_subnet},
+    }
+    return [init, cluster, kubelet_document()]
+
+
+def kubelet_document() -> dict[str, Any]:
+    # systemd: the cgroup driver containerd's runc (and the nvidia runtime beside it) is configured with;
+    # a kubelet on cgroupfs beside it makes two cgroup managers fight over the node.
+    return {"apiVersion": KUBELET_API, "kind": "KubeletConfiguration", "cgroupDriver": "systemd"}
+
+
+def join_documents(
+    site: Mapping[str, Any],
+    host: str,
+    join: Mapping[str, str],
+    advertise_address: str = "",
+    certificate_key: str = "",
+) -> list[dict[str, Any]]:
+    """kubeadm join's configuration for ``host``; ``join`` is what parse_join_command read off the
+    first control-plane host. A control-plane host also gets its API endpoint and the key of the
+    uploaded certificates."""
+    settings = settings_of(site)
+    document: dict[str, Any] = {
+        "apiVersion": KUBEADM_API,
+        "kind": "JoinConfiguration",
+        "discovery": {
+            "bootstrapToken": {
+                "apiServerEndpoint": join["endpoint"],
+                "token": join["token"],
+                "caCertHashes": [join["ca_cert_hash"]],
+            }
+        },
+        "nodeRegistration": node_registration(site, host, settings),
+    }
+    if host in settings.control_plane_hosts:
+        document["controlPlane"] = {
+            "localAPIEndpoint": {"advertiseAddress": advertise_address, "bindPort": API_SERVER_PORT},
+            "certificateKey": certificate_key,
+        }
+    return [document]
+
+
+def parse_join_command(text: str) -> dict[str, str]:
+    """Read the endpoint, token and CA hash off ``kubeadm token create --print-join-command``."""
+    found = {
+        "endpoint": _JOIN_ENDPOINT.search(text),
+        "token": _JOIN_TOKEN.search(text),
+        "ca_cert_hash": _JOIN_HASH.search(text),
+    }
+    missing = [name for name, match in found.items() if match is None]
+    if missing:
+        raise ValueError("kubeadm's join command lacks %s: %r" % (", ".join(missing), text.strip()))
+    return {name: match.group(1) for name, match in found.items()}
+
+
+def parse_certificate_key(text: str) -> str:
+    """The key ``kubeadm init phase upload-certs --upload-certs`` prints on its last line."""
+    keys = _CERTIFICATE_KEY.findall(text)
+    if not keys:
+        raise ValueError("kubeadm printed no certificate key: %r" % text.strip())
+    return keys[-1]
+
+
+def to_yaml(documents: Sequence[Mapping[str, Any]]) -> str:
+    """The documents as one multi-document YAML file, as kubeadm --config reads it."""
+    # Imported here: the inventory checks import this file where only the controller has PyYAML.
+    import yaml
+
+    return "---\n".join(
+        yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False) for document in documents
+    )

@@ -1,0 +1,65 @@
+"""The pinned CNI manifest of mode kubeadm: taken from the CNI's own Go module, fitted to the site.
+
+Flannel publishes its manifest inside its Go module (``Documentation/kube-flannel.yml``), so a
+pinned version comes through the Go module proxy, checksummed by Go's sum database, like every
+other binary and chart clusterproof builds; nothing is copied into the repository. The only
+change made to it is the site's pod network in flannel's ``net-conf.json``.
+
+``manifest_file`` needs Go on the controller; an air-gapped controller without Go hands the role a
+copy of the manifest instead (kubernetes_cni_manifest_file). The rest is pure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kubeadm_config import CNI_MANIFESTS
+
+FLANNEL_CONFIG_MAP = "kube-flannel-cfg"
+
+
+def manifest_file(cni: str, version: str) -> Path:
+    """The manifest of ``cni`` at ``version`` in Go's module cache (downloaded if it is not there)."""
+    if cni not in CNI_MANIFESTS:
+        raise ValueError("no manifest is known for CNI %r; known: %s" % (cni, ", ".join(CNI_MANIFESTS)))
+    module, path = CNI_MANIFESTS[cni]
+    env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    done = subprocess.run(
+        ["go", "mod", "download", "-json", "%s@%s" % (module, version)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    try:
+        info = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        info = {"Error": done.stderr.strip() or "no output"}
+    if done.returncode != 0 or "Error" in info:
+        raise RuntimeError("go mod download %s@%s failed: %s" % (module, version, info.get("Error")))
+    return Path(info["Dir"]) / path
+
+
+def fit_flannel(documents: list[Mapping[str, Any]], pod_subnet: str) -> list[dict[str, Any]]:
+    """Flannel's manifest with the site's pod network in its net-conf.json (kubeadm's podSubnet:
+    the two must agree, or pods get addresses the nodes do not route)."""
+    fitted = []
+    found = False
+    for document in documents:
+        document = json.loads(json.dumps(document))
+        if document.get("kind") == "ConfigMap" and document["metadata"]["name"] == FLANNEL_CONFIG_MAP:
+            net_conf = json.loads(document["data"]["net-conf.json"])
+            net_conf["Network"] = pod_subnet
+            document["data"]["net-conf.json"] = json.dumps(net_conf, indent=2) + "\n"
+            found = True
+        fitted.append(document)
+    if not found:
+        raise ValueError(
+            "the manifest has no ConfigMap %s with a net-conf.json to set the pod network in" % FLANNEL_CONFIG_MAP
+        )
+    return fitted

@@ -1,0 +1,185 @@
+"""kubeadm's configuration as mode kubeadm renders it from the checked inventory."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kubeadm_config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory_schema import validate_site
+
+JOIN_COMMAND = (
+    "kubeadm join 10.0.0.10:6443 --token abcdef.0123456789abcdef "
+    "--discovery-token-ca-cert-hash sha256:" + "ab" * 32 + " \n"
+)
+
+
+def site(gpu_node_taint=False, control_plane=("cp-1",), **variables):
+    common = {
+        "clusterproof_site_name": "dgx-site",
+        "clusterproof_cluster_mode": "kubeadm",
+        "clusterproof_gpu_node_taint": gpu_node_taint,
+        **variables,
+    }
+    hostvars = {host: dict(common) for host in control_plane}
+    hostvars["dgx-1"] = {**common, "gpu_count": 8, "node_labels": {"site.example/rack": "r1"}}
+    hostvars["dgx-2"] = {
+        **common,
+        "gpu_count": 8,
+        "node_taints": [{"key": "site.example/reserved", "effect": "NoSchedule"}],
+    }
+    hostvars["cpu-1"] = dict(common)
+    groups = {
+        "all": list(hostvars),
+        "kube_control_plane": list(control_plane),
+        "gpu_nodes": ["dgx-1", "dgx-2"],
+        "kube_workers": ["cpu-1"],
+    }
+    declaration, errors = validate_site(groups, hostvars)
+    assert errors == []
+    return declaration.to_dict()
+
+
+def test_init_configuration_follows_the_inventory():
+    init, cluster, kubelet = kubeadm_config.init_documents(
+        site(clusterproof_pod_subnet="10.32.0.0/16"), "cp-1", "10.0.0.10"
+    )
+    assert init["kind"] == "InitConfiguration" and init["apiVersion"] == "kubeadm.k8s.io/v1beta4"
+    assert init["localAPIEndpoint"] == {"advertiseAddress": "10.0.0.10", "bindPort": 6443}
+    assert init["nodeRegistration"] == {"name": "cp-1", "criSocket": "unix:///run/containerd/containerd.sock"}
+    assert cluster["kubernetesVersion"] == "v1.36.3"
+    assert cluster["clusterName"] == "dgx-site"
+    assert cluster["controlPlaneEndpoint"] == "10.0.0.10:6443"
+    assert cluster["networking"] == {"podSubnet": "10.32.0.0/16", "serviceSubnet": "10.96.0.0/12"}
+    assert kubelet == {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "cgroupDriver": "systemd",
+    }
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "expected"),
+    [("api.site.example", "api.site.example:6443"), ("api.site.example:8443", "api.site.example:8443")],
+)
+def test_a_declared_endpoint_is_used_with_the_default_port(endpoint, expected):
+    documents = kubeadm_config.init_documents(site(clusterproof_control_plane_endpoint=endpoint), "cp-1", "10.0.0.10")
+    assert documents[1]["controlPlaneEndpoint"] == expected
+
+
+def test_gpu_worker_joins_with_its_labels_and_the_gpu_taint():
+    (join,) = kubeadm_config.join_documents(
+        site(gpu_node_taint=True), "dgx-2", kubeadm_config.parse_join_command(JOIN_COMMAND)
+    )
+    assert join["discovery"]["bootstrapToken"] == {
+        "apiServerEndpoint": "10.0.0.10:6443",
+        "token": "abcdef.0123456789abcdef",
+        "caCertHashes": ["sha256:" + "ab" * 32],
+    }
+    registration = join["nodeRegistration"]
+    assert registration["taints"] == [
+        {"key": "site.example/reserved", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+    ]
+    assert registration["kubeletExtraArgs"] == [{"name": "node-labels", "value": "nvidia.com/gpu.present=true"}]
+    assert "controlPlane" not in join
+
+
+def test_without_the_gpu_taint_gpu_nodes_keep_only_their_own():
+    documents = kubeadm_config.join_documents(site(), "dgx-1", kubeadm_config.parse_join_command(JOIN_COMMAND))
+    registration = documents[0]["nodeRegistration"]
+    assert registration["taints"] == []
+    assert registration["kubeletExtraArgs"][0]["value"] == "nvidia.com/gpu.present=true,site.example/rack=r1"
+
+
+def test_a_cpu_worker_gets_no_gpu_label():
+    documents = kubeadm_config.join_documents(
+        site(gpu_node_taint=True), "cpu-1", kubeadm_config.parse_join_command(JOIN_COMMAND)
+    )
+    assert documents[0]["nodeRegistration"] == {"name": "cpu-1", "criSocket": "unix:///run/containerd/containerd.sock"}
+
+
+def test_a_second_control_plane_joins_as_one():
+    declared = site(control_plane=("cp-1", "cp-2"), clusterproof_control_plane_endpoint="api.site.example")
+    key = kubeadm_config.parse_certificate_key("[upload-certs] Using certificate key:\n" + "0f" * 32 + "\n")
+    (join,) = kubeadm_config.join_documents(
+        declared, "cp-2", kubeadm_config.parse_join_command(JOIN_COMMAND), "10.0.0.11", key
+    )
+    assert join["controlPlane"] == {
+        "localAPIEndpoint": {"advertiseAddress": "10.0.0.11", "bindPort": 6443},
+        "certificateKey": "0f" * 32,
+    }
+
+
+def test_a_join_command_without_a_token_is_refused():
+    with pytest.raises(ValueError, match="lacks token"):
+        kubeadm_config.parse_join_command(
+            "kubeadm join 10.0.0.10:6443 --discovery-token-ca-cert-hash sha256:" + "ab" * 32
+        )
+
+
+def test_no_certificate_key_is_refused():
+    with pytest.raises(ValueError, match="no certificate key"):
+        kubeadm_config.parse_certificate_key("error uploading certs")
+
+
+def test_yaml_is_one_document_per_object_in_order():
+    documents = kubeadm_config.init_documents(site(), "cp-1", "10.0.0.10")
+    text = kubeadm_config.to_yaml(documents)
+    assert [document["kind"] for document in yaml.safe_load_all(text)] == [
+        "InitConfiguration",
+        "ClusterConfiguration",
+        "KubeletConfiguration",
+    ]
+    assert list(yaml.safe_load_all(text)) == documents
+
+
+def test_a_joined_gpu_node_is_patched_to_the_declared_labels_and_taints():
+    existing = [
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2026-11-22T10:00:00Z"},
+        {"key": "site.example/reserved", "value": "old", "effect": "NoExecute"},
+    ]
+    patch = kubeadm_config.node_patch(site(gpu_node_taint=True), "dgx-2", existing)
+    assert patch["metadata"]["labels"] == {"nvidia.com/gpu.present": "true"}
+    assert patch["spec"]["taints"] == [
+        existing[0],
+        {"key": "site.example/reserved", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+    ]
+
+
+def test_patching_a_node_already_as_declared_keeps_its_taints_as_they_are():
+    declared = kubeadm_config.node_patch(site(), "dgx-1", [])
+    assert declared == {
+        "metadata": {"labels": {"nvidia.com/gpu.present": "true", "site.example/rack": "r1"}},
+        "spec": {"taints": []},
+    }
+    assert kubeadm_config.node_patch(site(), "dgx-1", declared["spec"]["taints"]) == declared
+
+
+def test_host_groups_of_the_playbook():
+    declared = site(control_plane=("cp-1", "cp-2"), clusterproof_control_plane_endpoint="api.site.example")
+    assert kubeadm_config.host_groups(declared) == [
+        {"host": "cp-1", "groups": ["clusterproof_kubeadm", "clusterproof_kubeadm_init"]},
+        {"host": "cp-2", "groups": ["clusterproof_kubeadm", "clusterproof_kubeadm_control_plane_join"]},
+        {"host": "dgx-1", "groups": ["clusterproof_kubeadm", "clusterproof_kubeadm_worker_join"]},
+        {"host": "dgx-2", "groups": ["clusterproof_kubeadm", "clusterproof_kubeadm_worker_join"]},
+        {"host": "cpu-1", "groups": ["clusterproof_kubeadm", "clusterproof_kubeadm_worker_join"]},
+    ]
+    assert kubeadm_config.host_groups({**declared, "cluster_mode": "sandbox"}) == []
+
+
+def test_the_pins_agree_with_the_sandbox_and_the_package_role():
+    """Mode kubeadm installs the Kubernetes the sandbox runs; the package role's defaults name it too."""
+    from pathlib import Path
+
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox_build import SandboxVersions
+
+    settings, errors = kubeadm_config.check_settings({}, {"kube_control_plane": ["cp-1"]})
+    assert errors == [] and settings.version == SandboxVersions().kubernetes
+    defaults = yaml.safe_load(
+        (Path(__file__).resolve().parents[4] / "roles/kubernetes_packages/defaults/main.yml").read_text()
+    )
+    assert defaults["kubernetes_packages_version"] == settings.package_version
+    assert defaults["kubernetes_packages_repo_url"] == settings.package_repo
+    assert defaults["kubernetes_packages_repo_key_url"] == settings.package_key
