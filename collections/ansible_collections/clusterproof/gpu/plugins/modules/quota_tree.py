@@ -1,0 +1,79 @@
+#!/usr/bin/python
+"""Make an elastic quota tree exist on the GPU scheduler, as the inventory declares it."""
+
+DOCUMENTATION = r"""
+module: quota_tree
+short_description: Make an elastic quota tree (min/max per resource, namespaces on leaves) exist on KAI scheduler
+description:
+  - Takes the checked tree (C(clusterproof_site.quota_tree), module_utils/quota_tree.py says the rules)
+    and makes each node a KAI Queue under its parent queue (quota = min, limit = max, over-quota
+    weight = min; CPU in millicpus, memory in megabytes), and each leaf's namespaces exist, labelled
+    with their leaf.
+  - Server-side apply, changing only what differs; check mode reports what would change.
+version_added: 0.1.0
+options:
+  tree:
+    description: The tree's nodes, parents first (name, parent, min, max, namespaces).
+    type: list
+    elements: dict
+    required: true
+extends_documentation_fragment:
+  - clusterproof.gpu.kube_auth
+author:
+  - clusterproof developers
+"""
+
+EXAMPLES = r"""
+- name: Make the quota tree exist
+  clusterproof.gpu.quota_tree:
+    tree: "{{ clusterproof_site.quota_tree }}"
+    kubeconfig: "{{ clusterproof_active_kubeconfig }}"
+"""
+
+RETURN = r"""
+changed_objects:
+  description: Kind/name of every object that was (or in check mode would be) created or changed.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import copy
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, quota_tree
+
+
+def main():
+    spec = {"tree": {"type": "list", "elements": "dict", "required": True}}
+    spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    nodes, problems = quota_tree.check_tree(module.params["tree"])
+    if problems:
+        module.fail_json(
+            msg="quota tree: %s; nothing was changed"
+            % "; ".join("%s: %s: expected %s, found %r" % (p.where, p.field, p.expected, p.found) for p in problems)
+        )
+    changed_objects = []
+    try:
+        applier = kube.Applier(
+            kube.api_client(module.params["kubeconfig"], module.params["context"]), module.check_mode
+        )
+        for manifest in quota_tree.kai_manifests(nodes):
+            changed, _, _ = applier.apply(manifest)
+            if changed:
+                changed_objects.append("%s/%s" % (manifest["kind"], manifest["metadata"]["name"]))
+    except kube.KubeError as error:
+        module.fail_json(msg=str(error))
+    except kube.ApiException as error:
+        module.fail_json(
+            msg="making the quota tree exist failed: %s %s (is KAI scheduler installed?)"
+            % (error.status, error.reason),
+            changed_objects=changed_objects,
+        )
+    module.exit_json(changed=bool(changed_objects), changed_objects=changed_objects)
+
+
+if __name__ == "__main__":
+    main()

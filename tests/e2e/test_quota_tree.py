@@ -1,0 +1,99 @@
+"""The inventory's elastic quota tree on KAI scheduler: installed, enforced, and shown like the guide's dashboard."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, workloads
+
+from .conftest import Sandbox, ansible_module, free_port_base, run_playbook, sandbox_vars, wait_for
+
+pytestmark = pytest.mark.sandbox
+
+TREE = [
+    {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}},
+    {"name": "root-a", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}},
+    {"name": "root-b", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}},
+    {"name": "root-a-1", "parent": "root-a", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace1"]},
+    {"name": "root-a-2", "parent": "root-a", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace2"]},
+    {"name": "root-b-1", "parent": "root-b", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace3"]},
+    {"name": "root-b-2", "parent": "root-b", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace4"]},
+]
+
+
+def test_the_guides_tree_from_the_inventory_caps_a_leaf_at_its_max_and_shows_it(tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "kube_control_plane": {
+                            "hosts": {
+                                "localhost": {
+                                    "ansible_connection": "local",
+                                    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                                }
+                            }
+                        },
+                        # One node with the guide's 40 cores.
+                        "gpu_nodes": {"hosts": {"pool-1": {"gpu_count": 8, "node_cpu_cores": 40}}},
+                    },
+                    "vars": {"clusterproof_site_name": "quota-tree-test", "clusterproof_quota_tree": TREE},
+                }
+            }
+        )
+    )
+    state_dir, port_base = tmp_path / "state", free_port_base()
+    try:
+        up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+        assert up.returncode == 0, up.output[-3000:]
+        first = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+        assert first.returncode == 0, first.output[-3000:]
+        again = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+        assert again.returncode == 0 and again.recap()["changed"] == 0, again.output[-3000:]
+
+        site = Sandbox(state_dir, port_base, up)
+        api = config.new_client_from_config(config_file=str(site.kubeconfig))
+        queues = client.CustomObjectsApi(api).list_cluster_custom_object(*kai.QUEUE_API)["items"]
+        parents = {queue["metadata"]["name"]: queue["spec"].get("parentQueue") for queue in queues}
+        assert {name: parents[name] for name in ("root", "root-a", "root-b-2")} == {
+            "root": None,
+            "root-a": "root",
+            "root-b-2": "root-b",
+        }
+        # namespace1 deploys 5 replicas of 5 cores: its leaf's max of 20 lets 4 run (the guide's step 1).
+        workload = workloads.Workload("app", "namespace1", workloads.TRAINING, 5)
+        deployment = workloads.deployment_manifest(workload, workloads.ProjectSettings("namespace1"), 5, "cpu")
+        for labels in (deployment["metadata"]["labels"], deployment["spec"]["template"]["metadata"]["labels"]):
+            labels[kai.QUEUE_LABEL] = "root-a-1"
+        client.AppsV1Api(api).create_namespaced_deployment("namespace1", deployment)
+
+        def running():
+            pods = client.CoreV1Api(api).list_namespaced_pod("namespace1").items
+            return sum(1 for pod in pods if pod.status.phase == "Running" and pod.spec.node_name)
+
+        assert wait_for(lambda: running() == 4, timeout=60)
+        assert wait_for(lambda: running() == 5, timeout=8) is False, "the leaf's max of 20 cores was not enforced"
+
+        done = ansible_module("clusterproof.gpu.validate_quota_tree", {"tree": TREE}, site)
+        result = json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
+        assert done.returncode == 0, result.get("msg")
+        assert result["failed_checks"] == 0, result["section"]["checks"]
+        rows = {row[0].strip(): row for row in result["section"]["tables"][0]["rows"]}
+        assert rows["root-a-1"] == ["    root-a-1", "namespace1", "cpu", "20", "10", "20"]
+        assert rows["root"][3:] == ["40", "40", "20"] and rows["root-b"][5] == "0"
+        api.close()
+    finally:
+        down = run_playbook(
+            "playbooks/sandbox.yml",
+            "-e",
+            "sandbox_cluster_state=down",
+            *sandbox_vars(state_dir, port_base),
+            inventory=inventory,
+        )
+        assert down.returncode == 0, down.output[-3000:]
