@@ -132,7 +132,7 @@ def test_missing_required_group():
         ),
         (
             {"name": "team-a", "gpu_quota": 1, "quota": 2},
-            "project team-a: quota: expected one of name, gpu_quota, gpu_limit, over_quota_weight, priority, node_affinity, interactive_time_limit_seconds, users, groups, found an unknown field",
+            "project team-a: quota: expected one of name, gpu_quota, gpu_limit, over_quota_weight, priority, node_affinity, interactive_time_limit_seconds, users, groups, gpu_lending_limit, found an unknown field",
         ),
     ],
 )
@@ -223,9 +223,373 @@ def test_full_project_declaration():
     assert (declared.priority, declared.interactive_time_limit_seconds, declared.users) == (10, 3600, ["alice"])
 
 
+def test_kueue_scheduler_takes_a_lending_limit_per_project():
+    site = {
+        **SITE,
+        "clusterproof_scheduler": "kueue",
+        "clusterproof_projects": [{"name": "team-a", "gpu_quota": 4, "gpu_limit": 8, "gpu_lending_limit": 1.5}],
+    }
+    declaration, errors = validate_site(*inventory(site=site))
+    assert errors == []
+    assert declaration.scheduler == "kueue"
+    project = declaration.projects[0]
+    assert (project.gpu_quota, project.gpu_limit, project.gpu_lending_limit) == (4, 8, 1.5)
+    assert declaration.to_dict()["projects"][0]["gpu_lending_limit"] == 1.5
+
+
+@pytest.mark.parametrize(
+    ("lending", "message"),
+    [
+        (5, "project team-a: gpu_lending_limit: expected a number of GPUs from 0 to gpu_quota (4), found 5"),
+        (-1, "project team-a: gpu_lending_limit: expected a number of GPUs from 0 to gpu_quota (4), found -1"),
+        ("two", "project team-a: gpu_lending_limit: expected a number of GPUs from 0 to gpu_quota (4), found 'two'"),
+    ],
+)
+def test_bad_lending_limit(lending, message):
+    site = {
+        **SITE,
+        "clusterproof_scheduler": "kueue",
+        "clusterproof_projects": [{"name": "team-a", "gpu_quota": 4, "gpu_lending_limit": lending}],
+    }
+    assert message in errors_of(site=site)
+
+
+def test_lending_limit_needs_the_kueue_scheduler():
+    site = {**SITE, "clusterproof_projects": [{"name": "team-a", "gpu_quota": 4, "gpu_lending_limit": 2}]}
+    assert errors_of(site=site) == [
+        "project team-a: gpu_lending_limit: expected no lending limit: only clusterproof_scheduler kueue "
+        "lends quota by a limit, found 2.0"
+    ]
+
+
 def test_bad_time_limit_and_members():
     project = {"name": "team-a", "gpu_quota": 1, "interactive_time_limit_seconds": 0, "users": "alice"}
     assert errors_of(site={**SITE, "clusterproof_projects": [project]}) == [
         "project team-a: interactive_time_limit_seconds: expected a positive whole number of seconds, found 0",
         "project team-a: users: expected a list of names, found 'alice'",
+    ]
+
+
+KUBEADM_SITE = {**SITE, "clusterproof_cluster_mode": "kubeadm"}
+
+
+def test_kubeadm_mode_with_defaults():
+    declaration, errors = validate_site(*inventory(site=KUBEADM_SITE))
+    assert errors == []
+    kubernetes = declaration.kubernetes
+    assert (kubernetes.version, kubernetes.pod_subnet, kubernetes.service_subnet) == (
+        "v1.36.3",
+        "10.244.0.0/16",
+        "10.96.0.0/12",
+    )
+    assert kubernetes.package_repo == "https://pkgs.k8s.io/core:/stable:/v1.36/deb/"
+    assert kubernetes.package_key == "https://pkgs.k8s.io/core:/stable:/v1.36/deb/Release.key"
+    assert (kubernetes.control_plane_hosts, kubernetes.worker_hosts) == (("localhost",), ("dgx1-1", "dgx1-2"))
+    assert declaration.to_dict()["kubernetes"]["cni"] == "flannel"
+    assert kubernetes.package_version == "1.36.3-1.1"
+
+
+def test_other_modes_carry_no_kubernetes_settings():
+    declaration, errors = validate_site(*inventory())
+    assert errors == [] and declaration.kubernetes is None
+
+
+def test_kubeadm_mode_takes_a_mirror_and_extra_workers():
+    site = {
+        **KUBEADM_SITE,
+        "clusterproof_kubernetes_version": "v1.35.2",
+        "clusterproof_kubernetes_package_repo": "http://mirror.site.example/kubernetes/v1.35/deb/",
+        "clusterproof_kubernetes_package_key": "http://mirror.site.example/kubernetes/Release.key",
+        "clusterproof_gpu_node_taint": True,
+    }
+    groups, hostvars = inventory(site=site)
+    groups["kube_workers"] = ["cpu-1", "dgx1-1"]
+    hostvars["cpu-1"] = dict(site)
+    declaration, errors = validate_site(groups, hostvars)
+    assert errors == []
+    assert declaration.kubernetes.package_repo == "http://mirror.site.example/kubernetes/v1.35/deb/"
+    assert declaration.kubernetes.package_key == "http://mirror.site.example/kubernetes/Release.key"
+    assert declaration.kubernetes.worker_hosts == ("dgx1-1", "dgx1-2", "cpu-1")
+    assert declaration.kubernetes.gpu_node_taint is True
+
+
+def test_kubeadm_pod_subnet_overlapping_the_service_subnet_names_both():
+    site = {**KUBEADM_SITE, "clusterproof_pod_subnet": "10.96.0.0/16", "clusterproof_service_subnet": "10.96.0.0/12"}
+    assert errors_of(site=site) == [
+        "group all: clusterproof_pod_subnet: expected a network that does not overlap "
+        "clusterproof_service_subnet (10.96.0.0/12), found '10.96.0.0/16'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "clusterproof_pod_subnet",
+            "10.244.1.0/15",
+            "clusterproof_pod_subnet: expected a network in CIDR notation with no host bits set, such as 10.244.0.0/16, found '10.244.1.0/15'",
+        ),
+        (
+            "clusterproof_service_subnet",
+            "fd00::/108",
+            "clusterproof_service_subnet: expected a network of the same IP version as clusterproof_pod_subnet (10.244.0.0/16), found 'fd00::/108'",
+        ),
+        (
+            "clusterproof_kubernetes_version",
+            "1.36",
+            "clusterproof_kubernetes_version: expected a version v1.<minor>.<patch>, such as v1.36.3, found '1.36'",
+        ),
+        (
+            "clusterproof_kubernetes_package_repo",
+            "mirror/k8s",
+            "clusterproof_kubernetes_package_repo: expected an http(s):// or file:// URL, or empty for the upstream one, found 'mirror/k8s'",
+        ),
+        (
+            "clusterproof_control_plane_endpoint",
+            "api.site:70000",
+            "clusterproof_control_plane_endpoint: expected host or host:port (port 1-65535), or empty, found 'api.site:70000'",
+        ),
+        ("clusterproof_cni", "calico", "clusterproof_cni: expected one of flannel, none, found 'calico'"),
+        (
+            "clusterproof_cni_version",
+            "latest",
+            "clusterproof_cni_version: expected a version v<major>.<minor>.<patch>, such as v0.28.4, found 'latest'",
+        ),
+        ("clusterproof_gpu_node_taint", "yes", "clusterproof_gpu_node_taint: expected true or false, found 'yes'"),
+    ],
+)
+def test_bad_kubeadm_settings(variable, value, message):
+    assert errors_of(site={**KUBEADM_SITE, variable: value}) == ["group all: " + message]
+
+
+def test_kubeadm_settings_are_not_checked_in_other_modes():
+    declaration, errors = validate_site(*inventory(site={**SITE, "clusterproof_pod_subnet": "10.96.0.0/16"}))
+    assert errors == [] and declaration.kubernetes is None
+
+
+def test_several_kubeadm_control_planes_need_an_endpoint():
+    groups, hostvars = inventory(site=KUBEADM_SITE)
+    groups["kube_control_plane"] = ["localhost", "cp-2"]
+    hostvars["cp-2"] = dict(KUBEADM_SITE)
+    declaration, errors = validate_site(groups, hostvars)
+    assert [str(error) for error in errors] == [
+        "group all: clusterproof_control_plane_endpoint: expected the load-balanced host[:port] of the API server, "
+        "as group kube_control_plane has 2 hosts, found ''"
+    ]
+    hostvars["localhost"]["clusterproof_control_plane_endpoint"] = "api.site.example:6443"
+    declaration, errors = validate_site(groups, hostvars)
+    assert errors == [] and declaration.kubernetes.control_plane_hosts == ("localhost", "cp-2")
+
+
+def test_the_gpu_device_layer_is_none_on_the_sandbox_and_the_operator_on_an_existing_cluster():
+    declaration, errors = validate_site(*inventory())
+    assert errors == [] and declaration.device_layer.layer == "none"
+    existing = {**SITE, "clusterproof_cluster_mode": "existing", "clusterproof_kubeconfig": "/etc/kubeconfig"}
+    declaration, errors = validate_site(*inventory(site=existing))
+    assert errors == []
+    layer = declaration.to_dict()["device_layer"]
+    assert (layer["layer"], layer["driver_by"], layer["toolkit_by"]) == ("gpu_operator", "hosts", "hosts")
+
+
+def test_bad_gpu_device_layer_settings_name_the_variable():
+    site = {
+        **SITE,
+        "clusterproof_gpu_device_layer": "device_plugin",
+        "clusterproof_gpu_mig_strategy": "mixd",
+        "clusterproof_gpu_time_slicing": {"replicas": 0},
+    }
+    assert errors_of(site=site) == [
+        "group all: clusterproof_gpu_mig_strategy: expected one of none, single, mixed, found 'mixd'",
+        "group all: clusterproof_gpu_time_slicing.replicas: expected an integer of at least 2 (pods sharing one GPU; "
+        "leave time-slicing out for none), found 0",
+    ]
+    assert errors_of(site={**SITE, "clusterproof_gpu_devce_layer": "none"})[0].startswith(
+        "host dgx1-1: clusterproof_gpu_devce_layer: expected one of"
+    )
+
+
+TRIDENT_CLASS = {
+    "name": "ontap-nas",
+    "provisioner": "trident",
+    "access_modes": ["ReadWriteOnce", "ReadWriteMany"],
+    "trident": {
+        "backends": [
+            {
+                "name": "aff-a400",
+                "storage_driver": "ontap-nas",
+                "management_lif": "10.0.0.5",
+                "svm": "svm_ai",
+                "credentials": "vault_ontap_aff",
+            }
+        ]
+    },
+}
+
+
+def test_storage_classes_are_declared_with_one_default():
+    classes = [
+        {"name": "local-path", "provisioner": "local-path", "default": True},
+        {
+            "name": "nfs-shared",
+            "provisioner": "nfs",
+            "access_modes": ["ReadWriteMany"],
+            "nfs": {"server": "nas1", "path": "/export/ai"},
+        },
+        TRIDENT_CLASS,
+    ]
+    site = {
+        **SITE,
+        "clusterproof_storage_classes": classes,
+        "vault_ontap_aff": {"username": "admin", "password": "s3cret"},
+    }
+    declaration, errors = validate_site(*inventory(site=site))
+    assert errors == []
+    by_name = {cls.name: cls for cls in declaration.storage_classes}
+    assert by_name["local-path"].path == "/opt/local-path-provisioner"
+    assert by_name["local-path"].volume_binding_mode == "WaitForFirstConsumer"
+    assert by_name["nfs-shared"].volume_binding_mode == "Immediate"
+    assert by_name["ontap-nas"].backends[0].credentials == "vault_ontap_aff"
+    # The declaration names the credentials' variable and never holds the secret.
+    assert "s3cret" not in repr(declaration.to_dict())
+
+
+def test_two_default_storage_classes_are_an_error():
+    classes = [
+        {"name": "fast", "provisioner": "local-path", "default": True},
+        {"name": "slow", "provisioner": "local-path", "default": True},
+    ]
+    assert errors_of(site={**SITE, "clusterproof_storage_classes": classes}) == [
+        "group all: clusterproof_storage_classes: expected exactly one class with default: true, found 2: fast, slow"
+    ]
+    no_default = [{"name": "fast", "provisioner": "local-path"}]
+    assert errors_of(site={**SITE, "clusterproof_storage_classes": no_default}) == [
+        "group all: clusterproof_storage_classes: expected exactly one class with default: true, found none"
+    ]
+
+
+def test_trident_backend_without_management_address_names_the_backend():
+    backend = dict(TRIDENT_CLASS["trident"]["backends"][0])
+    del backend["management_lif"]
+    cls = {**TRIDENT_CLASS, "default": True, "trident": {"backends": [backend]}}
+    site = {**SITE, "clusterproof_storage_classes": [cls], "vault_ontap_aff": {"username": "a", "password": "b"}}
+    assert errors_of(site=site) == [
+        "storage class ontap-nas: trident.backends[0].management_lif: expected the ONTAP cluster or SVM management "
+        "address (host name or IP), found nothing"
+    ]
+
+
+def test_trident_credentials_must_name_a_defined_variable_and_never_show_it():
+    cls = {**TRIDENT_CLASS, "default": True}
+    missing = errors_of(site={**SITE, "clusterproof_storage_classes": [cls]})
+    assert missing == [
+        "storage class ontap-nas: trident.backends[0].credentials: expected a variable holding {username, password}, "
+        "found variable vault_ontap_aff: no such variable"
+    ]
+    site = {
+        **SITE,
+        "clusterproof_storage_classes": [cls],
+        "vault_ontap_aff": {"username": "admin", "pasword": "s3cret"},
+    }
+    partial = errors_of(site=site)
+    assert partial == [
+        "storage class ontap-nas: trident.backends[0].credentials: expected a variable holding {username, password}, "
+        "found variable vault_ontap_aff: a variable without a username and password"
+    ]
+    assert "s3cret" not in partial[0]
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (
+            {"name": "x", "provisioner": "ceph", "default": True},
+            "storage class x: provisioner: expected one of local-path, nfs, trident, found 'ceph'",
+        ),
+        (
+            {"name": "x", "provisioner": "nfs", "default": True, "nfs": {"path": "/export"}},
+            "storage class x: nfs.server: expected the NFS server's host name or address, found nothing",
+        ),
+        (
+            {"name": "x", "provisioner": "local-path", "default": True, "access_modes": ["ReadWriteMany"]},
+            "storage class x: access_modes: expected ReadWriteMany only with local_path.shared_path (a filesystem all "
+            "nodes share), found 'ReadWriteMany'",
+        ),
+        (
+            {"name": "x", "provisioner": "local-path", "default": True, "volume_binding_mode": "Immediate"},
+            "storage class x: volume_binding_mode: expected WaitForFirstConsumer for a per-node local path, "
+            "found 'Immediate'",
+        ),
+        (
+            {"name": "x", "provisioner": "local-path", "default": True, "reclaim_policy": "Recycle"},
+            "storage class x: reclaim_policy: expected one of Delete, Retain, found 'Recycle'",
+        ),
+        (
+            {"name": "X_1", "provisioner": "local-path", "default": True},
+            "storage class X_1: name: expected a StorageClass name (lower-case DNS subdomain), found 'X_1'",
+        ),
+        (
+            {"name": "x", "provisioner": "local-path", "default": "yes"},
+            "storage class x: default: expected true or false, found 'yes'",
+        ),
+        (
+            {"name": "x", "provisioner": "local-path", "default": True, "nfs": {"server": "a"}},
+            "storage class x: nfs: expected only local_path settings for provisioner local-path, found settings for "
+            "another provisioner",
+        ),
+        (
+            {"name": "x", "provisioner": "local-path", "default": True, "size": 3},
+            "storage class x: size: expected one of name, provisioner, default, reclaim_policy, access_modes, "
+            "volume_binding_mode, local_path, nfs, trident, found an unknown field",
+        ),
+    ],
+)
+def test_bad_storage_classes(cls, message):
+    assert errors_of(site={**SITE, "clusterproof_storage_classes": [cls]}) == [message]
+
+
+def test_duplicate_storage_class_names():
+    classes = [
+        {"name": "fast", "provisioner": "local-path", "default": True},
+        {"name": "fast", "provisioner": "local-path"},
+    ]
+    assert errors_of(site={**SITE, "clusterproof_storage_classes": classes}) == [
+        "storage class fast: name: expected a name used by one storage class only, found 'fast'"
+    ]
+
+
+def test_no_storage_classes_is_allowed():
+    declaration, errors = validate_site(*inventory())
+    assert errors == [] and declaration.storage_classes == []
+
+
+# --- the elastic quota tree (module_utils/quota_tree.py has the rules' own tests) -----------------
+
+QUOTA_TREE = [
+    {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}},
+    {"name": "root-a", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}, "namespaces": ["namespace1"]},
+]
+
+
+def test_a_quota_tree_is_declared_with_the_site():
+    declaration, errors = validate_site(*inventory(site={**SITE, "clusterproof_quota_tree": QUOTA_TREE}))
+    assert errors == []
+    assert [node.name for node in declaration.quota_tree] == ["root", "root-a"]
+    assert declaration.to_dict()["quota_tree"][1]["namespaces"] == ("namespace1",)
+
+
+def test_a_quota_tree_may_not_reuse_a_project_name_nor_go_without_a_scheduler():
+    tree = QUOTA_TREE + [{"name": "team-a", "parent": "root", "min": {"cpu": 5}}]
+    assert (
+        "quota tree node team-a: name/namespaces: expected names no project uses (a project is a queue and a "
+        "namespace of its own), found 'team-a'"
+    ) in errors_of(site={**SITE, "clusterproof_quota_tree": tree})
+    assert errors_of(site={**SITE, "clusterproof_scheduler": "none", "clusterproof_quota_tree": QUOTA_TREE}) == [
+        "group all: clusterproof_quota_tree: expected a scheduler that enforces it (kai or kueue), found 'scheduler none'"
+    ]
+
+
+def test_a_quota_tree_against_the_guides_rules_is_an_inventory_error():
+    tree = [QUOTA_TREE[0], {**QUOTA_TREE[1], "max": {"cpu": 50}}]
+    assert errors_of(site={**SITE, "clusterproof_quota_tree": tree}) == [
+        "quota tree node root-a: max.cpu: expected at most its parent root's max.cpu (40), found 50.0"
     ]

@@ -137,6 +137,8 @@ def _fake_build(plan):
     plan.kai_chart.mkdir(parents=True)
     (plan.kai_chart / "Chart.yaml").write_text("name: kai-scheduler\n")
     (plan.kai_chart.parent / ".version").write_text(plan.versions.kai_scheduler + "\n")
+    (plan.share_dir / "kueue").mkdir()
+    (plan.share_dir / "kueue" / ".version").write_text(plan.versions.kueue + "\n")
 
 
 def test_a_new_pin_rebuilds_only_its_component(tmp_path):
@@ -147,5 +149,7 @@ def test_a_new_pin_rebuilds_only_its_component(tmp_path):
     assert kwok_bumped.missing() == ["kwok"]
     kai_bumped = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(kai_scheduler="v0.11.0"), tmp_path, "go1.26.8")
     assert kai_bumped.missing() == [*sandbox_build.KAI_COMMANDS, sandbox_build.KAI_CHART_ITEM]
+    kueue_bumped = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(kueue="v0.16.1"), tmp_path, "go1.26.8")
+    assert kueue_bumped.missing() == ["kueue", sandbox_build.KUEUE_MANIFESTS_ITEM]
     (built.bin_dir / "kube-scheduler").unlink()
     assert built.missing() == ["kube-scheduler"]

@@ -20,9 +20,16 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-CLUSTER_MODES = ("sandbox", "existing")
+from ansible_collections.clusterproof.gpu.plugins.module_utils import (
+    gpu_device_layer,
+    kubeadm_config,
+    quota_tree,
+    storage,
+)
+
+CLUSTER_MODES = ("sandbox", "existing", "kubeadm")
 # The GPU scheduler clusterproof installs and drives; none leaves scheduling alone (validation only).
-SCHEDULERS = ("kai", "none")
+SCHEDULERS = ("kai", "kueue", "none")
 REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
 
 SITE_VARIABLES = {
@@ -37,6 +44,13 @@ SITE_VARIABLES = {
     "clusterproof_sandbox_dir": "where the sandbox keeps its state (mode sandbox)",
     "clusterproof_sandbox_port_base": "first of the loopback ports the sandbox listens on",
     "clusterproof_sandbox_cache": "where the sandbox binaries are cached",
+    "clusterproof_storage_classes": "the storage classes, exactly one of them the default (module_utils/storage.py)",
+    # Mode kubeadm: the Kubernetes clusterproof installs (module_utils/kubeadm_config.py).
+    **kubeadm_config.SITE_VARIABLES,
+    # What advertises the GPUs: GPU operator or device plugin (module_utils/gpu_device_layer.py).
+    **gpu_device_layer.SITE_VARIABLES,
+    # An elastic quota tree (module_utils/quota_tree.py).
+    **quota_tree.SITE_VARIABLES,
     # Facts clusterproof itself sets during a run.
     "clusterproof_site": "the checked declaration (set by clusterproof.gpu.site_inventory)",
     "clusterproof_report_sections": "validation results gathered for the site report",
@@ -63,6 +77,7 @@ PROJECT_FIELDS = {
     "interactive_time_limit_seconds": "interactive workloads end after this many seconds",
     "users": "users who may submit workloads in the project",
     "groups": "groups whose members may submit workloads in the project",
+    "gpu_lending_limit": "Kueue only: the most of the quota the project lends to other projects (all when unset)",
 }
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -116,6 +131,7 @@ class ProjectDeclaration:
     interactive_time_limit_seconds: int | None = None
     users: list[str] = dataclasses.field(default_factory=list)
     groups: list[str] = dataclasses.field(default_factory=list)
+    gpu_lending_limit: float | None = None
 
 
 @dataclasses.dataclass
@@ -127,6 +143,11 @@ class SiteDeclaration:
     projects: list[ProjectDeclaration]
     warnings: list[str]
     scheduler: str = "kai"
+    # Mode kubeadm only: what to install.
+    kubernetes: kubeadm_config.KubernetesSettings | None = None
+    storage_classes: list[storage.StorageClassDeclaration] = dataclasses.field(default_factory=list)
+    device_layer: gpu_device_layer.DeviceLayerDeclaration | None = None
+    quota_tree: list[quota_tree.TreeNode] = dataclasses.field(default_factory=list)
 
     @property
     def total_gpus(self) -> int:
@@ -304,6 +325,9 @@ def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[P
         if priority is not None and not _is_int(priority):
             check.error(where, "priority", "an integer", priority)
         affinity = _check_affinity(check, where, project.get("node_affinity"), node_names)
+        lending = project.get("gpu_lending_limit")
+        if lending is not None and (not _is_number(lending) or lending < 0 or (_is_number(quota) and lending > quota)):
+            check.error(where, "gpu_lending_limit", f"a number of GPUs from 0 to gpu_quota ({quota})", lending)
         time_limit = project.get("interactive_time_limit_seconds")
         if time_limit is not None and not (_is_int(time_limit) and time_limit > 0):
             check.error(where, "interactive_time_limit_seconds", "a positive whole number of seconds", time_limit)
@@ -326,6 +350,7 @@ def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[P
                     time_limit,
                     members["users"],
                     members["groups"],
+                    gpu_lending_limit=None if lending is None else float(lending),
                 )
             )
     return projects
@@ -390,6 +415,11 @@ def validate_site(
     if scheduler not in SCHEDULERS:
         check.error("group all", "clusterproof_scheduler", "one of %s" % ", ".join(SCHEDULERS), scheduler)
     kubeconfig = site.get("clusterproof_kubeconfig")
+    kubernetes = None
+    if mode == "kubeadm":
+        kubernetes, kubeadm_errors = kubeadm_config.check_settings(site, groups)
+        for field, expected, value in kubeadm_errors:
+            check.error("group all", field, expected, value)
     if mode == "existing" and not isinstance(kubeconfig, str):
         check.error(
             "group all", "clusterproof_kubeconfig", "the path of the cluster's kubeconfig (mode existing)", kubeconfig
@@ -412,6 +442,28 @@ def validate_site(
         by_name[node.name] = host
         nodes.append(node)
     projects = _check_projects(check, site.get("clusterproof_projects"), set(by_name))
+    for project in projects:
+        if project.gpu_lending_limit is not None and scheduler != "kueue":
+            expected = "no lending limit: only clusterproof_scheduler kueue lends quota by a limit"
+            check.error(f"project {project.name}", "gpu_lending_limit", expected, project.gpu_lending_limit)
+    storage_classes, storage_problems = storage.check_storage_classes(site.get("clusterproof_storage_classes"), site)
+    check.errors.extend(InventoryError(*problem) for problem in storage_problems)
+    device_layer, layer_errors = gpu_device_layer.check_declaration(site, str(mode))
+    for error in layer_errors:
+        check.error("group all", error.field, error.expected, error.found)
+    tree, tree_problems = quota_tree.check_tree(site.get("clusterproof_quota_tree"))
+    for problem in tree_problems:
+        check.error(problem.where, problem.field, problem.expected, problem.found)
+    project_names = {project.name for project in projects}
+    for node in tree:
+        clash = sorted(project_names & ({node.name} | set(node.namespaces)))
+        if clash:
+            expected = "names no project uses (a project is a queue and a namespace of its own)"
+            check.error("quota tree node %s" % node.name, "name/namespaces", expected, ", ".join(clash))
+    if tree and scheduler == "none":
+        check.error(
+            "group all", "clusterproof_quota_tree", "a scheduler that enforces it (kai or kueue)", "scheduler none"
+        )
     if check.errors:
         return None, check.errors
 
@@ -433,6 +485,10 @@ def validate_site(
             projects,
             warnings,
             str(scheduler),
+            kubernetes,
+            storage_classes=storage_classes,
+            device_layer=device_layer,
+            quota_tree=tree,
         ),
         [],
     )

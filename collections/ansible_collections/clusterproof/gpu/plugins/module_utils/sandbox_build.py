@@ -49,6 +49,11 @@ class SandboxVersions:
     kwok: str = "v0.8.0"
     kai_scheduler: str = "v0.12.0"
     helm: str = "v3.19.0"
+    # Kueue, the second scheduler backend: the newest release the module proxy serves
+    # (v0.16.2; v0.16.3 and v0.17.x are refused).
+    kueue: str = "v0.16.2"
+    # The newest release the module proxy serves (v0.0.31 and later are not).
+    local_path_provisioner: str = "v0.0.30"
 
     def version_of(self, binary: str) -> str:
         """The pinned version ``binary`` is built from (its component's version)."""
@@ -62,6 +67,9 @@ def cache_key(go_version: str) -> str:
 
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# Not run by the sandbox: kubeadm checks the configuration mode kubeadm renders (kubeadm config
+# validate), and the three are packaged into the .debs of the kubernetes_packages role's molecule mirror.
+KUBEADM_COMMANDS = ("kubeadm", "kubelet", "kubectl")
 KAI_MODULE = "github.com/NVIDIA/KAI-scheduler"
 # KAI scheduler's components the sandbox runs, as <binary name>: <command package>. Its admission
 # webhooks, pod-group controller and operator are not run (module_utils/kai.py says why): the
@@ -73,20 +81,41 @@ KAI_COMMANDS = {
     "kai-queuecontroller": "cmd/queuecontroller",
 }
 # Helm renders and installs charts (KAI scheduler's travels inside its Go module) on real clusters.
-ALL_BINARIES = ("etcd",) + KUBERNETES_COMMANDS + ("kwok",) + tuple(KAI_COMMANDS) + ("helm",)
+ALL_BINARIES = (
+    ("etcd",)
+    + KUBERNETES_COMMANDS
+    + KUBEADM_COMMANDS
+    + ("kwok",)
+    + tuple(KAI_COMMANDS)
+    + ("helm", "local-path-provisioner")
+    + ("kueue",)
+)
 # Each binary's component, a field of SandboxVersions: its pin is the binary's stamp.
 COMPONENT_OF = {
     "etcd": "etcd",
-    **{command: "kubernetes" for command in KUBERNETES_COMMANDS},
+    **{command: "kubernetes" for command in KUBERNETES_COMMANDS + KUBEADM_COMMANDS},
     "kwok": "kwok",
     **{binary: "kai_scheduler" for binary in KAI_COMMANDS},
     "helm": "helm",
+    "kueue": "kueue",
+    "local-path-provisioner": "local_path_provisioner",
 }
 # KAI's Helm chart, copied next to the binaries: its CRDs and priority classes are what the sandbox
 # applies, and the whole chart is what a real cluster is installed from.
 KAI_CHART = "deployments/kai-scheduler"
 # How the chart shows in the list of missing items.
 KAI_CHART_ITEM = "kai-scheduler chart"
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+# Kueue's chart (real clusters), and the CRDs and webhook registrations the sandbox applies, as
+# <folder under share/kueue>: <folder in Kueue's module>.
+KUEUE_MANIFESTS = {
+    "chart": "charts/kueue",
+    "crds": "config/components/crd/bases",
+    "webhook": "config/components/webhook",
+}
+KUEUE_MANIFESTS_ITEM = "kueue manifests"
+
+LOCAL_PATH_MODULE = "github.com/rancher/local-path-provisioner"
 
 _STAGING_REPLACE = re.compile(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/\1\s*$")
 
@@ -229,6 +258,9 @@ class BuildPlan:
         )
         if not chart_current:
             missing.append(KAI_CHART_ITEM)
+        kueue_stamp = self.share_dir / "kueue" / ".version"
+        if not (kueue_stamp.is_file() and kueue_stamp.read_text().strip() == self.versions.kueue):
+            missing.append(KUEUE_MANIFESTS_ITEM)
         return missing
 
 
@@ -368,6 +400,61 @@ def _copy_kai_chart(plan_: BuildPlan, progress: Progress) -> None:
     (plan_.kai_chart.parent / ".version").write_text(version + "\n")
 
 
+def _build_local_path(plan_: BuildPlan, log: Path, progress: Progress) -> None:
+    """rancher's local-path-provisioner, the sandbox's storage provisioner (main package at the
+    module root). Like KAI, the proxy does not serve its version list, so a wrapper module
+    requires the pinned version."""
+    version = plan_.versions.local_path_provisioner
+    work = plan_.src_dir / "local-path-provisioner"
+    work.mkdir(parents=True, exist_ok=True)
+    env = _go_env()
+    upstream = _download_gomod(LOCAL_PATH_MODULE, version, work, env)
+    (work / "go.mod").write_text(
+        "module clusterproof.local/sandbox/local-path\n\ngo %s\n\nrequire %s %s\n"
+        % (go_directive_of(upstream), LOCAL_PATH_MODULE, version)
+    )
+    progress("building local-path-provisioner %s" % version)
+    out = plan_.bin_dir / "local-path-provisioner.tmp"
+    _run(["go", "build", "-ldflags", "-s -w", "-o", str(out), LOCAL_PATH_MODULE], work, env, log)
+    plan_.install(out, "local-path-provisioner")
+
+
+def _build_kueue(plan_: BuildPlan, log: Path, progress: Progress) -> None:
+    """Kueue's manager (cmd/kueue), through a wrapper module like KAI's: the proxy serves the pinned
+    version but not the module's version list."""
+    version = plan_.versions.kueue
+    work = plan_.src_dir / "kueue"
+    work.mkdir(parents=True, exist_ok=True)
+    env = _go_env()
+    upstream = _download_gomod(KUEUE_MODULE, version, work, env)
+    (work / "go.mod").write_text(
+        "module clusterproof.local/sandbox/kueue\n\ngo %s\n\nrequire %s %s\n"
+        % (go_directive_of(upstream), KUEUE_MODULE, version)
+    )
+    progress("building kueue %s" % version)
+    out = plan_.bin_dir / "kueue.tmp"
+    ldflags = "-s -w -X %s/pkg/version.GitVersion=%s" % (KUEUE_MODULE, version)
+    _run(["go", "build", "-ldflags", ldflags, "-o", str(out), KUEUE_MODULE + "/cmd/kueue"], work, env, log)
+    plan_.install(out, "kueue")
+
+
+def _copy_kueue_manifests(plan_: BuildPlan, progress: Progress) -> None:
+    version = plan_.versions.kueue
+    work = plan_.src_dir / "kueue"
+    work.mkdir(parents=True, exist_ok=True)
+    progress("copying Kueue %s's chart, CRDs and webhooks" % version)
+    module_dir = Path(_download(KUEUE_MODULE, version, work, _go_env())["Dir"])
+    target = plan_.share_dir / "kueue"
+    shutil.rmtree(target, ignore_errors=True)
+    for name, source in KUEUE_MANIFESTS.items():
+        shutil.copytree(module_dir / source, target / name, ignore=shutil.ignore_patterns("kustomiz*"))
+    # The module cache is read-only; the copy must be ours to replace later.
+    for path in target.rglob("*"):
+        path.chmod(0o644 if path.is_file() else 0o755)
+    target.chmod(0o755)
+    (target / ".version").write_text(version + "\n")
+
+
 def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     """Build whatever is missing from the cache. Returns True if anything was built."""
     missing = plan_.missing()
@@ -382,7 +469,7 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     steps = []
     if "etcd" in missing:
         steps.append(lambda: _build_etcd(plan_, log, progress))
-    kube = [name for name in KUBERNETES_COMMANDS if name in missing]
+    kube = [name for name in KUBERNETES_COMMANDS + KUBEADM_COMMANDS if name in missing]
     if kube:
         steps.append(lambda: _build_kubernetes(plan_, log, progress, kube))
     if "kwok" in missing:
@@ -402,6 +489,12 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
                 plan_, log, progress, "helm", "helm.sh/helm/v3/cmd/helm", "helm.sh/helm/v3/internal/version.version"
             )
         )
+    if "local-path-provisioner" in missing:
+        steps.append(lambda: _build_local_path(plan_, log, progress))
+    if "kueue" in missing:
+        steps.append(lambda: _build_kueue(plan_, log, progress))
+    if KUEUE_MANIFESTS_ITEM in missing:
+        steps.append(lambda: _copy_kueue_manifests(plan_, progress))
     for step in steps:
         step_started = time.monotonic()
         step()

@@ -7,6 +7,8 @@ short_description: Build the sandbox's etcd, Kubernetes control plane and KWOK b
 description:
   - Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK from their Go
     modules at pinned versions into a cache directory keyed by those versions and the Go version.
+  - Builds kubeadm, kubelet and kubectl of the same Kubernetes version too; the sandbox does not run
+    them (kubeadm checks mode kubeadm's configuration, the three are packaged for a molecule mirror).
   - A cache that already holds every binary is reused and the task reports no change.
   - The first build takes minutes (about 7 on 2 cores with a warm module download); progress is
     written to C(build.log) in the cache directory. For progress on the terminal, run
@@ -36,6 +38,16 @@ options:
     description: Version of helm.sh/helm/v3.
     type: str
     default: v3.19.0
+  local_path_provisioner_version:
+    description: Version of github.com/rancher/local-path-provisioner (the sandbox's storage provisioner).
+    type: str
+    default: v0.0.30
+  kueue_version:
+    description:
+      - Version of sigs.k8s.io/kueue, the second scheduler backend.
+      - Its chart, CRDs and webhook registrations are copied into C(kueue/) of the share directory.
+    type: str
+    default: v0.16.2
 author:
   - clusterproof developers
 """
@@ -82,6 +94,11 @@ def main():
             "kwok_version": {"type": "str", "default": sandbox_build.SandboxVersions.kwok},
             "kai_scheduler_version": {"type": "str", "default": sandbox_build.SandboxVersions.kai_scheduler},
             "helm_version": {"type": "str", "default": sandbox_build.SandboxVersions.helm},
+            "kueue_version": {"type": "str", "default": sandbox_build.SandboxVersions.kueue},
+            "local_path_provisioner_version": {
+                "type": "str",
+                "default": sandbox_build.SandboxVersions.local_path_provisioner,
+            },
         },
         supports_check_mode=True,
     )
@@ -93,6 +110,8 @@ def main():
             params["kwok_version"],
             params["kai_scheduler_version"],
             params["helm_version"],
+            kueue=params["kueue_version"],
+            local_path_provisioner=params["local_path_provisioner_version"],
         )
         sandbox_build.staging_version(versions.kubernetes)
         cache_root = Path(params["cache_dir"]) if params["cache_dir"] else None
