@@ -89,7 +89,7 @@ def test_step_table_rows():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(policy="fifo"), "scenario: policy: expected one of runai, elastic, found 'fifo'"),
+        (lambda d: d.update(policy="fifo"), "scenario: policy: expected one of runai, elastic, kueue, found 'fifo'"),
         (
             lambda d: d["capacity"].update(gpus=0),
             "scenario: capacity.gpus: expected a positive whole number of GPUs, found 0",

@@ -18,9 +18,16 @@ which wait, and how many GPUs each project holds once the scheduler has settled.
     whose leaf stays within ``min`` reclaims from quota nodes above their ``min``: reclaim goes up to
     ``min`` only, never towards an over-quota split, which is why the two engines differ on one tree.
 
-Both: interactive (non-preemptible) jobs start only within their project's quota (``min``) and,
-once running, are never preempted; a project never exceeds its limit (``max``), nor does any node on
-its path.
+``"kueue"`` (Kueue with fair sharing: ClusterQueues in a cohort, weights = quotas, reclaim within the cohort)
+    The runai fair shares, lending and two reclaim tiers, with Kueue's own choice of victims: a
+    workload may be taken from a ClusterQueue that is above the level *before* it goes (Kueue
+    reclaims from any queue that borrows, and does not keep it at its share afterwards), the most
+    recently submitted first. Kueue has no non-preemptible work: interactive jobs borrow and are
+    reclaimed like the rest (their higher priority only orders victims inside their own queue).
+
+runai and elastic: interactive (non-preemptible) jobs start only within their project's quota
+(``min``) and, once running, are never preempted; a project never exceeds its limit (``max``), nor
+does any node on its path (all three policies).
 
 Rules that make the prediction deterministic (the documents leave them to "fairness algorithms"):
 
@@ -58,7 +65,9 @@ from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-POLICIES = ("runai", "elastic")
+POLICIES = ("runai", "elastic", "kueue")
+# The policies that split spare capacity by fair share (runai's water-filling), as opposed to elastic's min/max.
+_FAIR_SHARE_POLICIES = ("runai", "kueue")
 UNITS_PER_GPU = 1000  # amounts are counted in thousandths of a GPU: 0.6 + 0.4 is exactly one GPU
 _EPS = 1e-6  # in units; fair shares are real numbers, allocations whole units
 _INF = float("inf")
@@ -335,7 +344,7 @@ class _Engine:
             self.units.append(units)
             self.whole.append(units // UNITS_PER_GPU)
             self.leaf.append(q)
-        self.preemptible = [not job.interactive for job in self.jobs]
+        self.preemptible = [policy == "kueue" or not job.interactive for job in self.jobs]
         self.place: list[tuple[int, tuple[int, ...]] | None] = [None] * len(self.jobs)
         self.alloc = [0] * count
         self.interactive_alloc = [0] * count
@@ -366,7 +375,7 @@ class _Engine:
                 interactive_demand[self.leaf[j]] += self.units[j]
             else:
                 demand[self.leaf[j]] += self.units[j]
-        if policy == "runai":
+        if policy in _FAIR_SHARE_POLICIES:
             # interactive work beyond the quota never starts, so it claims no share
             for q in range(count):
                 demand[q] += min(interactive_demand[q], tree.quota[q])
@@ -583,7 +592,7 @@ class _Engine:
     def settle(self) -> None:
         while True:
             changed = self._admit_in_order()
-            if self.policy == "runai":
+            if self.policy in _FAIR_SHARE_POLICIES:
                 changed = self._lend_idle() or changed
             changed = self._reclaim() or changed
             if not changed:
@@ -595,7 +604,7 @@ class _Engine:
     def _admit_in_order(self) -> bool:
         """Start pending jobs in submission order (runai: within fair share; elastic: within max)."""
         changed = False
-        fair = self.policy == "runai"
+        fair = self.policy in _FAIR_SHARE_POLICIES
         alloc, entitled = self.alloc, self.entitled
         whole_fails = _INF  # idle capacity only shrinks in this pass: remember the smallest misfit
         fraction_fails = _INF
@@ -862,10 +871,13 @@ class _Engine:
 
     def _eligible(self, v: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> bool:
         alloc, units = self.alloc, self.units[v]
+        # runai and elastic keep a victim's project at its level after the victim goes; Kueue only
+        # asks that the victim's queue be above it (borrowing) before.
+        after = 0 if self.policy == "kueue" else units
         for a in self.tree.path[self.leaf[v]]:
             if a in claimant_path:
                 break
-            if alloc[a] - removed.get(a, 0) - units < level[a] - _EPS:
+            if alloc[a] - removed.get(a, 0) - after < level[a] - _EPS + (_EPS * 2 if after == 0 else 0):
                 return False
         return True
 
@@ -875,7 +887,11 @@ class _Engine:
         for a in reversed(self.tree.path[q]):
             if a in claimant_path:
                 continue
-            levels.append((-(self.alloc[a] - removed.get(a, 0) - level[a]), a))
+            tie = a
+            if self.policy == "kueue" and a == q:
+                # Kueue breaks a tie between queues by their candidates: the most recently admitted first.
+                tie = -max(self.leaf_running[q], default=-1)
+            levels.append((-(self.alloc[a] - removed.get(a, 0) - level[a]), tie))
         return tuple(levels)
 
     def _rank(self, v: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> tuple:

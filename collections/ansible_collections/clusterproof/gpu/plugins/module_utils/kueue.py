@@ -458,3 +458,124 @@ def components(layout: Layout, kueue_binary: Path, unshare: str, ports: KueuePor
 
 # The sandbox processes of the other backend; they must not run while Kueue schedules.
 KAI_PROCESSES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "sandbox-gpu-agent")
+
+
+# ---------------------------------------------------------------------------------------------
+# Fairness scenarios (modules/validate_scenario.py): a scenario's projects and workloads on Kueue
+
+
+def _resource_quota(resource: str, nominal: float, borrowing: float | None) -> dict[str, Any]:
+    quota: dict[str, Any] = {"name": resource, "nominalQuota": quantity(nominal)}
+    if borrowing is not None:
+        quota["borrowingLimit"] = quantity(borrowing)
+    return quota
+
+
+def _resource_groups(resource: str, nominal: float, borrowing: float | None) -> list[dict[str, Any]]:
+    """One flavor covering the scenario's resource: ``GPU`` with CPU and memory unlimited (pods of
+    GPU scenarios ask for GPUs only, as with KAI), or ``cpu`` alone."""
+    if resource == GPU:
+        resources = [{"name": name, "nominalQuota": amount} for name, amount in UNLIMITED.items()]
+        resources.append(_resource_quota(GPU, nominal, borrowing))
+        covered = [*UNLIMITED, GPU]
+    else:
+        resources, covered = [_resource_quota(resource, nominal, borrowing)], [resource]
+    return [{"coveredResources": covered, "flavors": [{"name": FLAVOR, "resources": resources}]}]
+
+
+def scenario_manifests(
+    scenario_projects: Iterable[Any], prefix: str, resource: str, cohort: str
+) -> list[dict[str, Any]]:
+    """A scenario's projects on Kueue, in creation order. ``scenario_projects`` are the fair-share
+    model's projects (name, quota, limit, weight, parent); ``resource`` is ``GPU`` or ``cpu``.
+
+    Flat (no parents): a cohort ``cohort`` of the scenario's own, a ClusterQueue per project in it
+    (nominal quota = quota, borrowing limit = limit − quota, fair-sharing weight = the over-quota
+    weight), a namespace and LocalQueue per project. A quota tree: an inner node is a Cohort under
+    its parent (its own nominal quota = its min less its children's, borrowing limit = max − min),
+    a leaf a ClusterQueue in its parent cohort, with a namespace and LocalQueue."""
+    items = list(scenario_projects)
+    parents = {item.parent for item in items if item.parent}
+    manifests: list[dict[str, Any]] = []
+    if not parents:
+        manifests.append(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Cohort",
+                "metadata": {"name": cohort, "labels": dict(MANAGED_BY)},
+                "spec": {},
+            }
+        )
+    for item in items:
+        name = prefix + item.name
+        borrowing = None if item.limit is None else item.limit - item.quota
+        weight = item.quota if item.weight is None else item.weight
+        if item.name in parents:
+            children = sum(child.quota for child in items if child.parent == item.name)
+            # A top cohort has nothing to borrow from: Kueue refuses a borrowing limit there.
+            spec: dict[str, Any] = {
+                "resourceGroups": _resource_groups(
+                    resource, max(item.quota - children, 0.0), borrowing if item.parent else None
+                ),
+                "fairSharing": {"weight": quantity(weight)},
+            }
+            if item.parent:
+                spec["parentName"] = prefix + item.parent
+            manifests.append(
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": "Cohort",
+                    "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+                    "spec": spec,
+                }
+            )
+            continue
+        manifests.append(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
+        )
+        manifests.append(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "ClusterQueue",
+                "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+                "spec": {
+                    "cohortName": prefix + item.parent if item.parent else cohort,
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
+                    "queueingStrategy": "BestEffortFIFO",
+                    "resourceGroups": _resource_groups(resource, item.quota, borrowing),
+                    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                    "fairSharing": {"weight": quantity(weight)},
+                },
+            }
+        )
+        manifests.append(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "LocalQueue",
+                "metadata": {"name": name, "namespace": name, "labels": dict(MANAGED_BY)},
+                "spec": {"clusterQueue": name},
+            }
+        )
+    return manifests
+
+
+def replica_jobs(
+    workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int, resource: str
+) -> list[dict[str, Any]]:
+    """A Deployment's replicas on Kueue: one single-pod Job each (``name-0`` ...), so that each
+    replica is admitted and preempted on its own, as Deployment pods are. Each carries the
+    Deployment's name as its workload label; ``resource`` cpu sizes the pods in cores."""
+    jobs = []
+    for index in range(replicas):
+        job = job_manifest(dataclasses.replace(workload, name="%s-%d" % (workload.name, index), gpus=1), settings)
+        template = job["spec"]["template"]
+        for labels in (job["metadata"]["labels"], template["metadata"]["labels"]):
+            labels[workloads.WORKLOAD_NAME_LABEL] = workload.name
+        container = template["spec"]["containers"][0]
+        if resource == "cpu":
+            amount = quantity(workload.gpus)
+            container["resources"] = {"requests": {"cpu": amount}, "limits": {"cpu": amount}}
+        else:
+            container["resources"] = {"limits": {GPU: quantity(workloads.check_gpus(workload.name, workload.gpus))}}
+        jobs.append(job)
+    return jobs

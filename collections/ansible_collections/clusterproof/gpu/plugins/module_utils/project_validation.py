@@ -135,3 +135,87 @@ def validate_projects(
         "row_status": status,
     }
     return checks, table
+
+
+def validate_projects_on_kueue(
+    declared: Sequence[Mapping[str, Any]],
+    cluster_queues: Sequence[Mapping[str, Any]],
+    namespaces: Sequence[Mapping[str, Any]],
+    holding: Mapping[str, float],
+) -> tuple[list[Check], dict[str, Any]]:
+    """The same checks and table on a Kueue site: each project's ClusterQueue (nominal quota,
+    borrowing and lending limits, fair-sharing weight, cohort) and namespace."""
+    from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+
+    by_queue = {queue["metadata"]["name"]: queue for queue in cluster_queues}
+    by_namespace = {namespace["metadata"]["name"]: namespace for namespace in namespaces}
+    checks: list[Check] = []
+    rows, status = [], []
+    for project in declared:
+        name = project["name"]
+        wanted = projects.Project.from_dict(project)
+        queue = by_queue.get(name)
+        differences = kueue.queue_differences(wanted, queue)
+        checks.append(
+            Check(
+                "projects/%s/cluster-queue" % name,
+                "%s: ClusterQueue as declared (quota, limits, weight, cohort)" % name,
+                "fail" if differences else "pass",
+                "ClusterQueue %s as declared" % name,
+                "; ".join("%s %s, not %s" % (field, found, want) for field, want, found in differences)
+                or "as declared",
+                "re-run playbooks/scheduler.yml" if differences else "",
+            )
+        )
+        namespace = by_namespace.get(name)
+        settings_ok = namespace is not None and all(
+            (namespace["metadata"].get("annotations") or {}).get(key) == value
+            for key, value in projects.namespace_manifest(wanted)["metadata"]["annotations"].items()
+        )
+        checks.append(
+            Check(
+                "projects/%s/namespace" % name,
+                "%s: namespace carries its node affinity and time limit" % name,
+                "pass" if settings_ok else "fail",
+                "namespace %s as declared" % name,
+                "as declared" if settings_ok else ("missing" if namespace is None else "differs"),
+                "",
+            )
+        )
+        spec = (queue or {}).get("spec") or {}
+        nominal = next(
+            (
+                resource.get("nominalQuota")
+                for group in spec.get("resourceGroups") or []
+                for flavor in group.get("flavors") or []
+                for resource in flavor.get("resources") or []
+                if resource.get("name") == kueue.GPU
+            ),
+            None,
+        )
+        rows.append(
+            [
+                name,
+                _fmt(wanted.gpu_quota),
+                "missing" if queue is None else _fmt(nominal),
+                _fmt(wanted.over_quota_weight),
+                "missing" if queue is None else _fmt((spec.get("fairSharing") or {}).get("weight")),
+                _fmt(holding.get(name, 0.0)),
+            ]
+        )
+        status.append("fail" if differences or not settings_ok else "pass")
+    table = {
+        "id": "project-quotas",
+        "title": "GPU quota per project: declared, configured in Kueue, held now",
+        "columns": [
+            "Project",
+            "Quota (declared)",
+            "Nominal quota (configured)",
+            "Weight (declared)",
+            "Fair-sharing weight (configured)",
+            "GPUs held now",
+        ],
+        "rows": rows,
+        "row_status": status,
+    }
+    return checks, table

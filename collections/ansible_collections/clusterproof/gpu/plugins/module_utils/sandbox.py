@@ -113,6 +113,10 @@ class Layout:
     def component_kubeconfig(self, stem: str) -> Path:
         return self.root / "pki" / (f"{stem}.kubeconfig")
 
+    @property
+    def scheduler_config(self) -> Path:
+        return self.root / "kube-scheduler.yaml"
+
     def log(self, name: str) -> Path:
         return self.root / "logs" / (f"{name}.log")
 
@@ -207,10 +211,9 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
             "kube-scheduler",
             (
                 str(bin_dir / "kube-scheduler"),
-                "--kubeconfig={}".format(layout.component_kubeconfig("kube-scheduler")),
+                "--config=%s" % layout.scheduler_config,
                 f"--bind-address={LOOPBACK}",
                 "--secure-port=%d" % ports.scheduler,
-                "--leader-elect=false",
                 "--cert-dir=%s" % (layout.root / "pki" / "scheduler-generated"),
                 "--profiling=false",
             ),
@@ -517,7 +520,44 @@ def prepare_state(layout: Layout, kwok_stages: str, ports: Ports) -> bool:
     if not layout.kwok_config.exists() or layout.kwok_config.read_text() != kwok_stages:
         layout.kwok_config.write_text(kwok_stages)
         changed = True
+    scheduler_config = scheduler_configuration(layout.component_kubeconfig("kube-scheduler"))
+    if not layout.scheduler_config.exists() or layout.scheduler_config.read_text() != scheduler_config:
+        layout.scheduler_config.write_text(scheduler_config)
+        changed = True
     return changed
+
+
+def scheduler_configuration(kubeconfig: Path) -> str:
+    """kube-scheduler's configuration on the sandbox: GPUs bin-packed (MostAllocated), as GPU sites
+    configure it so that a large job still finds a whole node; the default spreads pods, which
+    fragments GPUs across nodes. Pods of KAI scheduler are not its to place."""
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "MostAllocated",
+                                "resources": [
+                                    {"name": "nvidia.com/gpu", "weight": 5},
+                                    {"name": "cpu", "weight": 1},
+                                    {"name": "memory", "weight": 1},
+                                ],
+                            }
+                        },
+                    }
+                ],
+            }
+        ],
+    }
+    return json.dumps(config, indent=2) + "\n"
 
 
 def bring_up(layout: Layout, bin_dir: Path, ports: Ports, timeout: float = 120.0) -> list[str]:

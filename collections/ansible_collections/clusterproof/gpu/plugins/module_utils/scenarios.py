@@ -418,7 +418,40 @@ def written_holds(scenario: Scenario, index: int, prediction: fairshare.Predicti
 
 
 # The fairness policy each engine clusterproof installs implements (fairshare.POLICIES).
-ENGINE_POLICY = {"kai": "runai"}
+ENGINE_POLICY = {"kai": "runai", "kueue": "kueue"}
+
+
+def without_fractions(scenario: Scenario) -> tuple[Scenario, dict[int, tuple[str, ...]]]:
+    """The scenario for an engine without fractional GPUs (Kueue): its fractional workloads left
+    out, and per step index the fractional workloads that would have been alive there (the steps
+    whose written tables cannot apply)."""
+    fractions = {job.name for step in scenario.steps for job in step.submit if job.gpus < 1}
+    affected = {}
+    for index in range(len(scenario.steps)):
+        alive = tuple(job.name for job in scenario.jobs_after(index) if job.name in fractions)
+        if alive:
+            affected[index] = alive
+
+    def kept(names: Sequence[str] | None) -> tuple[str, ...] | None:
+        return None if names is None else tuple(name for name in names if name not in fractions)
+
+    steps = []
+    for step in scenario.steps:
+        expect = step.expect
+        steps.append(
+            Step(
+                step.name,
+                tuple(job for job in step.submit if job.name not in fractions),
+                kept(step.delete) or (),
+                dataclasses.replace(
+                    expect,
+                    running=expect.running if expect.running in (None, "all") else kept(expect.running),
+                    pending=kept(expect.pending),
+                    shared_gpus=None,
+                ),
+            )
+        )
+    return dataclasses.replace(scenario, steps=tuple(steps)), affected
 
 
 def fit_to_site(scenario: Scenario, nodes: Sequence[tuple[str, int]]) -> SitePlan | str:

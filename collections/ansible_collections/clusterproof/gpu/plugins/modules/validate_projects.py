@@ -16,6 +16,11 @@ options:
     type: list
     elements: dict
     required: true
+  scheduler:
+    description: The site's scheduler; KAI queues or Kueue ClusterQueues are read.
+    type: str
+    default: kai
+    choices: [kai, kueue]
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 author:
@@ -44,18 +49,26 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kube, project_validation
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kube, kueue, project_validation
 
 
 def main():
-    spec = {"projects": {"type": "list", "elements": "dict", "required": True}}
+    spec = {
+        "projects": {"type": "list", "elements": "dict", "required": True},
+        "scheduler": {"type": "str", "default": "kai", "choices": ["kai", "kueue"]},
+    }
     spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     params = module.params
     try:
         api = kube.api_client(params["kubeconfig"], params["context"])
         core = kube.core_v1(api)
-        queues = kube.k8s_client.CustomObjectsApi(api).list_cluster_custom_object(*kai.QUEUE_API)["items"]
+        custom = kube.k8s_client.CustomObjectsApi(api)
+        if params["scheduler"] == "kueue":
+            group, version = kueue.API_VERSION.split("/")
+            queues = custom.list_cluster_custom_object(group, version, "clusterqueues")["items"]
+        else:
+            queues = custom.list_cluster_custom_object(*kai.QUEUE_API)["items"]
         names = {project["name"] for project in params["projects"]}
         namespaces = [
             api.sanitize_for_serialization(ns) for ns in core.list_namespace().items if ns.metadata.name in names
@@ -70,9 +83,15 @@ def main():
         module.fail_json(msg=str(error))
     except kube.ApiException as error:
         module.fail_json(
-            msg="reading the projects failed: %s %s (is KAI scheduler installed?)" % (error.status, error.reason)
+            msg="reading the projects failed: %s %s (is %s installed?)"
+            % (error.status, error.reason, "Kueue" if params["scheduler"] == "kueue" else "KAI scheduler")
         )
-    checks, table = project_validation.validate_projects(params["projects"], queues, namespaces, holding)
+    check_projects = (
+        project_validation.validate_projects_on_kueue
+        if params["scheduler"] == "kueue"
+        else project_validation.validate_projects
+    )
+    checks, table = check_projects(params["projects"], queues, namespaces, holding)
     section = {
         "id": "projects",
         "title": "Projects: quotas as declared",

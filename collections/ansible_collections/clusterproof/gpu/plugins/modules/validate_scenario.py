@@ -57,7 +57,7 @@ options:
         engine reproduces the document.
     type: str
     default: kai
-    choices: [kai]
+    choices: [kai, kueue]
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 author:
@@ -86,9 +86,14 @@ failed_checks:
   description: How many checks failed.
   returned: always
   type: int
+skip_reason:
+  description: Why the scenario was not run (check mode, a site too small, an engine that cannot run it).
+  returned: when the scenario was skipped
+  type: str
 """
 
 import copy
+import json
 import signal
 import time
 from pathlib import Path
@@ -99,6 +104,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.clusterproof.gpu.plugins.module_utils import (
     kai,
     kube,
+    kueue,
     projects,
     report,
     scenarios,
@@ -106,18 +112,31 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils import (
 )
 
 SCENARIO_DEPARTMENT = "clusterproof-scenarios"
-ENGINE_NAMES = {"kai": "KAI scheduler"}
+ENGINE_NAMES = {"kai": "KAI scheduler", "kueue": "Kueue"}
 
 
 class Interrupted(Exception):
     pass
 
 
+def _brief(error):
+    """An API error as the API server's message (its status and reason), not the client's dump."""
+    if isinstance(error, kube.ApiException):
+        try:
+            message = json.loads(error.body or "{}").get("message")
+        except ValueError:
+            message = None
+        return "%s %s%s" % (error.status, error.reason, ": %s" % message if message else "")
+    return str(error)
+
+
 def _pod_amount(pod, resource):
     return kai.pod_cpus(pod) if resource == "cpu" else kai.pod_gpus(pod)
 
 
-def _observe(core, scenario, prefix):
+def _observe(core, scenario, prefix, alive=()):
+    """What the scheduler did. ``alive``: the workloads that exist now; one with no running pod
+    waits (under Kueue a waiting Job has no pod at all: it is suspended until admitted)."""
     allocated, running, pending, groups, replicas = {}, [], [], {}, {}
     deployments = {job.name for step in scenario.steps for job in step.submit if job.replicas is not None}
     for project in scenario.projects:
@@ -141,8 +160,9 @@ def _observe(core, scenario, prefix):
     parents = {project.name: project.parent for project in scenario.projects if project.parent}
     allocated = scenarios.roll_up({key: round(value, 3) for key, value in allocated.items()}, parents)
     shared = tuple(sorted(tuple(sorted(members)) for members in groups.values()))
+    waiting = set(pending) | (set(alive) - set(running))
     return scenarios.Observation(
-        allocated, tuple(sorted(set(running))), tuple(sorted(set(pending))), shared, replicas, parents
+        allocated, tuple(sorted(set(running))), tuple(sorted(waiting)), shared, replicas, parents
     )
 
 
@@ -157,14 +177,15 @@ def _foreign_pods(core, own_namespaces, resource):
     return sorted(busy)
 
 
-def _settle(core, scenario, prefix, expected_names, settle, timeout, started, timeline):
-    """Poll until every workload has a pod and nothing has changed for ``settle`` seconds."""
+def _settle(core, scenario, prefix, expected_names, settle, timeout, started, timeline, pods_first=True):
+    """Poll until every workload has a pod (``pods_first``; Kueue makes none for a waiting Job)
+    and nothing has changed for ``settle`` seconds."""
     deadline = time.monotonic() + timeout
     last, since = None, time.monotonic()
     while True:
-        observed = _observe(core, scenario, prefix)
+        observed = _observe(core, scenario, prefix, () if pods_first else expected_names)
         timeline.append([round(time.monotonic() - started, 1), dict(observed.allocated)])
-        complete = set(expected_names) <= set(observed.running) | set(observed.pending)
+        complete = not pods_first or set(expected_names) <= set(observed.running) | set(observed.pending)
         key = (observed.allocated, observed.running, observed.pending, observed.shared_gpus, observed.replicas)
         if key != last or not complete:
             last, since = key, time.monotonic()
@@ -186,7 +207,10 @@ def _placed_or_waiting(core, namespace, name, patience, pods_wanted=1):
         time.sleep(0.25)
 
 
-def _project_objects(scenario, prefix, site_gpus):
+def _project_objects(scenario, prefix, site_gpus, engine="kai"):
+    if engine == "kueue":
+        resource = kueue.GPU if scenario.resource == "gpu" else scenario.resource
+        return kueue.scenario_manifests(scenario.projects, prefix, resource, prefix + "scenarios")
     if scenario.parents:
         return _tree_objects(scenario, prefix)
     objects = [kai.queue_manifest(SCENARIO_DEPARTMENT, site_gpus, 1, None, None)]
@@ -271,9 +295,25 @@ def main():
         section["checks"].append(
             {"id": "scenario/%s" % scenario.name, "title": scenario.title, "status": "skip", "message": reason}
         )
-        module.exit_json(changed=False, section=section, duration_s=0.0, failed_checks=0, skipped=reason)
+        module.exit_json(changed=False, section=section, duration_s=0.0, failed_checks=0, skip_reason=reason)
     section["title"] += " (%s)" % plan.describe()
     scenario = plan.scenario
+    engine = params["scheduler"]
+    # Steps whose written tables cannot apply on this engine, with the reason.
+    not_applicable = {}
+    if engine == "kueue" and any(job.gpus < 1 for step in scenario.steps for job in step.submit):
+        scenario, affected = scenarios.without_fractions(scenario)
+        if not any(step.submit for step in scenario.steps):
+            reason = "Kueue has no fractional GPUs, and every workload of this scenario is a fraction of a GPU"
+            section["checks"].append(
+                {"id": "scenario/%s" % scenario.name, "title": scenario.title, "status": "skip", "message": reason}
+            )
+            module.exit_json(changed=False, section=section, duration_s=0.0, failed_checks=0, skip_reason=reason)
+        for index, names in affected.items():
+            not_applicable[index] = (
+                "Kueue has no fractional GPUs: %s left out, so the document's table does not apply to this step; "
+                "the model, without them, is checked" % ", ".join(names)
+            )
 
     prefix = params["namespace_prefix"]
     own = {prefix + project.name for project in scenario.projects}
@@ -297,13 +337,16 @@ def main():
     applier = kube.Applier(api)
     batch = kube.batch_v1(api)
     apps = kube.apps_v1(api)
-    engine = params["scheduler"]
     engine_policy = scenarios.ENGINE_POLICY[engine]
-    objects = _project_objects(scenario, prefix, plan.gpus)
+    objects = _project_objects(scenario, prefix, plan.gpus, engine)
     timeline = []
     started = time.monotonic()
     error_message = None
     try:
+        if engine == "kueue":
+            # The site's flavor and priority classes (the kueue_scheduler role makes them; kept after).
+            for manifest in [kueue.resource_flavor_manifest(), *kueue.priority_class_manifests()]:
+                applier.apply(manifest)
         for manifest in objects:
             applier.apply(manifest)
         # On a site larger than the scenario, its workloads stay on the nodes it was sized to.
@@ -320,14 +363,45 @@ def main():
             step_started = time.monotonic()
             for name in step.delete:
                 job = by_name[name]
-                if job.replicas is None:
+                if engine == "kueue" and job.replicas is not None:
+                    batch.delete_collection_namespaced_job(
+                        prefix + job.project,
+                        label_selector="%s=%s" % (workloads.WORKLOAD_NAME_LABEL, name),
+                        propagation_policy="Background",
+                    )
+                elif job.replicas is None:
                     batch.delete_namespaced_job(name, prefix + job.project, propagation_policy="Background")
                 else:
                     apps.delete_namespaced_deployment(name, prefix + job.project, propagation_policy="Background")
+            if step.delete:
+                # Ended workloads free their GPUs before anything new arrives, and what was waiting
+                # takes them (the document's order, and one that does not race the scheduler).
+                remaining = [
+                    job.name for job in (scenario.jobs_after(index - 1) if index else []) if job.name not in step.delete
+                ]
+                _settle(
+                    core,
+                    scenario,
+                    prefix,
+                    remaining,
+                    params["settle_seconds"],
+                    params["step_timeout"],
+                    started,
+                    timeline,
+                    pods_first=engine != "kueue",
+                )
             for job in step.submit:
                 by_name[job.name] = job
                 workload = workloads.Workload(job.name, prefix + job.project, job.kind, job.gpus)
-                if job.replicas is None:
+                if engine == "kueue":
+                    manifests = (
+                        [kueue.job_manifest(workload, settings[job.project])]
+                        if job.replicas is None
+                        else kueue.replica_jobs(workload, settings[job.project], job.replicas, scenario.resource)
+                    )
+                    for manifest in manifests:
+                        batch.create_namespaced_job(prefix + job.project, manifest)
+                elif job.replicas is None:
                     batch.create_namespaced_job(
                         prefix + job.project, workloads.job_manifest(workload, settings[job.project])
                     )
@@ -339,13 +413,36 @@ def main():
                 # Workloads arrive one after the other, as users submit them and as the model
                 # reads them: the scheduler places each before the next comes.
                 _placed_or_waiting(core, prefix + job.project, job.name, params["arrival_seconds"], job.replicas or 1)
+                if engine == "kueue":
+                    # Kueue orders preemption candidates by admission time, kept to the second: arrivals
+                    # a second apart keep that order the order of submission, as the model reads it.
+                    time.sleep(1.05)
             alive = [job.name for job in scenario.jobs_after(index)]
             observed = _settle(
-                core, scenario, prefix, alive, params["settle_seconds"], params["step_timeout"], started, timeline
+                core,
+                scenario,
+                prefix,
+                alive,
+                params["settle_seconds"],
+                params["step_timeout"],
+                started,
+                timeline,
+                pods_first=engine != "kueue",
             )
             duration = round(time.monotonic() - step_started, 1)
-            applies = plan.exact or scenarios.written_holds(scenario, index, written_model[index])
-            if not applies:
+            applies = index not in not_applicable and (
+                plan.exact or scenarios.written_holds(scenario, index, written_model[index])
+            )
+            if index in not_applicable:
+                section["checks"].append(
+                    {
+                        "id": "scenario/%s/%d/written" % (scenario.name, index + 1),
+                        "title": "%s: the document's table" % scenario.steps[index].name,
+                        "status": "skip",
+                        "message": not_applicable[index],
+                    }
+                )
+            elif not applies:
                 section["checks"].append(
                     {
                         "id": "scenario/%s/%d/written" % (scenario.name, index + 1),
@@ -364,8 +461,15 @@ def main():
         section["checks"].append(
             scenarios.reproduction(scenario, judged, ENGINE_NAMES[engine], engine_policy).to_dict()
         )
-    except (kube.ApiException, kube.KubeError, workloads.WorkloadError, ValueError, Interrupted) as error:
-        error_message = "scenario %s stopped: %s" % (scenario.name, error)
+    except (
+        kube.ApiException,
+        kube.KubeError,
+        workloads.WorkloadError,
+        kueue.KueueError,
+        ValueError,
+        Interrupted,
+    ) as error:
+        error_message = "scenario %s stopped: %s" % (scenario.name, _brief(error))
     finally:
         _cleanup(applier, core, objects, prefix, scenario)
         for sig, handler in previous.items():
