@@ -1,4 +1,4 @@
-"""The inventory's elastic quota tree on KAI scheduler: installed, enforced, and shown like the guide's dashboard."""
+"""The inventory's elastic quota tree on KAI scheduler and on Kueue: installed, enforced, shown like the guide's dashboard."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kueue, workloads
 
 from .conftest import Sandbox, ansible_module, free_port_base, run_playbook, sandbox_vars, wait_for
 
@@ -25,7 +25,8 @@ TREE = [
 ]
 
 
-def test_the_guides_tree_from_the_inventory_caps_a_leaf_at_its_max_and_shows_it(tmp_path):
+@pytest.mark.parametrize("scheduler", ["kai", "kueue"])
+def test_the_guides_tree_from_the_inventory_caps_a_leaf_at_its_max_and_shows_it(tmp_path, scheduler):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         yaml.safe_dump(
@@ -43,7 +44,11 @@ def test_the_guides_tree_from_the_inventory_caps_a_leaf_at_its_max_and_shows_it(
                         # One node with the guide's 40 cores.
                         "gpu_nodes": {"hosts": {"pool-1": {"gpu_count": 8, "node_cpu_cores": 40}}},
                     },
-                    "vars": {"clusterproof_site_name": "quota-tree-test", "clusterproof_quota_tree": TREE},
+                    "vars": {
+                        "clusterproof_site_name": "quota-tree-test",
+                        "clusterproof_scheduler": scheduler,
+                        "clusterproof_quota_tree": TREE,
+                    },
                 }
             }
         )
@@ -59,19 +64,32 @@ def test_the_guides_tree_from_the_inventory_caps_a_leaf_at_its_max_and_shows_it(
 
         site = Sandbox(state_dir, port_base, up)
         api = config.new_client_from_config(config_file=str(site.kubeconfig))
-        queues = client.CustomObjectsApi(api).list_cluster_custom_object(*kai.QUEUE_API)["items"]
-        parents = {queue["metadata"]["name"]: queue["spec"].get("parentQueue") for queue in queues}
+        custom = client.CustomObjectsApi(api)
+        workload = workloads.Workload("app", "namespace1", workloads.TRAINING, 5)
+        settings = workloads.ProjectSettings("namespace1")
+        if scheduler == "kai":
+            queues = custom.list_cluster_custom_object(*kai.QUEUE_API)["items"]
+            parents = {queue["metadata"]["name"]: queue["spec"].get("parentQueue") for queue in queues}
+            # namespace1 deploys 5 replicas of 5 cores: its leaf's max of 20 lets 4 run (the guide's step 1).
+            deployment = workloads.deployment_manifest(workload, settings, 5, "cpu")
+            for labels in (deployment["metadata"]["labels"], deployment["spec"]["template"]["metadata"]["labels"]):
+                labels[kai.QUEUE_LABEL] = "root-a-1"
+            client.AppsV1Api(api).create_namespaced_deployment("namespace1", deployment)
+        else:
+            group, version = kueue.API_VERSION.split("/")
+            cohorts = custom.list_cluster_custom_object(group, version, "cohorts")["items"]
+            queues = custom.list_cluster_custom_object(group, version, "clusterqueues")["items"]
+            parents = {item["metadata"]["name"]: item["spec"].get("parentName") for item in cohorts}
+            parents |= {item["metadata"]["name"]: item["spec"].get("cohortName") for item in queues}
+            # The same five replicas as single-pod Jobs in the leaf's LocalQueue.
+            for job in kueue.replica_jobs(workload, settings, 5, "cpu"):
+                job["metadata"]["labels"][kueue.QUEUE_NAME_LABEL] = "root-a-1"
+                client.BatchV1Api(api).create_namespaced_job("namespace1", job)
         assert {name: parents[name] for name in ("root", "root-a", "root-b-2")} == {
             "root": None,
             "root-a": "root",
             "root-b-2": "root-b",
         }
-        # namespace1 deploys 5 replicas of 5 cores: its leaf's max of 20 lets 4 run (the guide's step 1).
-        workload = workloads.Workload("app", "namespace1", workloads.TRAINING, 5)
-        deployment = workloads.deployment_manifest(workload, workloads.ProjectSettings("namespace1"), 5, "cpu")
-        for labels in (deployment["metadata"]["labels"], deployment["spec"]["template"]["metadata"]["labels"]):
-            labels[kai.QUEUE_LABEL] = "root-a-1"
-        client.AppsV1Api(api).create_namespaced_deployment("namespace1", deployment)
 
         def running():
             pods = client.CoreV1Api(api).list_namespaced_pod("namespace1").items
@@ -80,7 +98,7 @@ def test_the_guides_tree_from_the_inventory_caps_a_leaf_at_its_max_and_shows_it(
         assert wait_for(lambda: running() == 4, timeout=60)
         assert wait_for(lambda: running() == 5, timeout=8) is False, "the leaf's max of 20 cores was not enforced"
 
-        done = ansible_module("clusterproof.gpu.validate_quota_tree", {"tree": TREE}, site)
+        done = ansible_module("clusterproof.gpu.validate_quota_tree", {"tree": TREE, "scheduler": scheduler}, site)
         result = json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
         assert done.returncode == 0, result.get("msg")
         assert result["failed_checks"] == 0, result["section"]["checks"]

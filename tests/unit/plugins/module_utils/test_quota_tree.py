@@ -108,3 +108,36 @@ def test_a_queue_that_differs_is_named():
     queue["spec"]["resources"]["cpu"]["limit"] = 30000
     assert quota_tree.kai_configured(nodes[1], queue, {"cpu"}) == "cpu.limit 30000, not 40000"
     assert quota_tree.kai_configured(nodes[1], None, {"cpu"}) == "no KAI queue root-a"
+
+
+def test_on_kueue_inner_nodes_are_cohorts_and_leaves_cluster_queues():
+    nodes, _ = quota_tree.check_tree(ALIBABA)
+    manifests = quota_tree.kueue_manifests(nodes)
+    by_name = {(m["kind"], m["metadata"]["name"]): m for m in manifests}
+    root = by_name[("Cohort", "root")]["spec"]
+    assert "parentName" not in root
+    # root's own quota is its min less its children's (40 - 20 - 20); a top cohort borrows from nobody.
+    assert root["resourceGroups"][0]["flavors"][0]["resources"] == [{"name": "cpu", "nominalQuota": "0"}]
+    root_a = by_name[("Cohort", "root-a")]["spec"]
+    assert root_a["parentName"] == "root"
+    assert root_a["resourceGroups"][0]["flavors"][0]["resources"] == [
+        {"name": "cpu", "nominalQuota": "0", "borrowingLimit": "20"}
+    ]
+    leaf = by_name[("ClusterQueue", "root-b-1")]["spec"]
+    assert leaf["cohortName"] == "root-b"
+    assert leaf["resourceGroups"][0]["flavors"][0]["resources"] == [
+        {"name": "cpu", "nominalQuota": "10", "borrowingLimit": "10"}
+    ]
+    assert leaf["namespaceSelector"] == {"matchLabels": {quota_tree.LEAF_LABEL: "root-b-1"}}
+    assert by_name[("LocalQueue", "root-b-1")]["metadata"]["namespace"] == "namespace3"
+    wanted = by_name[("ClusterQueue", "root-b-1")]
+    assert quota_tree.kueue_configured(nodes[5], wanted, wanted) is None
+    assert quota_tree.kueue_configured(nodes[5], None, wanted) == "no Kueue ClusterQueue root-b-1"
+
+
+def test_memory_on_kueue_is_in_mebibytes():
+    nodes, _ = quota_tree.check_tree([{"name": "team", "min": {"memory": 1.5}, "max": {"memory": 2}}])
+    queue = quota_tree.kueue_manifests(nodes)[0]
+    assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
+        {"name": "memory", "nominalQuota": "1536Mi"}
+    ]

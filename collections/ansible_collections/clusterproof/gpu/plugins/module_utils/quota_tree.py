@@ -305,3 +305,119 @@ def kai_configured(node: TreeNode, queue: Mapping[str, Any] | None, declared: It
             if float(got.get(key, -2)) != float(value):
                 differences.append("%s.%s %s, not %s" % (name, key, got.get(key), value))
     return "; ".join(differences) or None
+
+
+# Kueue: inner nodes are Cohorts under their parent, leaves ClusterQueues in their parent cohort.
+_KUEUE_NAMES = {"cpu": "cpu", "memory": "memory", "gpu": "nvidia.com/gpu"}
+
+
+def _kueue_quantity(resource: str, amount: float) -> str:
+    from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+
+    if resource == "memory":
+        return "%dMi" % round(amount * 1024)
+    return kueue.quantity(amount)
+
+
+def _kueue_groups(
+    node: TreeNode, declared: Iterable[str], own_min: Mapping[str, float], top: bool
+) -> list[dict[str, Any]]:
+    from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+
+    covered = [resource for resource in RESOURCES if resource in declared]
+    resources = []
+    for resource in covered:
+        quota: dict[str, Any] = {
+            "name": _KUEUE_NAMES[resource],
+            "nominalQuota": _kueue_quantity(resource, own_min.get(resource, 0.0)),
+        }
+        if not top and resource in node.max:
+            # Kueue bounds what a subtree takes from its parent beyond its own quota.
+            quota["borrowingLimit"] = _kueue_quantity(resource, node.max[resource] - node.min.get(resource, 0.0))
+        resources.append(quota)
+    return [
+        {
+            "coveredResources": [_KUEUE_NAMES[resource] for resource in covered],
+            "flavors": [{"name": kueue.FLAVOR, "resources": resources}],
+        }
+    ]
+
+
+def kueue_manifests(nodes: Iterable[TreeNode]) -> list[dict[str, Any]]:
+    """The tree on Kueue, parents first: a Cohort per inner node (its own nominal quota = its min less
+    its children's; borrowing limit = max − min), a ClusterQueue per leaf in its parent cohort
+    (nominal = min, borrowing limit = max − min; admitting the leaf's namespaces), and each leaf
+    namespace with a LocalQueue named after the leaf."""
+    from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+
+    nodes = list(nodes)
+    declared = declared_resources(nodes)
+    parents = {node.parent for node in nodes if node.parent}
+    manifests: list[dict[str, Any]] = []
+    for node in nodes:
+        if node.name in parents:
+            children = [child for child in nodes if child.parent == node.name]
+            own = {
+                resource: max(node.min.get(resource, 0.0) - sum(c.min.get(resource, 0.0) for c in children), 0.0)
+                for resource in declared
+            }
+            spec: dict[str, Any] = {"resourceGroups": _kueue_groups(node, declared, own, node.parent is None)}
+            if node.parent:
+                spec["parentName"] = node.parent
+            manifests.append(
+                {
+                    "apiVersion": kueue.API_VERSION,
+                    "kind": "Cohort",
+                    "metadata": {"name": node.name, "labels": dict(MANAGED_BY)},
+                    "spec": spec,
+                }
+            )
+            continue
+        manifests.append(
+            {
+                "apiVersion": kueue.API_VERSION,
+                "kind": "ClusterQueue",
+                "metadata": {"name": node.name, "labels": dict(MANAGED_BY)},
+                "spec": {
+                    **({"cohortName": node.parent} if node.parent else {}),
+                    "namespaceSelector": {"matchLabels": {LEAF_LABEL: node.name}},
+                    "queueingStrategy": "BestEffortFIFO",
+                    "resourceGroups": _kueue_groups(node, declared, node.min, node.parent is None),
+                    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                },
+            }
+        )
+    for node in nodes:
+        for namespace in node.namespaces:
+            manifests.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": namespace, "labels": {**MANAGED_BY, LEAF_LABEL: node.name}},
+                }
+            )
+            manifests.append(
+                {
+                    "apiVersion": kueue.API_VERSION,
+                    "kind": "LocalQueue",
+                    "metadata": {"name": node.name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+                    "spec": {"clusterQueue": node.name},
+                }
+            )
+    return manifests
+
+
+def kueue_configured(node: TreeNode, found: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> str | None:
+    """None when the node's Cohort or ClusterQueue is as the tree declares it, else what differs."""
+    if found is None:
+        return "no Kueue %s %s" % (wanted["kind"], node.name)
+    from ansible_collections.clusterproof.gpu.plugins.module_utils import kube
+
+    have = found.get("spec") or {}
+    differences = []
+    for key in ("parentName", "cohortName"):
+        if wanted["spec"].get(key) != have.get(key):
+            differences.append("%s %s, not %s" % (key, have.get(key), wanted["spec"].get(key)))
+    if not kube.is_subset(wanted["spec"]["resourceGroups"], have.get("resourceGroups")):
+        differences.append("resourceGroups differ from the declared min/max")
+    return "; ".join(differences) or None

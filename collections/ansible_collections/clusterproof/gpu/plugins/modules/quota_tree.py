@@ -3,12 +3,15 @@
 
 DOCUMENTATION = r"""
 module: quota_tree
-short_description: Make an elastic quota tree (min/max per resource, namespaces on leaves) exist on KAI scheduler
+short_description: Make an elastic quota tree (min/max per resource, namespaces on leaves) exist on KAI or Kueue
 description:
   - Takes the checked tree (C(clusterproof_site.quota_tree), module_utils/quota_tree.py says the rules)
     and makes each node a KAI Queue under its parent queue (quota = min, limit = max, over-quota
     weight = min; CPU in millicpus, memory in megabytes), and each leaf's namespaces exist, labelled
     with their leaf.
+  - On Kueue, each inner node is a Cohort under its parent and each leaf a ClusterQueue in its parent
+    cohort (nominal quota = min, borrowing limit = max - min), admitting the leaf's namespaces, each
+    with a LocalQueue named after the leaf.
   - Server-side apply, changing only what differs; check mode reports what would change.
 version_added: 0.1.0
 options:
@@ -17,6 +20,11 @@ options:
     type: list
     elements: dict
     required: true
+  scheduler:
+    description: The site's scheduler, which enforces the tree.
+    type: str
+    default: kai
+    choices: [kai, kueue]
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 author:
@@ -46,7 +54,10 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, quot
 
 
 def main():
-    spec = {"tree": {"type": "list", "elements": "dict", "required": True}}
+    spec = {
+        "tree": {"type": "list", "elements": "dict", "required": True},
+        "scheduler": {"type": "str", "default": "kai", "choices": ["kai", "kueue"]},
+    }
     spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     nodes, problems = quota_tree.check_tree(module.params["tree"])
@@ -60,7 +71,8 @@ def main():
         applier = kube.Applier(
             kube.api_client(module.params["kubeconfig"], module.params["context"]), module.check_mode
         )
-        for manifest in quota_tree.kai_manifests(nodes):
+        on_kueue = module.params["scheduler"] == "kueue"
+        for manifest in quota_tree.kueue_manifests(nodes) if on_kueue else quota_tree.kai_manifests(nodes):
             changed, _, _ = applier.apply(manifest)
             if changed:
                 changed_objects.append("%s/%s" % (manifest["kind"], manifest["metadata"]["name"]))
@@ -68,8 +80,8 @@ def main():
         module.fail_json(msg=str(error))
     except kube.ApiException as error:
         module.fail_json(
-            msg="making the quota tree exist failed: %s %s (is KAI scheduler installed?)"
-            % (error.status, error.reason),
+            msg="making the quota tree exist failed: %s %s (is %s installed?)"
+            % (error.status, error.reason, "Kueue" if module.params["scheduler"] == "kueue" else "KAI scheduler"),
             changed_objects=changed_objects,
         )
     module.exit_json(changed=bool(changed_objects), changed_objects=changed_objects)

@@ -17,6 +17,12 @@ options:
     type: list
     elements: dict
     required: true
+  scheduler:
+    description:
+      - The site's scheduler; its objects for the tree are checked (KAI Queues, or Kueue Cohorts and ClusterQueues).
+    type: str
+    default: kai
+    choices: [kai, kueue]
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 author:
@@ -45,7 +51,7 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kube, quota_tree
+from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kube, kueue, quota_tree
 
 
 def _requests(pod):
@@ -63,7 +69,10 @@ def _requests(pod):
 
 
 def main():
-    spec = {"tree": {"type": "list", "elements": "dict", "required": True}}
+    spec = {
+        "tree": {"type": "list", "elements": "dict", "required": True},
+        "scheduler": {"type": "str", "default": "kai", "choices": ["kai", "kueue"]},
+    }
     spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     nodes, problems = quota_tree.check_tree(module.params["tree"])
@@ -72,10 +81,19 @@ def main():
     try:
         api = kube.api_client(module.params["kubeconfig"], module.params["context"])
         core = kube.core_v1(api)
-        queues = {
-            item["metadata"]["name"]: item
-            for item in kube.k8s_client.CustomObjectsApi(api).list_cluster_custom_object(*kai.QUEUE_API)["items"]
-        }
+        custom = kube.k8s_client.CustomObjectsApi(api)
+        on_kueue = module.params["scheduler"] == "kueue"
+        if on_kueue:
+            group, version = kueue.API_VERSION.split("/")
+            queues = {
+                (item["kind"], item["metadata"]["name"]): item
+                for plural in ("cohorts", "clusterqueues")
+                for item in custom.list_cluster_custom_object(group, version, plural)["items"]
+            }
+        else:
+            queues = {
+                item["metadata"]["name"]: item for item in custom.list_cluster_custom_object(*kai.QUEUE_API)["items"]
+            }
         existing = {ns.metadata.name for ns in core.list_namespace().items}
         pods = {}
         for node in nodes:
@@ -90,12 +108,21 @@ def main():
         module.fail_json(msg=str(error))
     except kube.ApiException as error:
         module.fail_json(
-            msg="reading the quota tree failed: %s %s (is KAI scheduler installed?)" % (error.status, error.reason)
+            msg="reading the quota tree failed: %s %s (is the scheduler installed?)" % (error.status, error.reason)
         )
     declared = quota_tree.declared_resources(nodes)
+    kueue_objects = {
+        manifest["metadata"]["name"]: manifest
+        for manifest in quota_tree.kueue_manifests(nodes)
+        if manifest["kind"] in ("Cohort", "ClusterQueue")
+    }
     checks = []
     for node in nodes:
-        difference = quota_tree.kai_configured(node, queues.get(node.name), declared)
+        if on_kueue:
+            wanted = kueue_objects[node.name]
+            difference = quota_tree.kueue_configured(node, queues.get((wanted["kind"], node.name)), wanted)
+        else:
+            difference = quota_tree.kai_configured(node, queues.get(node.name), declared)
         missing = [namespace for namespace in node.namespaces if namespace not in existing]
         if missing:
             difference = "; ".join(part for part in (difference, "namespaces missing: %s" % ", ".join(missing)) if part)
@@ -107,7 +134,7 @@ def main():
                 "expected": "min %s, max %s, under %s"
                 % (node.min or "none", node.max or "none", node.parent or "the top"),
                 "observed": difference or "as declared",
-                "message": "" if not difference else "look at `kubectl get queue %s -o yaml`" % node.name,
+                "message": "" if not difference else "re-run playbooks/scheduler.yml",
             }
         )
     used = quota_tree.used_by_pods(nodes, pods)
