@@ -265,3 +265,31 @@ def test_results_say_what_the_file_declared_before():
     docker = merge_docker(None, RuntimeEntry(set_as_default=True))
     assert (docker.runtimes_before, docker.default_runtime_before) == ([], "runc")
     assert docker.to_dict()["default_runtime"] == "nvidia"
+
+
+# --- the systemd cgroup driver (kubeadm's kubelet) -------------------------------------------------
+
+# Debian's containerd 1.6 default config: runc with SystemdCgroup = false, a kubelet on systemd's driver.
+DEBIAN_CONTAINERD = (FIXTURES / "containerd-1.6-default.toml").read_text()
+
+
+def test_systemd_cgroup_is_set_on_runc_and_on_the_nvidia_runtime_and_holds():
+    entry = RuntimeEntry(systemd_cgroup=True)
+    merged = merge_containerd(DEBIAN_CONTAINERD, entry)
+    runtimes = tomllib.loads(merged.text)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert runtimes["runc"]["options"]["SystemdCgroup"] is True
+    assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
+    assert runtimes["nvidia"]["options"]["BinaryName"] == NVIDIA
+    assert merged.changed and not merge_containerd(merged.text, entry).changed
+
+
+def test_systemd_cgroup_alone_on_a_host_without_gpus():
+    merged = merge_containerd(None, RuntimeEntry(present=False, systemd_cgroup=True))
+    runtimes = tomllib.loads(merged.text)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert runtimes == {"runc": {"runtime_type": "io.containerd.runc.v2", "options": {"SystemdCgroup": True}}}
+
+
+def test_without_the_switch_cgroups_are_left_alone():
+    merged = merge_containerd(DEBIAN_CONTAINERD, RuntimeEntry())
+    runtimes = tomllib.loads(merged.text)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert runtimes["runc"]["options"]["SystemdCgroup"] is False

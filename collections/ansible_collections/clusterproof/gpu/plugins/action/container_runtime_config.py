@@ -31,6 +31,7 @@ ARGUMENT_SPEC = {
     "name": {"type": "str", "default": "nvidia"},
     "binary": {"type": "path", "default": DEFAULT_BINARY},
     "set_as_default": {"type": "bool", "default": False},
+    "systemd_cgroup": {"type": "bool", "default": False},
     "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
     "mode": {"type": "raw"},
     "backup": {"type": "bool", "default": False},
@@ -56,6 +57,7 @@ class ActionModule(ActionBase):
             name=params["name"],
             binary=params["binary"],
             set_as_default=params["set_as_default"],
+            systemd_cgroup=params["systemd_cgroup"] and runtime == "containerd",
             present=params["state"] == "present",
         )
 

@@ -59,6 +59,9 @@ class RuntimeEntry:
     binary: str = DEFAULT_BINARY
     set_as_default: bool = False
     present: bool = True
+    # containerd: runc (and so the nvidia runtime, which copies runc's options) in systemd's cgroup
+    # hierarchy, as a kubelet with the systemd cgroup driver (kubeadm's default) needs.
+    systemd_cgroup: bool = False
 
 
 @dataclass
@@ -128,10 +131,16 @@ def merge_containerd(existing: str | None, entry: RuntimeEntry) -> MergeResult:
 
     cri_path = CONTAINERD_CRI_PATHS[version]
     created: list[tuple[int, Table]] = []
+    if entry.systemd_cgroup:
+        containerd = _ensure_table(document, cri_path, created)
+        runtimes = _ensure_table(containerd, ("runtimes",), created, depth=len(cri_path))
+        _systemd_cgroup(runtimes, "runc", created, depth=len(cri_path) + 1)
     if entry.present:
         containerd = _ensure_table(document, cri_path, created)
         runtimes = _ensure_table(containerd, ("runtimes",), created, depth=len(cri_path))
         _merge_containerd_runtime(runtimes, entry, created, depth=len(cri_path) + 1)
+        if entry.systemd_cgroup:
+            _systemd_cgroup(runtimes, entry.name, created, depth=len(cri_path) + 1)
         if entry.set_as_default:
             _set(containerd, "default_runtime_name", entry.name)
         elif containerd.get("default_runtime_name") == entry.name:
@@ -185,6 +194,15 @@ def containerd_runtimes(text: str) -> dict[str, Any]:
         "default_runtime": node.get("default_runtime_name") or "runc",
         "config_version": version,
     }
+
+
+def _systemd_cgroup(runtimes: Table, name: str, created: list, depth: int) -> None:
+    """``runtimes.<name>`` (a runc v2 runtime, made where missing) with ``options.SystemdCgroup = true``."""
+    runtime = _ensure_table(runtimes, (name,), created, depth=depth)
+    if "runtime_type" not in runtime:
+        runtime["runtime_type"] = RUNC_V2
+    options = _ensure_table(runtime, ("options",), created, depth=depth + 1)
+    _set(options, "SystemdCgroup", True)
 
 
 def _merge_containerd_runtime(runtimes: Table, entry: RuntimeEntry, created: list, depth: int) -> None:

@@ -47,6 +47,14 @@ options:
       - When false and the runtime is the default now, the default goes back to the runtime's own (runc).
     type: bool
     default: false
+  systemd_cgroup:
+    description:
+      - containerd only. Set C(SystemdCgroup = true) in the options of the C(runc) runtime (made where
+        missing) and of this runtime, as a kubelet with the systemd cgroup driver (kubeadm's default) needs;
+        works with either O(state) (on hosts without GPUs, V(absent) leaves just runc's setting).
+      - When false, nothing about cgroups is changed.
+    type: bool
+    default: false
   state:
     description: V(present) merges the entry in; V(absent) removes it (and the default, where it was this runtime).
     type: str
