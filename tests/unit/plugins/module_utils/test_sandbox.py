@@ -139,6 +139,8 @@ def _fake_build(plan):
     (plan.kai_chart.parent / ".version").write_text(plan.versions.kai_scheduler + "\n")
     (plan.share_dir / "kueue").mkdir()
     (plan.share_dir / "kueue" / ".version").write_text(plan.versions.kueue + "\n")
+    (plan.share_dir / "koordinator").mkdir()
+    (plan.share_dir / "koordinator" / ".version").write_text(plan.versions.koordinator + "\n")
 
 
 def test_a_new_pin_rebuilds_only_its_component(tmp_path):

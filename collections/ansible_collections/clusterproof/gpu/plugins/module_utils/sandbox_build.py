@@ -54,6 +54,9 @@ class SandboxVersions:
     kueue: str = "v0.16.2"
     # The newest release the module proxy serves (v0.0.31 and later are not).
     local_path_provisioner: str = "v0.0.30"
+    # Koordinator's scheduler, whose ElasticQuota plugin is the guide's elastic quota tree: the newest
+    # release the module proxy serves (v1.7.0; v1.7.1 and v1.6.2 are refused).
+    koordinator: str = "v1.7.0"
 
     def version_of(self, binary: str) -> str:
         """The pinned version ``binary`` is built from (its component's version)."""
@@ -89,6 +92,7 @@ ALL_BINARIES = (
     + tuple(KAI_COMMANDS)
     + ("helm", "local-path-provisioner")
     + ("kueue",)
+    + ("koord-scheduler",)
 )
 # Each binary's component, a field of SandboxVersions: its pin is the binary's stamp.
 COMPONENT_OF = {
@@ -99,6 +103,7 @@ COMPONENT_OF = {
     "helm": "helm",
     "kueue": "kueue",
     "local-path-provisioner": "local_path_provisioner",
+    "koord-scheduler": "koordinator",
 }
 # KAI's Helm chart, copied next to the binaries: its CRDs and priority classes are what the sandbox
 # applies, and the whole chart is what a real cluster is installed from.
@@ -116,6 +121,12 @@ KUEUE_MANIFESTS = {
 KUEUE_MANIFESTS_ITEM = "kueue manifests"
 
 LOCAL_PATH_MODULE = "github.com/rancher/local-path-provisioner"
+
+KOORDINATOR_MODULE = "github.com/koordinator-sh/koordinator"
+# Koordinator's CRDs (ElasticQuota among them), which koord-scheduler's informers need, copied to
+# share/koordinator/crds.
+KOORDINATOR_CRDS = "config/crd/bases"
+KOORDINATOR_CRDS_ITEM = "koordinator CRDs"
 
 _STAGING_REPLACE = re.compile(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/\1\s*$")
 
@@ -162,6 +173,48 @@ def kubernetes_wrapper_gomod(kubernetes_version: str, kubernetes_gomod: str, go_
     ]
     lines += [f"\t{module} => {module} {published}" for module in staging_modules(kubernetes_gomod)]
     lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def module_replaces(gomod: str) -> list[str]:
+    """A go.mod's replace directives that name a module version (``old [v] => new v``), one per line,
+    from its ``replace (...)`` blocks and single ``replace`` lines; local-path replacements (``=> ./x``)
+    cannot travel into another module and are refused."""
+    replaces, in_block = [], False
+    for raw in gomod.splitlines():
+        line = raw.split("//", 1)[0].strip()
+        if in_block and line == ")":
+            in_block = False
+            continue
+        if line == "replace (":
+            in_block = True
+            continue
+        if line.startswith("replace "):
+            line = line[len("replace ") :].strip()
+        elif not in_block:
+            continue
+        if "=>" not in line:
+            continue
+        target = line.split("=>", 1)[1].split()
+        if len(target) != 2:
+            raise ValueError("go.mod replaces with a local path, which a wrapper module cannot use: %r" % raw.strip())
+        replaces.append(" ".join(line.split()))
+    return replaces
+
+
+def replacing_wrapper_gomod(name: str, module: str, version: str, upstream_gomod: str) -> str:
+    """The go.mod of a wrapper module that builds ``module``'s commands at ``version`` with the
+    replace directives of its own go.mod (which Go ignores in a dependency), generated from it."""
+    lines = [
+        "module clusterproof.local/sandbox/%s" % name,
+        "",
+        "go %s" % go_directive_of(upstream_gomod),
+        "",
+        "require %s %s" % (module, version),
+    ]
+    replaces = module_replaces(upstream_gomod)
+    if replaces:
+        lines += ["", "replace ("] + ["\t" + replace for replace in replaces] + [")"]
     return "\n".join(lines) + "\n"
 
 
@@ -261,6 +314,9 @@ class BuildPlan:
         kueue_stamp = self.share_dir / "kueue" / ".version"
         if not (kueue_stamp.is_file() and kueue_stamp.read_text().strip() == self.versions.kueue):
             missing.append(KUEUE_MANIFESTS_ITEM)
+        koordinator_stamp = self.share_dir / "koordinator" / ".version"
+        if not (koordinator_stamp.is_file() and koordinator_stamp.read_text().strip() == self.versions.koordinator):
+            missing.append(KOORDINATOR_CRDS_ITEM)
         return missing
 
 
@@ -455,6 +511,40 @@ def _copy_kueue_manifests(plan_: BuildPlan, progress: Progress) -> None:
     (target / ".version").write_text(version + "\n")
 
 
+def _build_koordinator(plan_: BuildPlan, log: Path, progress: Progress) -> None:
+    """koord-scheduler, through a wrapper module that requires the pinned version (the proxy serves no
+    version list for it) and repeats its go.mod's replace directives, which pin the k8s.io modules
+    to their published versions and would otherwise be ignored in a dependency."""
+    version = plan_.versions.koordinator
+    work = plan_.src_dir / "koordinator"
+    work.mkdir(parents=True, exist_ok=True)
+    env = _go_env()
+    upstream = _download_gomod(KOORDINATOR_MODULE, version, work, env)
+    (work / "go.mod").write_text(replacing_wrapper_gomod("koordinator", KOORDINATOR_MODULE, version, upstream))
+    progress("building koord-scheduler %s" % version)
+    out = plan_.bin_dir / "koord-scheduler.tmp"
+    package = KOORDINATOR_MODULE + "/cmd/koord-scheduler"
+    # No version stamp: Koordinator's own build sets none either (the binary reports v0.0.0-master).
+    _run(["go", "build", "-ldflags", "-s -w", "-o", str(out), package], work, env, log)
+    plan_.install(out, "koord-scheduler")
+
+
+def _copy_koordinator_crds(plan_: BuildPlan, progress: Progress) -> None:
+    version = plan_.versions.koordinator
+    work = plan_.src_dir / "koordinator"
+    work.mkdir(parents=True, exist_ok=True)
+    progress("copying Koordinator %s's CRDs" % version)
+    module_dir = Path(_download(KOORDINATOR_MODULE, version, work, _go_env())["Dir"])
+    target = plan_.share_dir / "koordinator"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(module_dir / KOORDINATOR_CRDS, target / "crds")
+    # The module cache is read-only; the copy must be ours to replace later.
+    for path in target.rglob("*"):
+        path.chmod(0o644 if path.is_file() else 0o755)
+    target.chmod(0o755)
+    (target / ".version").write_text(version + "\n")
+
+
 def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     """Build whatever is missing from the cache. Returns True if anything was built."""
     missing = plan_.missing()
@@ -495,6 +585,10 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
         steps.append(lambda: _build_kueue(plan_, log, progress))
     if KUEUE_MANIFESTS_ITEM in missing:
         steps.append(lambda: _copy_kueue_manifests(plan_, progress))
+    if "koord-scheduler" in missing:
+        steps.append(lambda: _build_koordinator(plan_, log, progress))
+    if KOORDINATOR_CRDS_ITEM in missing:
+        steps.append(lambda: _copy_koordinator_crds(plan_, progress))
     for step in steps:
         step_started = time.monotonic()
         step()

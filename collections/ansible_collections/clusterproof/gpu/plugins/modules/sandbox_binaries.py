@@ -48,6 +48,12 @@ options:
       - Its chart, CRDs and webhook registrations are copied into C(kueue/) of the share directory.
     type: str
     default: v0.16.2
+  koordinator_version:
+    description:
+      - Version of github.com/koordinator-sh/koordinator, whose koord-scheduler runs the elastic quota tree.
+      - Its CRDs are copied into C(koordinator/crds) of the share directory.
+    type: str
+    default: v1.7.0
 author:
   - clusterproof developers
 """
@@ -95,6 +101,7 @@ def main():
             "kai_scheduler_version": {"type": "str", "default": sandbox_build.SandboxVersions.kai_scheduler},
             "helm_version": {"type": "str", "default": sandbox_build.SandboxVersions.helm},
             "kueue_version": {"type": "str", "default": sandbox_build.SandboxVersions.kueue},
+            "koordinator_version": {"type": "str", "default": sandbox_build.SandboxVersions.koordinator},
             "local_path_provisioner_version": {
                 "type": "str",
                 "default": sandbox_build.SandboxVersions.local_path_provisioner,
@@ -111,6 +118,7 @@ def main():
             params["kai_scheduler_version"],
             params["helm_version"],
             kueue=params["kueue_version"],
+            koordinator=params["koordinator_version"],
             local_path_provisioner=params["local_path_provisioner_version"],
         )
         sandbox_build.staging_version(versions.kubernetes)
