@@ -6,6 +6,7 @@ default ports is left alone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -22,8 +23,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
-# The control plane uses base..base+6, KAI scheduler base+10..base+18, Kueue base+19..base+21.
-PORTS_PER_SANDBOX = 22
+# The control plane uses base..base+6, KAI scheduler base+10..base+18, Kueue base+19..base+21,
+# Koordinator's scheduler base+22..base+23.
+PORTS_PER_SANDBOX = 24
 
 
 def free_port_base() -> int:
@@ -98,6 +100,36 @@ def ansible_module(module: str, args: dict, sandbox: Sandbox) -> subprocess.Comp
         text=True,
         timeout=300,
     )
+
+
+def module_result(done: subprocess.CompletedProcess) -> dict:
+    """The JSON result an ad-hoc ``ansible localhost -m`` run prints after ``=> ``."""
+    return json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
+
+
+@contextlib.contextmanager
+def own_sandbox(inventory: Path, state_dir: Path, scheduler: bool = True) -> Iterator[Sandbox]:
+    """A sandbox of the test's own for ``inventory`` (and its scheduler unless told not), on free
+    ports; always torn down after, also when the test fails."""
+    port_base = free_port_base()
+    try:
+        up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+        assert up.returncode == 0, up.output[-3000:]
+        if scheduler:
+            installed = run_playbook(
+                "playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory
+            )
+            assert installed.returncode == 0, installed.output[-3000:]
+        yield Sandbox(state_dir, port_base, up)
+    finally:
+        down = run_playbook(
+            "playbooks/sandbox.yml",
+            "-e",
+            "sandbox_cluster_state=down",
+            *sandbox_vars(state_dir, port_base),
+            inventory=inventory,
+        )
+        assert down.returncode == 0, down.output[-3000:]
 
 
 def sandbox_vars(state_dir: Path, port_base: int) -> list[str]:

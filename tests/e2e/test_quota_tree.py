@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import yaml
 from kubernetes import client, config
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kueue, workloads
 
-from .conftest import Sandbox, ansible_module, free_port_base, run_playbook, sandbox_vars, wait_for
+from .conftest import ansible_module, module_result, own_sandbox, run_playbook, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -53,16 +51,12 @@ def test_the_guides_tree_from_the_inventory_caps_a_leaf_at_its_max_and_shows_it(
             }
         )
     )
-    state_dir, port_base = tmp_path / "state", free_port_base()
-    try:
-        up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert up.returncode == 0, up.output[-3000:]
-        first = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+    with own_sandbox(inventory, tmp_path / "state", scheduler=False) as site:
+        first = run_playbook("playbooks/scheduler.yml", *site.vars(), inventory=inventory)
         assert first.returncode == 0, first.output[-3000:]
-        again = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
+        again = run_playbook("playbooks/scheduler.yml", *site.vars(), inventory=inventory)
         assert again.returncode == 0 and again.recap()["changed"] == 0, again.output[-3000:]
 
-        site = Sandbox(state_dir, port_base, up)
         api = config.new_client_from_config(config_file=str(site.kubeconfig))
         custom = client.CustomObjectsApi(api)
         workload = workloads.Workload("app", "namespace1", workloads.TRAINING, 5)
@@ -99,19 +93,10 @@ def test_the_guides_tree_from_the_inventory_caps_a_leaf_at_its_max_and_shows_it(
         assert wait_for(lambda: running() == 5, timeout=8) is False, "the leaf's max of 20 cores was not enforced"
 
         done = ansible_module("clusterproof.gpu.validate_quota_tree", {"tree": TREE, "scheduler": scheduler}, site)
-        result = json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
+        result = module_result(done)
         assert done.returncode == 0, result.get("msg")
         assert result["failed_checks"] == 0, result["section"]["checks"]
         rows = {row[0].strip(): row for row in result["section"]["tables"][0]["rows"]}
         assert rows["root-a-1"] == ["    root-a-1", "namespace1", "cpu", "20", "10", "20"]
         assert rows["root"][3:] == ["40", "40", "20"] and rows["root-b"][5] == "0"
         api.close()
-    finally:
-        down = run_playbook(
-            "playbooks/sandbox.yml",
-            "-e",
-            "sandbox_cluster_state=down",
-            *sandbox_vars(state_dir, port_base),
-            inventory=inventory,
-        )
-        assert down.returncode == 0, down.output[-3000:]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -10,7 +9,7 @@ from kubernetes import client
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import workloads
 
-from .conftest import REPO, Sandbox, ansible_module, free_port_base, run_playbook, sandbox_vars
+from .conftest import REPO, ansible_module, module_result, own_sandbox
 
 pytestmark = pytest.mark.sandbox
 NODES = [{"name": "dgx1-1", "gpu_count": 8, "cpu_cores": 8}, {"name": "dgx1-2", "gpu_count": 8, "cpu_cores": 8}]
@@ -19,8 +18,7 @@ NODES = [{"name": "dgx1-1", "gpu_count": 8, "cpu_cores": 8}, {"name": "dgx1-2", 
 def run_scenario(sandbox, name: str, **extra):
     args = {"scenario_file": str(REPO / "scenarios" / name), "nodes": NODES, **extra}
     done = ansible_module("clusterproof.gpu.validate_scenario", args, sandbox)
-    result = json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
-    return done.returncode, result
+    return done.returncode, module_result(done)
 
 
 def scenario_namespaces(api) -> list[str]:
@@ -90,19 +88,13 @@ def test_netapp_scaled_to_a_larger_site(tmp_path):
         "          ansible_connection: local\n          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
         "    gpu_nodes:\n      hosts:\n" + nodes + "  vars:\n    clusterproof_site_name: scaled-test\n"
     )
-    state_dir, port_base = tmp_path / "state", free_port_base()
-    try:
-        up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert up.returncode == 0, up.output[-3000:]
-        kai = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert kai.returncode == 0, kai.output[-3000:]
-        site = Sandbox(state_dir, port_base, up)
+    with own_sandbox(inventory, tmp_path / "state") as site:
         args = {
             "scenario_file": str(REPO / "scenarios" / "netapp-runai-4.8-4.10.yml"),
             "nodes": [{"name": "big-%d" % number, "gpu_count": 8} for number in range(1, 6)],
         }
         done = ansible_module("clusterproof.gpu.validate_scenario", args, site)
-        result = json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
+        result = module_result(done)
         assert done.returncode == 0, result.get("msg")
         section = result["section"]
         assert "scaled 2×" in section["title"] and "kept off big-5" in section["title"]
@@ -116,15 +108,6 @@ def test_netapp_scaled_to_a_larger_site(tmp_path):
         assert checks["scenario/netapp-runai-4.8-4.10/2/pending"]["observed"] == "b-4-gg, c-4-gg"
         assert "b-1-g06-x2" in checks["scenario/netapp-runai-4.8-4.10/1/running"]["observed"]
         assert result["failed_checks"] == 0, [c for c in checks.values() if c["status"] == "fail"]
-    finally:
-        down = run_playbook(
-            "playbooks/sandbox.yml",
-            "-e",
-            "sandbox_cluster_state=down",
-            *sandbox_vars(state_dir, port_base),
-            inventory=inventory,
-        )
-        assert down.returncode == 0, down.output[-3000:]
 
 
 def test_alibaba_tree_on_kai_follows_its_own_policy_and_says_where_it_departs(kai_site, api_client, sandbox):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
 
-from .conftest import REPO, Sandbox, ansible_module, free_port_base, run_playbook, sandbox_vars
+from .conftest import REPO, Sandbox, ansible_module, module_result, own_sandbox
 
 pytestmark = pytest.mark.sandbox
 NODES = [{"name": "dgx1-%d" % number, "gpu_count": 8, "cpu_cores": 8} for number in (1, 2)]
@@ -24,28 +23,14 @@ def kueue_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         "    gpu_nodes:\n      hosts:\n        dgx1-1:\n          gpu_count: 8\n        dgx1-2:\n          gpu_count: 8\n"
         "  vars:\n    clusterproof_site_name: kueue-scenarios\n    clusterproof_scheduler: kueue\n"
     )
-    state_dir, port_base = directory / "state", free_port_base()
-    try:
-        up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert up.returncode == 0, up.output[-3000:]
-        scheduler = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert scheduler.returncode == 0, scheduler.output[-3000:]
-        yield Sandbox(state_dir, port_base, up)
-    finally:
-        down = run_playbook(
-            "playbooks/sandbox.yml",
-            "-e",
-            "sandbox_cluster_state=down",
-            *sandbox_vars(state_dir, port_base),
-            inventory=inventory,
-        )
-        assert down.returncode == 0, down.output[-3000:]
+    with own_sandbox(inventory, directory / "state") as site:
+        yield site
 
 
 def run_on_kueue(site: Sandbox, name: str) -> dict:
     args = {"scenario_file": str(REPO / "scenarios" / name), "nodes": NODES, "scheduler": "kueue"}
     done = ansible_module("clusterproof.gpu.validate_scenario", args, site)
-    result = json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
+    result = module_result(done)
     assert done.returncode == 0, result.get("msg")
     return result
 
@@ -89,6 +74,7 @@ def test_netapp_on_kueue_with_whole_gpus_is_held_to_kueues_policy(kueue_site):
 def test_a_scenario_of_fractions_only_is_skipped_on_kueue_with_the_reason(kueue_site):
     result = run_on_kueue(kueue_site, "fractional-gpus.yml")
     assert (
-        result["skip_reason"] == "Kueue has no fractional GPUs, and every workload of this scenario is a fraction of a GPU"
+        result["skip_reason"]
+        == "Kueue has no fractional GPUs, and every workload of this scenario is a fraction of a GPU"
     )
     assert [check["status"] for check in result["section"]["checks"]] == ["skip"]

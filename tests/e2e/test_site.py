@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -13,6 +14,18 @@ from .conftest import free_port_base, run_playbook, sandbox_vars
 pytestmark = pytest.mark.sandbox
 
 
+def changed_tasks(output: str) -> list[str]:
+    """The names of the tasks a playbook run reports as changed (default callback's output)."""
+    names, current = [], None
+    for line in output.splitlines():
+        header = re.match(r"^TASK \[(.*)\] \**$", line)
+        if header:
+            current = header.group(1)
+        elif line.startswith("changed:") and current is not None and current not in names:
+            names.append(current)
+    return names
+
+
 def test_site_writes_a_passing_report_and_a_second_run_changes_nothing_but_the_report(sandbox, tmp_path):
     reports = tmp_path / "reports"
     first = run_playbook("playbooks/site.yml", *sandbox.vars(), "-e", "clusterproof_reports_dir=%s" % reports)
@@ -21,6 +34,7 @@ def test_site_writes_a_passing_report_and_a_second_run_changes_nothing_but_the_r
     assert run.returncode == 0, run.output[-4000:]
     # The report is a new artefact of each run; nothing else changes on the second run.
     assert run.recap()["changed"] == 1, run.output[-4000:]
+    assert changed_tasks(run.output) == ["site_report : Write the site validation report"], run.output[-4000:]
 
     latest = reports / "netapp-sandbox" / "latest"
     assert latest.is_symlink()

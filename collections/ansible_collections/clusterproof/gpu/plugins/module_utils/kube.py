@@ -7,6 +7,8 @@ the error a missing client library gives are the same everywhere. Pure logic nev
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Iterable
 from typing import Any
 
 KUBERNETES_IMPORT_ERROR: str | None
@@ -144,6 +146,25 @@ class Applier:
             metadata = manifest["metadata"]
             self._resource(manifest).delete(name=metadata["name"], namespace=metadata.get("namespace"))
         return True
+
+    def wait_established(self, names: Iterable[str], timeout: float) -> None:
+        """Wait until each CustomResourceDefinition named is Established (its API is served)."""
+        deadline = time.monotonic() + timeout
+        for name in names:
+            while True:
+                crd = self.get(
+                    {
+                        "apiVersion": "apiextensions.k8s.io/v1",
+                        "kind": "CustomResourceDefinition",
+                        "metadata": {"name": name},
+                    }
+                )
+                conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+                if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+                    break
+                if time.monotonic() > deadline:
+                    raise KubeError("CRD %s was not established within %d s" % (name, timeout))
+                time.sleep(0.2)
 
     def refresh_discovery(self) -> None:
         """Forget the API's resource list, after CRDs were added."""

@@ -88,7 +88,6 @@ config:
 """
 
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -104,25 +103,6 @@ def _manifests(directory):
         for document in yaml.safe_load_all(path.read_text()):
             if document:
                 yield document
-
-
-def _wait_established(applier, names, timeout):
-    deadline = time.monotonic() + timeout
-    for name in names:
-        while True:
-            crd = applier.get(
-                {
-                    "apiVersion": "apiextensions.k8s.io/v1",
-                    "kind": "CustomResourceDefinition",
-                    "metadata": {"name": name},
-                }
-            )
-            conditions = ((crd or {}).get("status") or {}).get("conditions") or []
-            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
-                break
-            if time.monotonic() > deadline:
-                raise sandbox.SandboxError("CRD %s was not established within %d s" % (name, timeout))
-            time.sleep(0.2)
 
 
 def main():
@@ -181,7 +161,7 @@ def main():
             if changed:
                 result["applied"].append("%s/%s" % (manifest["kind"], manifest["metadata"]["name"]))
         if not module.check_mode:
-            _wait_established(applier, [crd["metadata"]["name"] for crd in crds], params["timeout"])
+            applier.wait_established([crd["metadata"]["name"] for crd in crds], params["timeout"])
             applier.refresh_discovery()
         department = kai.department_queue(params["department_gpu_quota"])
         if module.check_mode and result["applied"]:

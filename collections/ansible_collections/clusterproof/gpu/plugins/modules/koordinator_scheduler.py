@@ -87,7 +87,6 @@ config:
   type: str
 """
 
-import time
 from pathlib import Path
 
 import yaml
@@ -104,25 +103,6 @@ def _crds(directory):
                 # replaces: left in, the CRD would never look applied and every run would change it.
                 document["metadata"].pop("creationTimestamp", None)
                 yield document
-
-
-def _wait_established(applier, names, timeout):
-    deadline = time.monotonic() + timeout
-    for name in names:
-        while True:
-            crd = applier.get(
-                {
-                    "apiVersion": "apiextensions.k8s.io/v1",
-                    "kind": "CustomResourceDefinition",
-                    "metadata": {"name": name},
-                }
-            )
-            conditions = ((crd or {}).get("status") or {}).get("conditions") or []
-            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
-                break
-            if time.monotonic() > deadline:
-                raise sandbox.SandboxError("CRD %s was not established within %d s" % (name, timeout))
-            time.sleep(0.2)
 
 
 def _present(module, layout, config_path, result):
@@ -142,7 +122,7 @@ def _present(module, layout, config_path, result):
         if applier.apply(manifest)[0]:
             result["applied"].append("%s/%s" % (manifest["kind"], manifest["metadata"]["name"]))
     if not module.check_mode:
-        _wait_established(applier, [crd["metadata"]["name"] for crd in crds], params["timeout"])
+        applier.wait_established([crd["metadata"]["name"] for crd in crds], params["timeout"])
     settings = koordinator.ElasticQuotaSettings(delay_evict_seconds=params["delay_evict_seconds"])
     config_text = yaml.safe_dump(koordinator.scheduler_config(layout.kubeconfig, settings), sort_keys=False)
     config_changed = not config_path.exists() or config_path.read_text() != config_text

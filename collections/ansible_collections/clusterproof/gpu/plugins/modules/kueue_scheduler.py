@@ -89,7 +89,6 @@ stopped:
 """
 
 import shutil
-import time
 from pathlib import Path
 
 import yaml
@@ -107,25 +106,6 @@ def _manifests(path):
     for document in yaml.safe_load_all(Path(path).read_text()):
         if document:
             yield document
-
-
-def _wait_established(applier, names, timeout):
-    deadline = time.monotonic() + timeout
-    for name in names:
-        while True:
-            crd = applier.get(
-                {
-                    "apiVersion": "apiextensions.k8s.io/v1",
-                    "kind": "CustomResourceDefinition",
-                    "metadata": {"name": name},
-                }
-            )
-            conditions = ((crd or {}).get("status") or {}).get("conditions") or []
-            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
-                break
-            if time.monotonic() > deadline:
-                raise sandbox.SandboxError("CRD %s was not established within %d s" % (name, timeout))
-            time.sleep(0.2)
 
 
 def _apply_all(applier, manifests, result):
@@ -189,7 +169,7 @@ def _sandbox_present(module, result):
     crds = [kueue.with_conversion_webhook(crd, ports, ca_pem) for crd in _crds(share / "crds")]
     _apply_all(applier, crds + kueue.system_objects(), result)
     if not module.check_mode:
-        _wait_established(applier, [crd["metadata"]["name"] for crd in crds], params["timeout"])
+        applier.wait_established([crd["metadata"]["name"] for crd in crds], params["timeout"])
         applier.refresh_discovery()
     for name in kueue.KAI_PROCESSES:
         if sandbox.running_pid(layout, name) is not None:
