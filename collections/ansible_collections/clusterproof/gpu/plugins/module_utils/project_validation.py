@@ -22,6 +22,23 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _namespace_check(wanted: projects.Project, namespace: Mapping[str, Any] | None) -> Check:
+    """The project's namespace carries the settings (node affinity, time limit) it is declared with."""
+    name = wanted.name
+    settings_ok = namespace is not None and all(
+        (namespace["metadata"].get("annotations") or {}).get(key) == value
+        for key, value in projects.namespace_manifest(wanted)["metadata"]["annotations"].items()
+    )
+    return Check(
+        "projects/%s/namespace" % name,
+        "%s: namespace carries its node affinity and time limit" % name,
+        "pass" if settings_ok else "fail",
+        "namespace %s as declared" % name,
+        "as declared" if settings_ok else ("missing" if namespace is None else "differs"),
+        "",
+    )
+
+
 def validate_projects(
     declared: Sequence[Mapping[str, Any]],
     queues: Sequence[Mapping[str, Any]],
@@ -93,22 +110,9 @@ def validate_projects(
                     "" if ok else "queue %s differs from the inventory; re-run playbooks/scheduler.yml" % name,
                 )
             )
-        namespace = by_namespace.get(name)
-        settings_ok = namespace is not None and all(
-            (namespace["metadata"].get("annotations") or {}).get(key) == value
-            for key, value in projects.namespace_manifest(wanted)["metadata"]["annotations"].items()
-        )
-        row_ok &= settings_ok
-        checks.append(
-            Check(
-                "%s/namespace" % prefix,
-                "%s: namespace carries its node affinity and time limit" % name,
-                "pass" if settings_ok else "fail",
-                "namespace %s as declared" % name,
-                "as declared" if settings_ok else ("missing" if namespace is None else "differs"),
-                "",
-            )
-        )
+        namespace_check = _namespace_check(wanted, by_namespace.get(name))
+        row_ok &= namespace_check.status == "pass"
+        checks.append(namespace_check)
         rows.append(
             [
                 name,
@@ -167,21 +171,9 @@ def validate_projects_on_kueue(
                 "re-run playbooks/scheduler.yml" if differences else "",
             )
         )
-        namespace = by_namespace.get(name)
-        settings_ok = namespace is not None and all(
-            (namespace["metadata"].get("annotations") or {}).get(key) == value
-            for key, value in projects.namespace_manifest(wanted)["metadata"]["annotations"].items()
-        )
-        checks.append(
-            Check(
-                "projects/%s/namespace" % name,
-                "%s: namespace carries its node affinity and time limit" % name,
-                "pass" if settings_ok else "fail",
-                "namespace %s as declared" % name,
-                "as declared" if settings_ok else ("missing" if namespace is None else "differs"),
-                "",
-            )
-        )
+        namespace_check = _namespace_check(wanted, by_namespace.get(name))
+        settings_ok = namespace_check.status == "pass"
+        checks.append(namespace_check)
         spec = (queue or {}).get("spec") or {}
         nominal = next(
             (

@@ -128,6 +128,13 @@ KOORDINATOR_MODULE = "github.com/koordinator-sh/koordinator"
 KOORDINATOR_CRDS = "config/crd/bases"
 KOORDINATOR_CRDS_ITEM = "koordinator CRDs"
 
+# What the build copies out of modules into share/, as <missing item>: (<folder>, <component>).
+SHARE_ITEMS = {
+    KAI_CHART_ITEM: ("kai-scheduler", "kai_scheduler"),
+    KUEUE_MANIFESTS_ITEM: ("kueue", "kueue"),
+    KOORDINATOR_CRDS_ITEM: ("koordinator", "koordinator"),
+}
+
 _STAGING_REPLACE = re.compile(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/\1\s*$")
 
 
@@ -301,22 +308,17 @@ class BuildPlan:
         built.rename(self.binary(name))
         self.stamp(name).write_text(self.versions.version_of(name) + "\n")
 
+    def share_current(self, folder: str, component: str) -> bool:
+        """``share/<folder>`` was copied from the pinned version of ``component`` (its stamp is
+        written last, after the copy)."""
+        stamp = self.share_dir / folder / ".version"
+        return stamp.is_file() and stamp.read_text().strip() == getattr(self.versions, component)
+
     def missing(self) -> list[str]:
         missing = [name for name in ALL_BINARIES if not self.is_current(name)]
-        chart_stamp = self.kai_chart.parent / ".version"
-        chart_current = (
-            (self.kai_chart / "Chart.yaml").is_file()
-            and chart_stamp.is_file()
-            and chart_stamp.read_text().strip() == self.versions.kai_scheduler
-        )
-        if not chart_current:
-            missing.append(KAI_CHART_ITEM)
-        kueue_stamp = self.share_dir / "kueue" / ".version"
-        if not (kueue_stamp.is_file() and kueue_stamp.read_text().strip() == self.versions.kueue):
-            missing.append(KUEUE_MANIFESTS_ITEM)
-        koordinator_stamp = self.share_dir / "koordinator" / ".version"
-        if not (koordinator_stamp.is_file() and koordinator_stamp.read_text().strip() == self.versions.koordinator):
-            missing.append(KOORDINATOR_CRDS_ITEM)
+        missing += [
+            item for item, (folder, component) in SHARE_ITEMS.items() if not self.share_current(folder, component)
+        ]
         return missing
 
 
@@ -419,130 +421,98 @@ def _go_install(plan_: BuildPlan, log: Path, progress: Progress, name: str, pack
     plan_.install(gobin / name, name)
 
 
-def _build_kai(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable[str]) -> None:
-    """KAI scheduler's go.mod has no replace directives, but `go install pkg@version` asks the
-    proxy for the module's version list, which is not served for it; a wrapper module that
-    requires the pinned version builds the same packages without that."""
-    version = plan_.versions.kai_scheduler
-    work = plan_.src_dir / "kai-scheduler"
+def _wrapper_module(plan_: BuildPlan, name: str, module: str, version: str, replaces: bool = False) -> Path:
+    """A wrapper module in the source folder that requires ``module`` at the pinned ``version``.
+
+    `go install pkg@version` asks the proxy for the module's version list, which it does not serve
+    for KAI, Kueue, local-path-provisioner or Koordinator; requiring the exact version builds the
+    same packages without that. With ``replaces``, upstream's replace directives come along (Go
+    ignores them in a dependency), generated from its go.mod."""
+    work = plan_.src_dir / name
     work.mkdir(parents=True, exist_ok=True)
-    env = _go_env()
-    upstream = _download_gomod(KAI_MODULE, version, work, env)
-    (work / "go.mod").write_text(
-        "module clusterproof.local/sandbox/kai\n\ngo %s\n\nrequire %s %s\n"
-        % (go_directive_of(upstream), KAI_MODULE, version)
-    )
+    upstream = _download_gomod(module, version, work, _go_env())
+    if replaces:
+        gomod = replacing_wrapper_gomod(name, module, version, upstream)
+    else:
+        gomod = "module clusterproof.local/sandbox/%s\n\ngo %s\n\nrequire %s %s\n" % (
+            name,
+            go_directive_of(upstream),
+            module,
+            version,
+        )
+    (work / "go.mod").write_text(gomod)
+    return work
+
+
+def _build_in(
+    plan_: BuildPlan, work: Path, log: Path, progress: Progress, binary: str, package: str, ldflags: str = "-s -w"
+) -> None:
+    progress("building %s %s" % (binary, plan_.versions.version_of(binary)))
+    out = plan_.bin_dir / (binary + ".tmp")
+    _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, _go_env(), log)
+    plan_.install(out, binary)
+
+
+def _copy_share(plan_: BuildPlan, name: str, module: str, version: str, folders: dict[str, str]) -> None:
+    """Copy ``folders`` (<under share/name>: <in the module>) out of the module at ``version`` into
+    the share folder, stamped with the version (Kustomize files left out)."""
+    work = plan_.src_dir / name
+    work.mkdir(parents=True, exist_ok=True)
+    module_dir = Path(_download(module, version, work, _go_env())["Dir"])
+    target = plan_.share_dir / name
+    shutil.rmtree(target, ignore_errors=True)
+    for into, source in folders.items():
+        shutil.copytree(module_dir / source, target / into, ignore=shutil.ignore_patterns("kustomiz*"))
+    # The module cache is read-only; the copy must be ours to replace later.
+    for path in target.rglob("*"):
+        path.chmod(0o644 if path.is_file() else 0o755)
+    target.chmod(0o755)
+    (target / ".version").write_text(version + "\n")
+
+
+def _build_kai(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable[str]) -> None:
+    version = plan_.versions.kai_scheduler
+    work = _wrapper_module(plan_, "kai-scheduler", KAI_MODULE, version)
     ldflags = "-s -w -X %s/pkg/scheduler/version.gitVersion=%s" % (KAI_MODULE, version)
     for binary in wanted:
-        progress("building %s (KAI scheduler %s)" % (binary, version))
-        out = plan_.bin_dir / (binary + ".tmp")
-        package = "%s/%s" % (KAI_MODULE, KAI_COMMANDS[binary])
-        _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, env, log)
-        plan_.install(out, binary)
+        _build_in(plan_, work, log, progress, binary, "%s/%s" % (KAI_MODULE, KAI_COMMANDS[binary]), ldflags)
 
 
 def _copy_kai_chart(plan_: BuildPlan, progress: Progress) -> None:
-    version = plan_.versions.kai_scheduler
-    work = plan_.src_dir / "kai-scheduler"
-    work.mkdir(parents=True, exist_ok=True)
-    progress("copying KAI scheduler %s's chart" % version)
-    source = Path(_download(KAI_MODULE, version, work, _go_env())["Dir"]) / KAI_CHART
-    shutil.rmtree(plan_.kai_chart, ignore_errors=True)
-    shutil.copytree(source, plan_.kai_chart)
-    # The module cache is read-only; the copy must be ours to replace later.
-    for path in plan_.kai_chart.rglob("*"):
-        path.chmod(0o644 if path.is_file() else 0o755)
-    plan_.kai_chart.chmod(0o755)
-    (plan_.kai_chart.parent / ".version").write_text(version + "\n")
+    progress("copying KAI scheduler %s's chart" % plan_.versions.kai_scheduler)
+    _copy_share(plan_, "kai-scheduler", KAI_MODULE, plan_.versions.kai_scheduler, {"chart": KAI_CHART})
 
 
 def _build_local_path(plan_: BuildPlan, log: Path, progress: Progress) -> None:
-    """rancher's local-path-provisioner, the sandbox's storage provisioner (main package at the
-    module root). Like KAI, the proxy does not serve its version list, so a wrapper module
-    requires the pinned version."""
-    version = plan_.versions.local_path_provisioner
-    work = plan_.src_dir / "local-path-provisioner"
-    work.mkdir(parents=True, exist_ok=True)
-    env = _go_env()
-    upstream = _download_gomod(LOCAL_PATH_MODULE, version, work, env)
-    (work / "go.mod").write_text(
-        "module clusterproof.local/sandbox/local-path\n\ngo %s\n\nrequire %s %s\n"
-        % (go_directive_of(upstream), LOCAL_PATH_MODULE, version)
-    )
-    progress("building local-path-provisioner %s" % version)
-    out = plan_.bin_dir / "local-path-provisioner.tmp"
-    _run(["go", "build", "-ldflags", "-s -w", "-o", str(out), LOCAL_PATH_MODULE], work, env, log)
-    plan_.install(out, "local-path-provisioner")
+    """rancher's local-path-provisioner, the sandbox's storage provisioner (main package at the module root)."""
+    work = _wrapper_module(plan_, "local-path", LOCAL_PATH_MODULE, plan_.versions.local_path_provisioner)
+    _build_in(plan_, work, log, progress, "local-path-provisioner", LOCAL_PATH_MODULE)
 
 
 def _build_kueue(plan_: BuildPlan, log: Path, progress: Progress) -> None:
-    """Kueue's manager (cmd/kueue), through a wrapper module like KAI's: the proxy serves the pinned
-    version but not the module's version list."""
+    """Kueue's manager (cmd/kueue)."""
     version = plan_.versions.kueue
-    work = plan_.src_dir / "kueue"
-    work.mkdir(parents=True, exist_ok=True)
-    env = _go_env()
-    upstream = _download_gomod(KUEUE_MODULE, version, work, env)
-    (work / "go.mod").write_text(
-        "module clusterproof.local/sandbox/kueue\n\ngo %s\n\nrequire %s %s\n"
-        % (go_directive_of(upstream), KUEUE_MODULE, version)
-    )
-    progress("building kueue %s" % version)
-    out = plan_.bin_dir / "kueue.tmp"
+    work = _wrapper_module(plan_, "kueue", KUEUE_MODULE, version)
     ldflags = "-s -w -X %s/pkg/version.GitVersion=%s" % (KUEUE_MODULE, version)
-    _run(["go", "build", "-ldflags", ldflags, "-o", str(out), KUEUE_MODULE + "/cmd/kueue"], work, env, log)
-    plan_.install(out, "kueue")
+    _build_in(plan_, work, log, progress, "kueue", KUEUE_MODULE + "/cmd/kueue", ldflags)
 
 
 def _copy_kueue_manifests(plan_: BuildPlan, progress: Progress) -> None:
-    version = plan_.versions.kueue
-    work = plan_.src_dir / "kueue"
-    work.mkdir(parents=True, exist_ok=True)
-    progress("copying Kueue %s's chart, CRDs and webhooks" % version)
-    module_dir = Path(_download(KUEUE_MODULE, version, work, _go_env())["Dir"])
-    target = plan_.share_dir / "kueue"
-    shutil.rmtree(target, ignore_errors=True)
-    for name, source in KUEUE_MANIFESTS.items():
-        shutil.copytree(module_dir / source, target / name, ignore=shutil.ignore_patterns("kustomiz*"))
-    # The module cache is read-only; the copy must be ours to replace later.
-    for path in target.rglob("*"):
-        path.chmod(0o644 if path.is_file() else 0o755)
-    target.chmod(0o755)
-    (target / ".version").write_text(version + "\n")
+    progress("copying Kueue %s's chart, CRDs and webhooks" % plan_.versions.kueue)
+    _copy_share(plan_, "kueue", KUEUE_MODULE, plan_.versions.kueue, KUEUE_MANIFESTS)
 
 
 def _build_koordinator(plan_: BuildPlan, log: Path, progress: Progress) -> None:
-    """koord-scheduler, through a wrapper module that requires the pinned version (the proxy serves no
-    version list for it) and repeats its go.mod's replace directives, which pin the k8s.io modules
-    to their published versions and would otherwise be ignored in a dependency."""
-    version = plan_.versions.koordinator
-    work = plan_.src_dir / "koordinator"
-    work.mkdir(parents=True, exist_ok=True)
-    env = _go_env()
-    upstream = _download_gomod(KOORDINATOR_MODULE, version, work, env)
-    (work / "go.mod").write_text(replacing_wrapper_gomod("koordinator", KOORDINATOR_MODULE, version, upstream))
-    progress("building koord-scheduler %s" % version)
-    out = plan_.bin_dir / "koord-scheduler.tmp"
-    package = KOORDINATOR_MODULE + "/cmd/koord-scheduler"
+    """koord-scheduler; its go.mod's replace directives pin the k8s.io modules to their published
+    versions, so the wrapper repeats them."""
+    work = _wrapper_module(plan_, "koordinator", KOORDINATOR_MODULE, plan_.versions.koordinator, replaces=True)
     # No version stamp: Koordinator's own build sets none either (the binary reports v0.0.0-master).
-    _run(["go", "build", "-ldflags", "-s -w", "-o", str(out), package], work, env, log)
-    plan_.install(out, "koord-scheduler")
+    _build_in(plan_, work, log, progress, "koord-scheduler", KOORDINATOR_MODULE + "/cmd/koord-scheduler")
 
 
 def _copy_koordinator_crds(plan_: BuildPlan, progress: Progress) -> None:
-    version = plan_.versions.koordinator
-    work = plan_.src_dir / "koordinator"
-    work.mkdir(parents=True, exist_ok=True)
-    progress("copying Koordinator %s's CRDs" % version)
-    module_dir = Path(_download(KOORDINATOR_MODULE, version, work, _go_env())["Dir"])
-    target = plan_.share_dir / "koordinator"
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(module_dir / KOORDINATOR_CRDS, target / "crds")
-    # The module cache is read-only; the copy must be ours to replace later.
-    for path in target.rglob("*"):
-        path.chmod(0o644 if path.is_file() else 0o755)
-    target.chmod(0o755)
-    (target / ".version").write_text(version + "\n")
+    progress("copying Koordinator %s's CRDs" % plan_.versions.koordinator)
+    _copy_share(plan_, "koordinator", KOORDINATOR_MODULE, plan_.versions.koordinator, {"crds": KOORDINATOR_CRDS})
 
 
 def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
