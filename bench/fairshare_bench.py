@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collections"))
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import fairshare  # noqa: E402
+from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare
 
 SIZES = (0.25, 0.5, 1, 1, 1, 2, 2, 4, 8)
 

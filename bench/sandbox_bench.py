@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO))
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox, sandbox_build  # noqa: E402
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build  # noqa: E402
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox  # noqa: E402
 from tests.e2e.conftest import free_port_base, run_playbook, sandbox_vars  # noqa: E402
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -107,7 +108,7 @@ def cold_build() -> None:
     env["CLUSTERPROOF_CACHE"] = str(scratch / "cache")
     started = time.monotonic()
     subprocess.run(
-        [sys.executable, "-m", "ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox_build"],
+        [sys.executable, "-m", "ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.build"],
         env=env,
         check=True,
     )

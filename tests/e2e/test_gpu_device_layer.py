@@ -22,7 +22,7 @@ from kubernetes import client as k8s
 from kubernetes import dynamic
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 from .conftest import REPO, run_playbook, wait_for
 

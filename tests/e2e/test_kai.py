@@ -10,7 +10,8 @@ from collections import Counter
 import pytest
 from kubernetes import client
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 
 from .conftest import ansible_module, run_playbook, wait_for
 

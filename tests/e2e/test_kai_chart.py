@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes import dynamic
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 from .conftest import REPO
 

@@ -2,7 +2,7 @@
 added one by one under koord-scheduler, the running replicas counted after each settles.
 
 The guide expects 4 -> 4,4 -> 3,3,2 -> 2,2,2,2 (reclaim only up to the preemptor's min). What
-Koordinator v1.7.0 does is what its runtime quota says (module_utils/koordinator.py): the test
+Koordinator v1.7.0 does is what its runtime quota says (module_utils/scheduler/koordinator.py): the test
 holds it to that prediction, computed from the tree and the pods' requests, and prints the tuples.
 """
 
@@ -21,7 +21,10 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import koordinator, kube, quota_tree, sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import koordinator
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
 from .conftest import REPO, free_port_base, run_playbook, sandbox_vars, wait_for
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 from .conftest import REPO, run_playbook
 

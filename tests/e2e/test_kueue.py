@@ -18,7 +18,9 @@ import pytest
 import yaml
 from kubernetes import client, config, dynamic
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue, projects, sandbox_build, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, workloads
 
 from .conftest import REPO, PlaybookRun, free_port_base, run_playbook, sandbox_vars, wait_for
 

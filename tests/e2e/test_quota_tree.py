@@ -6,7 +6,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kueue, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai, kueue
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 
 from .conftest import ansible_module, module_result, own_sandbox, run_playbook, wait_for
 

@@ -7,7 +7,7 @@ import time
 import pytest
 from kubernetes import client
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 
 from .conftest import REPO, ansible_module, module_result, own_sandbox
 

@@ -20,7 +20,9 @@ import yaml
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import chart_source, kube, sandbox_build, storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import chart_source, storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 from .conftest import REPO, ansible_module, run_playbook, wait_for
 

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.runtime_config import CONTAINERD_CRI_PATHS
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_config import CONTAINERD_CRI_PATHS
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = ("nvidia_driver", "nvidia_container_toolkit")

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import report as rp
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import validate_gpu_nodes
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as rp
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import render
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import validate_gpu_nodes
 
 CHROMIUM = Path("/usr/bin/chromium")
 NOW = datetime.datetime(2025, 3, 4, 5, 6, 7, tzinfo=datetime.UTC)
@@ -80,7 +81,7 @@ def chromium(tmp_path: Path, name: str, *arguments: str) -> subprocess.Completed
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> dict[str, str]:
-    return rp.write_report(sample_report(), tmp_path_factory.mktemp("reports"), NOW)
+    return render.write_report(sample_report(), tmp_path_factory.mktemp("reports"), NOW)
 
 
 def test_browser_dom_shows_verdict_node_table_and_chart(written, tmp_path):

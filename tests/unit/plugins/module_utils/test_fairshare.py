@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import fairshare as fs
-from ansible_collections.clusterproof.gpu.plugins.module_utils.fairshare import (
+from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare as fs
+from ansible_collections.clusterproof.gpu.plugins.module_utils.model.fairshare import (
     Job,
     Placement,
     Prediction,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import gpu_benchmark_runner as runner
-from ansible_collections.clusterproof.gpu.plugins.module_utils.gpu_benchmark import (
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_benchmark_runner as runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_benchmark import (
     DEFAULT_THRESHOLDS,
     REFERENCES,
     REFERENCES_BY_KEY,
@@ -29,13 +29,9 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.gpu_benchmark imp
     runner_source,
     thresholds_with,
 )
-from ansible_collections.clusterproof.gpu.plugins.module_utils.gpu_facts import parse_nvidia_smi_xml
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import (
-    Report,
-    section_from_dict,
-    to_html,
-    to_junit_xml,
-)
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_facts import parse_nvidia_smi_xml
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Report, section_from_dict
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.render import to_html, to_junit_xml
 from tests.conftest import run_module_file
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"

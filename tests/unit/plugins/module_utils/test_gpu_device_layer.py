@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import gpu_charts
-from ansible_collections.clusterproof.gpu.plugins.module_utils.gpu_device_layer import (
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_charts
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install.gpu_device_layer import (
     DeviceLayerDeclaration,
     TimeSlicing,
     check_declaration,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import gpu_facts
-from ansible_collections.clusterproof.gpu.plugins.module_utils.gpu_facts import (
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_facts
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_facts import (
     GpuFactsError,
     NvidiaSmiParseError,
     gather,

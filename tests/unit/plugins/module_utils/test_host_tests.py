@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import host_tests
-from ansible_collections.clusterproof.gpu.plugins.module_utils.host_tests import (
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import host_tests
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node.host_tests import (
     HostTestsError,
     check_name,
     checks_from_junit,
@@ -29,7 +29,8 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.host_tests import
     suite_tests,
     title_of,
 )
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Report, section_from_dict, to_junit_xml
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Report, section_from_dict
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.render import to_junit_xml
 from tests.conftest import run_module_file
 
 REPO = Path(__file__).resolve().parents[4]

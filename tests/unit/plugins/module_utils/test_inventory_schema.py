@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory_schema import validate_site
+from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory.schema import validate_site
 
 SITE = {
     "clusterproof_site_name": "netapp-sandbox",
@@ -562,7 +562,7 @@ def test_no_storage_classes_is_allowed():
     assert errors == [] and declaration.storage_classes == []
 
 
-# --- the elastic quota tree (module_utils/quota_tree.py has the rules' own tests) -----------------
+# --- the elastic quota tree (module_utils/tenancy/quota_tree.py has the rules' own tests) -----------------
 
 QUOTA_TREE = [
     {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}},

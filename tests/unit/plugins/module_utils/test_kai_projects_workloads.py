@@ -8,14 +8,11 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import (
-    kai,
-    kube,
-    projects,
-    sandbox,
-    sandbox_gpu_agent,
-    workloads,
-)
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import gpu_agent as sandbox_gpu_agent
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, workloads
 
 TEAM_A = projects.Project(
     "team-a",

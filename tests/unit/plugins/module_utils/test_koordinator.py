@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import koordinator, quota_tree, sandbox, sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import koordinator
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
 # The guide's tree (cores): root 40; root-a and root-b min 20 max 40; four leaves min 10 max 20.
 LEAVES = ("root-a-1", "root-a-2", "root-b-1", "root-b-2")

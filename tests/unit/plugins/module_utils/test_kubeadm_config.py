@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kubeadm_config
-from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory_schema import validate_site
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import kubeadm_config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory.schema import validate_site
 
 JOIN_COMMAND = (
     "kubeadm join 10.0.0.10:6443 --token abcdef.0123456789abcdef "
@@ -173,7 +173,7 @@ def test_the_pins_agree_with_the_sandbox_and_the_package_role():
     """Mode kubeadm installs the Kubernetes the sandbox runs; the package role's defaults name it too."""
     from pathlib import Path
 
-    from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox_build import SandboxVersions
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.build import SandboxVersions
 
     settings, errors = kubeadm_config.check_settings({}, {"kube_control_plane": ["cp-1"]})
     assert errors == [] and settings.version == SandboxVersions().kubernetes

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kubernetes_cni
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import kubernetes_cni
 
 NET_CONF = {"Network": "10.244.0.0/16", "EnableNFTables": False, "Backend": {"Type": "vxlan"}}
 MANIFEST = [

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kueue, projects, sandbox, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai, kueue
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, workloads
 
 TEAM_A = projects.Project(
     "team-a",
@@ -255,7 +257,7 @@ def test_webhook_serving_certificate_is_of_the_sandbox_ca_and_follows_a_new_ca(t
 
     from cryptography import x509
 
-    from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_pki
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import pki as sandbox_pki
 
     pki = sandbox_pki.PkiPaths(tmp_path / "pki")
     sandbox_pki.ensure_pki(pki)

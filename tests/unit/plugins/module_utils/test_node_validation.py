@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import (
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import (
     advertised_per_gpu,
     validate_gpu_nodes,
 )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import projects
-from ansible_collections.clusterproof.gpu.plugins.module_utils.project_validation import validate_projects
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.projects import validate_projects
 
 TEAM_A = {"name": "team-a", "gpu_quota": 4, "over_quota_weight": 4, "node_affinity": {"interactive": ["dgx1-2"]}}
 

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import quota_tree
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
 ALIBABA = [
     {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}},

@@ -10,8 +10,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import report as rp
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Chart, Check, Report, Section
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as rp
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import render
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Chart, Check, Report, Section
 
 NOW = datetime.datetime(2025, 3, 4, 5, 6, 7, tzinfo=datetime.UTC)
 TIMELINE = [
@@ -123,13 +124,13 @@ def test_empty_report_passes():
 
 def test_json_round_trips():
     report = sample_report()
-    data = json.loads(rp.to_json(report))
+    data = json.loads(render.to_json(report))
     assert rp.report_from_dict(data) == report
-    assert rp.to_json(rp.report_from_dict(data)) == rp.to_json(report)
+    assert render.to_json(rp.report_from_dict(data)) == render.to_json(report)
 
 
 def test_json_has_the_documented_fields():
-    data = json.loads(rp.to_json(sample_report()))
+    data = json.loads(render.to_json(sample_report()))
     assert list(data) == [
         "schema_version", "generator", "site", "cluster_mode", "started", "finished", "verdict", "counts", "sections",
     ]  # fmt: skip
@@ -178,7 +179,7 @@ def test_a_check_without_an_id_is_refused():
 
 def test_junit_has_a_testcase_per_check_and_failures_in_the_right_places():
     report = sample_report()
-    root = ET.fromstring(rp.to_junit_xml(report))
+    root = ET.fromstring(render.to_junit_xml(report))
     assert root.tag == "testsuites"
     assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("6", "1", "2")
     suites = root.findall("testsuite")
@@ -207,7 +208,7 @@ def test_junit_has_a_testcase_per_check_and_failures_in_the_right_places():
 
 def test_junit_survives_characters_xml_cannot_hold():
     report = sample_report(node="bad\x00node<&>")
-    root = ET.fromstring(rp.to_junit_xml(report))
+    root = ET.fromstring(render.to_junit_xml(report))
     names = [case.get("name") for case in root.iter("testcase")]
     assert "gpu-nodes/bad\ufffdnode<&>/gpu-count" in names
 
@@ -217,7 +218,7 @@ def test_junit_survives_characters_xml_cannot_hold():
 
 def test_html_is_well_formed_and_shows_verdict_nodes_and_checks():
     report = sample_report()
-    page = rp.to_html(report)
+    page = render.to_html(report)
     parsed = parse_html(page)
     text = " ".join(parsed.text)
     assert page.startswith("<!DOCTYPE html>")
@@ -233,7 +234,7 @@ def test_html_is_well_formed_and_shows_verdict_nodes_and_checks():
 
 
 def test_html_is_self_contained():
-    page = rp.to_html(sample_report())
+    page = render.to_html(sample_report())
     parsed = parse_html(page)
     assert "script" not in parsed.tags
     assert "link" not in parsed.tags
@@ -244,7 +245,7 @@ def test_html_is_self_contained():
 def test_html_escapes_names():
     report = sample_report(site="evil", node="<script>alert(1)</script>")
     report.cluster_mode = '"><img src=x onerror=alert(1)>'
-    page = rp.to_html(report)
+    page = render.to_html(report)
     parsed = parse_html(page)
     assert "<script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -253,17 +254,17 @@ def test_html_escapes_names():
 
 
 def test_html_contains_the_chart_only_when_there_is_a_timeline():
-    with_chart = rp.to_html(sample_report(chart=True))
+    with_chart = render.to_html(sample_report(chart=True))
     assert "<svg" in with_chart
     assert 'id="chart-allocation"' in with_chart
     parse_html(with_chart)
-    assert "<svg" not in rp.to_html(sample_report(chart=False))
+    assert "<svg" not in render.to_html(sample_report(chart=False))
 
 
 def test_pass_banner():
     report = sample_report()
     report.sections[0].checks[1].status = "pass"
-    page = rp.to_html(report)
+    page = render.to_html(report)
     assert 'class="banner pass"' in page
     assert "Failed checks" not in page
 
@@ -272,7 +273,7 @@ def test_pass_banner():
 
 
 def test_allocation_chart_has_a_line_and_legend_entry_per_project():
-    svg = ET.fromstring(rp.allocation_chart_svg(TIMELINE))
+    svg = ET.fromstring(render.allocation_chart_svg(TIMELINE))
     ns = {"svg": "http://www.w3.org/2000/svg"}
     paths = svg.findall("svg:path", ns)
     assert [path.get("data-project") for path in paths] == ["team-a", "team-b", "team-d", "team-c"]
@@ -288,19 +289,19 @@ def test_allocation_chart_has_a_line_and_legend_entry_per_project():
 
 
 def test_allocation_chart_escapes_project_names():
-    svg = rp.allocation_chart_svg([(0, {"<b>&": 1})])
+    svg = render.allocation_chart_svg([(0, {"<b>&": 1})])
     assert "<b>" not in svg
     root = ET.fromstring(svg)
     assert any(text.text == "<b>&" for text in root.iter("{http://www.w3.org/2000/svg}text"))
 
 
 def test_allocation_chart_without_data_says_so():
-    assert "no allocation recorded" in rp.allocation_chart_svg([])
-    ET.fromstring(rp.allocation_chart_svg([]))
+    assert "no allocation recorded" in render.allocation_chart_svg([])
+    ET.fromstring(render.allocation_chart_svg([]))
 
 
 def test_allocation_chart_handles_fractions_and_a_single_point():
-    root = ET.fromstring(rp.allocation_chart_svg([(5, {"team-b": 0.6})]))
+    root = ET.fromstring(render.allocation_chart_svg([(5, {"team-b": 0.6})]))
     assert len(root.findall("{http://www.w3.org/2000/svg}path")) == 1
 
 
@@ -308,7 +309,7 @@ def test_allocation_chart_handles_fractions_and_a_single_point():
 
 
 def test_write_report_writes_three_files_and_links_latest(tmp_path):
-    paths = rp.write_report(sample_report(), tmp_path, NOW)
+    paths = render.write_report(sample_report(), tmp_path, NOW)
     run = tmp_path / "netapp-sandbox" / "20250304T050607Z"
     assert paths == {
         "dir": str(run),
@@ -327,9 +328,9 @@ def test_write_report_writes_three_files_and_links_latest(tmp_path):
 
 
 def test_write_report_moves_latest_and_never_overwrites_a_run(tmp_path):
-    first = rp.write_report(sample_report(), tmp_path, NOW)
-    second = rp.write_report(sample_report(), tmp_path, NOW)
-    third = rp.write_report(sample_report(), tmp_path, NOW + datetime.timedelta(hours=1))
+    first = render.write_report(sample_report(), tmp_path, NOW)
+    second = render.write_report(sample_report(), tmp_path, NOW)
+    third = render.write_report(sample_report(), tmp_path, NOW + datetime.timedelta(hours=1))
     assert second["dir"].endswith("20250304T050607Z-2")
     assert first["dir"] != second["dir"]
     assert os.readlink(third["latest"]) == "20250304T060607Z"
@@ -340,11 +341,11 @@ def test_write_report_moves_latest_and_never_overwrites_a_run(tmp_path):
 
 def test_write_report_takes_local_time_as_utc_stamp(tmp_path):
     local = NOW.astimezone(datetime.timezone(datetime.timedelta(hours=2)))
-    paths = rp.write_report(sample_report(), tmp_path, local)
+    paths = render.write_report(sample_report(), tmp_path, local)
     assert paths["dir"].endswith("20250304T050607Z")
 
 
 @pytest.mark.parametrize("site", ["../escape", "a/b", "", ".hidden"])
 def test_write_report_refuses_site_names_that_are_not_one_directory(tmp_path, site):
     with pytest.raises(ValueError, match="cannot name a directory"):
-        rp.write_report(sample_report(site=site), tmp_path, NOW)
+        render.write_report(sample_report(site=site), tmp_path, NOW)

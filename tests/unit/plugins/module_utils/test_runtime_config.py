@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.runtime_config import (
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_config import (
     RuntimeConfigError,
     RuntimeEntry,
     containerd_runtimes,

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox, sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
 
 NODE = {
     "name": "dgx1-1",

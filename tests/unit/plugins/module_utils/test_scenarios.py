@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import scenarios
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenarios
 
 REPO = Path(__file__).resolve().parents[4]
 NETAPP = yaml.safe_load((REPO / "scenarios" / "netapp-runai-4.8-4.10.yml").read_text())

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import storage, storage_sandbox, storage_validation
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import local_path as storage_sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
 
 SITE_VARS = {"vault_ontap": {"username": "vsadmin", "password": "s3cret"}}
 DECLARED = [
@@ -331,7 +333,7 @@ def test_credential_variables_are_named_once():
 
 
 def test_chart_sources_are_pinned_for_every_provisioner_and_local_path_matches_the_sandbox():
-    from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_build
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
     assert set(storage.CHART_SOURCES) == set(storage.PROVISIONERS)
     # The chart a real cluster gets is the version the sandbox runs.

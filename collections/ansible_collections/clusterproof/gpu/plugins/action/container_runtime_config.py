@@ -1,6 +1,6 @@
 """Action plugin: merge the NVIDIA runtime into a host's containerd or Docker config.
 
-The merge runs on the controller (module_utils/runtime_config.py, with tomlkit from the pinned
+The merge runs on the controller (module_utils/install/runtime_config.py, with tomlkit from the pinned
 controller requirements), so the GPU host needs no Python package beyond what Ansible needs: the
 host's file is read with slurp and, when the merge changed it, written back through the copy action
 (which brings mode, backup and check mode with it).
@@ -16,7 +16,7 @@ import tempfile
 from ansible import constants as C
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.runtime_config import (
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_config import (
     DEFAULT_BINARY,
     RuntimeConfigError,
     RuntimeEntry,

@@ -1,14 +1,14 @@
 """Action plugin: check the site inventory on the controller and publish what it declares.
 
 It needs every host's variables, which only the controller has, so it is an action plugin, not a
-module. The logic is in module_utils/inventory_schema.py.
+module. The logic is in module_utils/inventory/schema.py.
 """
 
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory_schema import validate_site
+from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory.schema import validate_site
 
 
 class ActionModule(ActionBase):

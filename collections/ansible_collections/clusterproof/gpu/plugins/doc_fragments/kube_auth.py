@@ -1,4 +1,4 @@
-"""Documentation of the options every cluster-reading module shares (module_utils/kube.py AUTH_ARG_SPEC)."""
+"""Documentation of the options every cluster-reading module shares (module_utils/kube/client.py AUTH_ARG_SPEC)."""
 
 
 class ModuleDocFragment:

@@ -1,7 +1,7 @@
 """Filters that render kubeadm's configuration from the checked site declaration.
 
 They run on the controller, where the declaration (``clusterproof_site``) is; the logic is in
-module_utils/kubeadm_config.py. The roles write what they return to the hosts with
+module_utils/install/kubeadm_config.py. The roles write what they return to the hosts with
 ansible.builtin.copy, so a changed inventory shows as a changed file.
 """
 
@@ -11,7 +11,7 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kubeadm_config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import kubeadm_config
 
 
 def _plain(value):

@@ -6,7 +6,7 @@ import yaml
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kubernetes_cni
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import kubernetes_cni
 
 DOCUMENTATION = r"""
 name: cni_manifest

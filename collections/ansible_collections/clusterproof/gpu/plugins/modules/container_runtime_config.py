@@ -75,7 +75,7 @@ attributes:
   action:
     support: full
 notes:
-  - This is an action plugin; the merge logic is C(module_utils/runtime_config.py).
+  - This is an action plugin; the merge logic is C(module_utils/install/runtime_config.py).
 requirements:
   - tomlkit on the controller, for containerd.
 author:

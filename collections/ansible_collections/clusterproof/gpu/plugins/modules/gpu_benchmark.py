@@ -228,8 +228,8 @@ import platform
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import gpu_benchmark
-from ansible_collections.clusterproof.gpu.plugins.module_utils.gpu_facts import gather
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_benchmark
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_facts import gather
 
 SIZE_OPTIONS = {
     name: {"type": "float" if name == "warmup_seconds" else "int"}

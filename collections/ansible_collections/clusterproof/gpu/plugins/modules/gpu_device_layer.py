@@ -99,7 +99,8 @@ from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import gpu_charts, gpu_device_layer, sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_charts, gpu_device_layer
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 # Option names are the inventory variables' without the clusterproof_gpu_ prefix.
 _PREFIX = "clusterproof_gpu_"

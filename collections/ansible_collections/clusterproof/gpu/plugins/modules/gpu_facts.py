@@ -173,7 +173,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.gpu_facts import gather
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_facts import gather
 
 ARGUMENT_SPEC = {
     "source": {"type": "str", "choices": ["auto", "nvml", "nvidia-smi"], "default": "auto"},

@@ -117,7 +117,8 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, projects
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects
 
 ARGUMENT_SPEC = {
     "name": {"type": "str", "required": True},

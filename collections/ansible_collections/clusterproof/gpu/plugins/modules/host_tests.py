@@ -3,7 +3,7 @@
 
 Runs on the controller (the role delegates it there): it starts pytest with testinfra's Ansible
 backend, which reaches the GPU host through the same inventory; or it reads a JUnit XML file the
-suite wrote earlier. The parsing is ``module_utils/host_tests.py``.
+suite wrote earlier. The parsing is ``module_utils/node/host_tests.py``.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import host_tests
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import host_tests
 
 ARGUMENT_SPEC = {
     "host": {"type": "str", "required": True},

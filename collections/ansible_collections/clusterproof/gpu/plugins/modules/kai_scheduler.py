@@ -93,9 +93,11 @@ from pathlib import Path
 import yaml
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kube, sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 
-AGENT_MODULE = "ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox_gpu_agent"
+AGENT_MODULE = "ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.gpu_agent"
 
 
 def _manifests(directory):

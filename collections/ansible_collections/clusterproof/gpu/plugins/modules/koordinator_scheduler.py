@@ -92,7 +92,9 @@ from pathlib import Path
 import yaml
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import koordinator, kube, sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import koordinator
 
 
 def _crds(directory):

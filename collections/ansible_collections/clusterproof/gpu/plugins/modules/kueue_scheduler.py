@@ -94,7 +94,10 @@ from pathlib import Path
 import yaml
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, kueue, sandbox, sandbox_pki
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import pki as sandbox_pki
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
 
 WEBHOOK_CONFIGURATIONS = (
     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "kueue-mutating-webhook-configuration"),

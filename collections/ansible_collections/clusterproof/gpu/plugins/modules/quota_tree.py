@@ -5,7 +5,7 @@ DOCUMENTATION = r"""
 module: quota_tree
 short_description: Make an elastic quota tree (min/max per resource, namespaces on leaves) exist on KAI or Kueue
 description:
-  - Takes the checked tree (C(clusterproof_site.quota_tree), module_utils/quota_tree.py says the rules)
+  - Takes the checked tree (C(clusterproof_site.quota_tree), module_utils/tenancy/quota_tree.py says the rules)
     and makes each node a KAI Queue under its parent queue (quota = min, limit = max, over-quota
     weight = min; CPU in millicpus, memory in megabytes), and each leaf's namespaces exist, labelled
     with their leaf.
@@ -50,7 +50,8 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, quota_tree
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
 
 def main():

@@ -88,7 +88,7 @@ from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 
 def main():

@@ -104,7 +104,8 @@ from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
 
 
 def _node_api(layout):

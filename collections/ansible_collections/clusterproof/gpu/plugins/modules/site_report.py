@@ -2,7 +2,7 @@
 """Write a run's site validation report: report.json, report.html and junit.xml.
 
 Takes the sections the validation roles gathered (plain data), builds the one report model of
-``module_utils/report.py`` and writes it under ``<reports_dir>/<site>/<timestamp>/``, pointing
+``module_utils/report/model.py`` and writes it under ``<reports_dir>/<site>/<timestamp>/``, pointing
 ``<reports_dir>/<site>/latest`` at it. Touches nothing but that directory.
 """
 
@@ -123,7 +123,8 @@ import datetime
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Report, section_from_dict, write_report
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Report, section_from_dict
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.render import write_report
 
 # How many failed checks the failure message lists by name; the report has them all.
 _FAILED_IN_MESSAGE = 10

@@ -95,7 +95,10 @@ from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, sandbox, storage, storage_sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import local_path as storage_sandbox
 
 
 def _name(manifest):

@@ -59,7 +59,7 @@ credential_variables:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import chart_source, storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import chart_source, storage
 
 
 def main():

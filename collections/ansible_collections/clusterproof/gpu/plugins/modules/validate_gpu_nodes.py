@@ -2,7 +2,7 @@
 """Check the GPU nodes the inventory declares against the Nodes the cluster reports.
 
 Reads the cluster's Nodes (nothing else, and writes nothing); the comparison itself is
-``module_utils/node_validation.py``. Failed checks do not fail the task: they go into the site
+``module_utils/validate/nodes.py``. Failed checks do not fail the task: they go into the site
 report, which decides the run's verdict.
 """
 
@@ -167,8 +167,8 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kube
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node_validation import (
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import (
     advertised_per_gpu,
     validate_gpu_nodes,
 )

@@ -49,7 +49,9 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kube, kueue, project_validation
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai, kueue
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import projects as project_validation
 
 
 def main():

@@ -51,7 +51,9 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, kube, kueue, quota_tree
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai, kueue
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
 
 def _requests(pod):

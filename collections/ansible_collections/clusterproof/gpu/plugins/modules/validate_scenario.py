@@ -101,15 +101,11 @@ from pathlib import Path
 import yaml
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import (
-    kai,
-    kube,
-    kueue,
-    projects,
-    report,
-    scenarios,
-    workloads,
-)
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as report
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai, kueue
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenarios
 
 SCENARIO_DEPARTMENT = "clusterproof-scenarios"
 ENGINE_NAMES = {"kai": "KAI scheduler", "kueue": "Kueue"}

@@ -80,8 +80,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kube, storage, storage_validation
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Check
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
 
 
 class Probe:

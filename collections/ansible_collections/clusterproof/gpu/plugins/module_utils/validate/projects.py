@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, projects
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Check
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects
 
 
 def _fmt(value: Any) -> str:
@@ -149,7 +150,7 @@ def validate_projects_on_kueue(
 ) -> tuple[list[Check], dict[str, Any]]:
     """The same checks and table on a Kueue site: each project's ClusterQueue (nominal quota,
     borrowing and lending limits, fair-sharing weight, cohort) and namespace."""
-    from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
 
     by_queue = {queue["metadata"]["name"]: queue for queue in cluster_queues}
     by_namespace = {namespace["metadata"]["name"]: namespace for namespace in namespaces}

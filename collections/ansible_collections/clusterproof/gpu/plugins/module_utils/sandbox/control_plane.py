@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_pki
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import pki as sandbox_pki
 
 MARKER = ".clusterproof-sandbox"
 SANDBOX_NODE_LABEL = "clusterproof.io/sandbox-node"

@@ -40,7 +40,7 @@ SITE_VARIABLES = {
     "clusterproof_gpu_time_slicing": "GPU time-slicing: {replicas: N, resources: [nvidia.com/gpu, ...]}",
 }
 
-# The charts, as the Go modules carry them (module_utils/gpu_charts.py fetches them). The GPU
+# The charts, as the Go modules carry them (module_utils/install/gpu_charts.py fetches them). The GPU
 # operator publishes v25.x tags, which are not valid Go module versions (no /v25 suffix), so the
 # module is reachable only at a pseudo-version; this one is the commit KAI scheduler v0.12.0
 # requires (July 2025). Its chart says v1.0.0-devel and pins component images of the v25.3 line; the

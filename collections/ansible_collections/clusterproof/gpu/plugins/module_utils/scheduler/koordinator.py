@@ -23,7 +23,7 @@ has stayed above its runtime for ``delayEvictTime``; it runs only with ``monitor
 
 On the sandbox koord-scheduler runs as a local process with the sandbox kubeconfig, like KAI's
 components; koord-manager (webhooks that validate and default quotas, and the colocation controllers)
-is not run: clusterproof writes complete quotas, checked before by module_utils/quota_tree.py.
+is not run: clusterproof writes complete quotas, checked before by module_utils/tenancy/quota_tree.py.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.quota_tree import MANAGED_BY, TreeNode
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import LOOPBACK, Component, Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import LOOPBACK, Component, Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.quota_tree import MANAGED_BY, TreeNode
 
 SCHEDULER_NAME = "koord-scheduler"
 # Koordinator creates its root, system and default quotas here at start; the tree lives here too.

@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Check
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 
 SECTION_ID_PREFIX = "host-tests"
 # pytest's exit codes that still mean "the tests ran (or failed to collect) and the JUnit file says how".

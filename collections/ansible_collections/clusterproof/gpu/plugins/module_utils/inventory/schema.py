@@ -20,12 +20,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import (
-    gpu_device_layer,
-    kubeadm_config,
-    quota_tree,
-    storage,
-)
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_device_layer, kubeadm_config, storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
 CLUSTER_MODES = ("sandbox", "existing", "kubeadm")
 # The GPU scheduler clusterproof installs and drives; none leaves scheduling alone (validation only).
@@ -44,12 +40,12 @@ SITE_VARIABLES = {
     "clusterproof_sandbox_dir": "where the sandbox keeps its state (mode sandbox)",
     "clusterproof_sandbox_port_base": "first of the loopback ports the sandbox listens on",
     "clusterproof_sandbox_cache": "where the sandbox binaries are cached",
-    "clusterproof_storage_classes": "the storage classes, exactly one of them the default (module_utils/storage.py)",
-    # Mode kubeadm: the Kubernetes clusterproof installs (module_utils/kubeadm_config.py).
+    "clusterproof_storage_classes": "the storage classes, exactly one of them the default (install/storage.py)",
+    # Mode kubeadm: the Kubernetes clusterproof installs (install/kubeadm_config.py).
     **kubeadm_config.SITE_VARIABLES,
-    # What advertises the GPUs: GPU operator or device plugin (module_utils/gpu_device_layer.py).
+    # What advertises the GPUs: GPU operator or device plugin (module_utils/install/gpu_device_layer.py).
     **gpu_device_layer.SITE_VARIABLES,
-    # An elastic quota tree (module_utils/quota_tree.py).
+    # An elastic quota tree (module_utils/tenancy/quota_tree.py).
     **quota_tree.SITE_VARIABLES,
     # Facts clusterproof itself sets during a run.
     "clusterproof_site": "the checked declaration (set by clusterproof.gpu.site_inventory)",

@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import sandbox_build
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 
 @dataclasses.dataclass(frozen=True)

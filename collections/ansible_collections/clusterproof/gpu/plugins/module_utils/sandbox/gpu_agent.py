@@ -12,7 +12,7 @@ running in the cluster, which the sandbox cannot run (it needs a container runti
 
 Run as a process::
 
-    python -m ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox_gpu_agent \\
+    python -m ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.gpu_agent \\
         --kubeconfig KUBECONFIG [--namespace kai-resource-reservation]
 """
 

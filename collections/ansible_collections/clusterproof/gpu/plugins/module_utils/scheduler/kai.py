@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import LOOPBACK, Component, Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import LOOPBACK, Component, Layout
 
 SCHEDULER_NAME = "kai-scheduler"
 QUEUE_LABEL = "kai.scheduler/queue"

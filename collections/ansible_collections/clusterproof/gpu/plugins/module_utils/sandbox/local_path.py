@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import storage
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import Component, Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Component, Layout
 
 COMPONENT = "local-path-provisioner"
 # The chart's scripts; on the sandbox no helper pod runs them, but the ConfigMap is as on a cluster.

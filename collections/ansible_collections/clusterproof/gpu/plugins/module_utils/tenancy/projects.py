@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 
 PROJECT_LABEL = "clusterproof.io/project"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "clusterproof"}
@@ -132,7 +132,7 @@ def _subjects(project: Project) -> list[dict[str, str]]:
 def rbac_manifests(project: Project, scheduler: str = "kai") -> list[dict[str, Any]]:
     rules = list(MEMBER_RULES)
     if scheduler == "kueue":
-        from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+        from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
 
         rules += kueue.MEMBER_RULES
     role = {
@@ -156,10 +156,10 @@ def rbac_manifests(project: Project, scheduler: str = "kai") -> list[dict[str, A
 
 def scheduler_manifests(project: Project, scheduler: str = "kai") -> list[dict[str, Any]]:
     """The project's objects in the scheduler backend: KAI's Queue, or Kueue's ClusterQueue and
-    LocalQueue (module_utils/kueue.py)."""
+    LocalQueue (module_utils/scheduler/kueue.py)."""
     if scheduler == "kueue":
         # kueue.py builds on this module's Project: imported here, not at the top, to avoid a cycle.
-        from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+        from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
 
         return kueue.project_manifests(project)
     return [queue_manifest(project)]

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, projects
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects
 
 TRAINING = "train"
 INTERACTIVE = "interactive"

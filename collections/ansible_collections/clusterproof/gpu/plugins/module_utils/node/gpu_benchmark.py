@@ -48,8 +48,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import gpu_benchmark_runner as runner
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Check, Table
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_benchmark_runner as runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check, Table
 
 BENCHMARKS = runner.BENCHMARKS
 MATMUL_DTYPES = runner.DTYPES

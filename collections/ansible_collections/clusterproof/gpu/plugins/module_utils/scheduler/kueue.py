@@ -36,9 +36,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai, workloads
-from ansible_collections.clusterproof.gpu.plugins.module_utils.projects import MANAGED_BY, Project
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import LOOPBACK, Component, Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import LOOPBACK, Component, Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.projects import MANAGED_BY, Project
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 SYSTEM_NAMESPACE = "kueue-system"

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import fairshare
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Check
+from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 
 KINDS = ("train", "interactive")
 # The resource a scenario divides, and how its capacity and its workloads' sizes are spelled.

@@ -23,8 +23,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import storage
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Check
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 
 SECTION_ID = "storage"
 SECTION_TITLE = "Storage classes"

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.kubeadm_config import CNI_MANIFESTS
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install.kubeadm_config import CNI_MANIFESTS
 
 FLANNEL_CONFIG_MAP = "kube-flannel-cfg"
 

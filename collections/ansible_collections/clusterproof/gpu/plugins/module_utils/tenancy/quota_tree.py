@@ -14,7 +14,7 @@ KAI scheduler maps the tree to queues under their parent queues (quota = min, li
 weight = min, CPU in millicpus, memory in megabytes); a pod goes to its leaf's queue by the
 ``kai.scheduler/queue`` label (KAI v0.12 has no namespace default), so the leaf's namespaces are
 labelled with their leaf for tools and admission policies to read. Kueue maps it to cohorts
-(module_utils/kueue.py).
+(module_utils/scheduler/kueue.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils import kai
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 
 SITE_VARIABLES = {
     "clusterproof_quota_tree": "an elastic quota tree: nodes with min/max per resource (cpu, memory, gpu), "
@@ -312,7 +312,7 @@ _KUEUE_NAMES = {"cpu": "cpu", "memory": "memory", "gpu": "nvidia.com/gpu"}
 
 
 def _kueue_quantity(resource: str, amount: float) -> str:
-    from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
 
     if resource == "memory":
         return "%dMi" % round(amount * 1024)
@@ -322,7 +322,7 @@ def _kueue_quantity(resource: str, amount: float) -> str:
 def _kueue_groups(
     node: TreeNode, declared: Iterable[str], own_min: Mapping[str, float], top: bool
 ) -> list[dict[str, Any]]:
-    from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
 
     covered = [resource for resource in RESOURCES if resource in declared]
     resources = []
@@ -348,7 +348,7 @@ def kueue_manifests(nodes: Iterable[TreeNode]) -> list[dict[str, Any]]:
     its children's; borrowing limit = max − min), a ClusterQueue per leaf in its parent cohort
     (nominal = min, borrowing limit = max − min; admitting the leaf's namespaces), and each leaf
     namespace with a LocalQueue named after the leaf."""
-    from ansible_collections.clusterproof.gpu.plugins.module_utils import kueue
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
 
     nodes = list(nodes)
     declared = declared_resources(nodes)
@@ -411,7 +411,7 @@ def kueue_configured(node: TreeNode, found: Mapping[str, Any] | None, wanted: Ma
     """None when the node's Cohort or ClusterQueue is as the tree declares it, else what differs."""
     if found is None:
         return "no Kueue %s %s" % (wanted["kind"], node.name)
-    from ansible_collections.clusterproof.gpu.plugins.module_utils import kube
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 
     have = found.get("spec") or {}
     differences = []

@@ -30,7 +30,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import Check
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"

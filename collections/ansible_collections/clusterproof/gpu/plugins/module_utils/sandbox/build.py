@@ -18,7 +18,7 @@ generated from the downloaded go.mod, never typed by hand.
 
 Run as a program for a build with progress on standard output::
 
-    python -m ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox_build
+    python -m ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.build
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-schedu
 KUBEADM_COMMANDS = ("kubeadm", "kubelet", "kubectl")
 KAI_MODULE = "github.com/NVIDIA/KAI-scheduler"
 # KAI scheduler's components the sandbox runs, as <binary name>: <command package>. Its admission
-# webhooks, pod-group controller and operator are not run (module_utils/kai.py says why): the
+# webhooks, pod-group controller and operator are not run (module_utils/scheduler/kai.py says why): the
 # sandbox starts the components itself, as the operator would on a cluster.
 KAI_COMMANDS = {
     "kai-scheduler": "cmd/scheduler",

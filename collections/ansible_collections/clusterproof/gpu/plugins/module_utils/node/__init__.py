@@ -1,0 +1,6 @@
+"""What runs on (or is judged for) a GPU host: GPU facts, the benchmark runner, the host test suite.
+
+``gpu_benchmark_runner`` is shipped to the host as a file and must stay self-contained.
+May import: the standard library, ``nvidia-ml-py`` lazily, and ``report.model`` (never the
+renderers: they would travel in every payload sent to a host). Touches: the host's GPUs, read only.
+"""

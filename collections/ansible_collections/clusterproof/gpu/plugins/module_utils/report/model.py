@@ -1,0 +1,305 @@
+"""The site validation report's data model: checks, tables, charts, sections, the report.
+
+Pure data: dataclasses and their dict forms, no Ansible, no Kubernetes, no rendering. May import
+the standard library only, so that code which runs on GPU hosts (``node/``) can report checks
+without carrying the renderers. Validation modules return their findings as sections (plain data);
+``site_report`` turns them back into this model with :func:`report_from_dict`, and
+``report.render`` writes a run's artefacts (``render.write_report``)::
+
+    reports/<site>/<YYYYmmddTHHMMSSZ>/report.json   machine-readable, schema below
+    reports/<site>/<YYYYmmddTHHMMSSZ>/junit.xml     one testsuite per section, one testcase per check
+    reports/<site>/<YYYYmmddTHHMMSSZ>/report.html   for people; opens offline, no external assets
+    reports/<site>/latest -> <YYYYmmddTHHMMSSZ>     relative symlink, replaced atomically
+
+``report.json`` (``schema_version`` 1). Fields marked *derived* are recomputed on reading::
+
+    schema_version  int, 1
+    generator       "clusterproof"
+    site            str
+    cluster_mode    str ("sandbox", "existing", ...)
+    started         str, ISO 8601 (may be "")
+    finished        str, ISO 8601 (may be "")
+    verdict         "pass" | "fail"; fail when any check failed                  (derived)
+    counts          {"pass": n, "fail": n, "warn": n, "skip": n, "needs-hardware": n, "total": n}  (derived)
+    sections[]      id, title, verdict (derived), counts (derived), checks[], tables[], charts[]
+      checks[]      id, title, status (one of STATUSES), expected, observed (any JSON value or null),
+                    message (str), duration_s (number or null)
+      tables[]      id, title, columns (list of str), rows (list of lists), row_status (list of a
+                    status per row, or null)
+      charts[]      id, title, kind ("allocation"), y_label, timeline: [[t_seconds, {project: gpus}], ...]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+SCHEMA_VERSION = 1
+GENERATOR = "clusterproof"
+STATUSES = ("pass", "fail", "warn", "skip", "needs-hardware")
+
+# A point of an allocation timeline: seconds since the scenario began, and GPUs held per project.
+TimelinePoint = tuple[float, Mapping[str, float]]
+
+
+@dataclasses.dataclass
+class Check:
+    """One thing the validator verified, and what it found."""
+
+    id: str
+    title: str
+    status: str
+    expected: Any = None
+    observed: Any = None
+    message: str = ""
+    duration_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"check {self.id}: status {self.status!r} is not one of {', '.join(STATUSES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status,
+            "expected": self.expected,
+            "observed": self.observed,
+            "message": self.message,
+            "duration_s": self.duration_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Check:
+        for key in ("id", "status"):
+            if not data.get(key):
+                raise ValueError(f"a check has no {key}: {dict(data)!r}")
+        duration = data.get("duration_s")
+        return cls(
+            id=str(data["id"]),
+            title=str(data.get("title") or data["id"]),
+            status=str(data["status"]),
+            expected=data.get("expected"),
+            observed=data.get("observed"),
+            message=str(data.get("message") or ""),
+            duration_s=None if duration is None else float(duration),
+        )
+
+
+@dataclasses.dataclass
+class Table:
+    """A table shown with its section, e.g. GPUs per node, declared against found."""
+
+    id: str
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    row_status: list[str] | None = None  # a status per row, to colour it; None for plain tables
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "columns": list(self.columns),
+            "rows": [list(row) for row in self.rows],
+            "row_status": None if self.row_status is None else list(self.row_status),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Table:
+        row_status = data.get("row_status")
+        return cls(
+            id=str(data.get("id", "")),
+            title=str(data.get("title", "")),
+            columns=[str(column) for column in data.get("columns") or []],
+            rows=[list(row) for row in data.get("rows") or []],
+            row_status=None if row_status is None else [str(status) for status in row_status],
+        )
+
+
+@dataclasses.dataclass
+class Chart:
+    """GPUs allocated per project over time, drawn by :func:`allocation_chart_svg`."""
+
+    id: str
+    title: str
+    timeline: list[TimelinePoint]
+    kind: str = "allocation"
+    y_label: str = "GPUs allocated"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "kind": self.kind,
+            "y_label": self.y_label,
+            "timeline": [[t, dict(values)] for t, values in self.timeline],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Chart:
+        return cls(
+            id=str(data.get("id", "")),
+            title=str(data.get("title", "")),
+            kind=str(data.get("kind") or "allocation"),
+            y_label=str(data.get("y_label") or "GPUs allocated"),
+            timeline=[(float(t), {str(k): _number(v) for k, v in values.items()}) for t, values in data["timeline"]],
+        )
+
+
+@dataclasses.dataclass
+class Section:
+    """A group of checks (a validator stage), with the tables and charts that explain them."""
+
+    id: str
+    title: str
+    checks: list[Check]
+    tables: list[Table] = dataclasses.field(default_factory=list)
+    charts: list[Chart] = dataclasses.field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return _counts(self.checks)
+
+    @property
+    def verdict(self) -> str:
+        return "fail" if any(check.status == "fail" for check in self.checks) else "pass"
+
+
+@dataclasses.dataclass
+class Report:
+    """One validation run of one site."""
+
+    site: str
+    cluster_mode: str
+    started: str
+    finished: str
+    sections: list[Section]
+
+    @property
+    def checks(self) -> list[Check]:
+        return [check for section in self.sections for check in section.checks]
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return [check for check in self.checks if check.status == "fail"]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return _counts(self.checks)
+
+    @property
+    def verdict(self) -> str:
+        """``fail`` when any check failed; warnings, skips and needs-hardware do not fail a run."""
+        return "fail" if self.failed_checks else "pass"
+
+
+# --- building from data ---------------------------------------------------------------------------
+
+NODE_TABLE_COLUMNS = ["Node", "Declared GPUs", "Found GPUs", "Declared product", "Found product", "Ready"]
+
+
+def node_table(rows: Iterable[Mapping[str, Any]]) -> Table:
+    """The per-node GPU table (declared against found) from ``node_validation`` rows as dicts."""
+    body: list[list[Any]] = []
+    statuses: list[str] = []
+    for row in rows:
+        if not row.get("present", True):
+            ready: Any = "not in cluster"
+        else:
+            ready = {True: "yes", False: "no"}.get(row.get("ready"), None)
+        name = str(row.get("name", ""))
+        if row.get("declared") is False:
+            name += " (not declared)"
+        body.append(
+            [
+                name,
+                row.get("declared_gpus"),
+                row.get("found_gpus"),
+                row.get("declared_product"),
+                row.get("found_product"),
+                ready,
+            ]
+        )
+        statuses.append(str(row.get("status") or "pass"))
+    return Table(
+        id="node-gpus",
+        title="GPUs per node: declared and found",
+        columns=list(NODE_TABLE_COLUMNS),
+        rows=body,
+        row_status=statuses,
+    )
+
+
+def section_from_dict(data: Mapping[str, Any]) -> Section:
+    """A section from data: ``id``, ``title``, ``checks``, optional ``tables``, ``charts``, ``node_table``."""
+    if not data.get("id"):
+        raise ValueError(f"a report section has no id: {sorted(data)!r}")
+    tables = [Table.from_dict(table) for table in data.get("tables") or []]
+    if data.get("node_table"):
+        tables.insert(0, node_table(data["node_table"]))
+    return Section(
+        id=str(data["id"]),
+        title=str(data.get("title") or data["id"]),
+        checks=[Check.from_dict(check) for check in data.get("checks") or []],
+        tables=tables,
+        charts=[Chart.from_dict(chart) for chart in data.get("charts") or []],
+    )
+
+
+def report_from_dict(data: Mapping[str, Any]) -> Report:
+    """A report from its JSON form (what :func:`to_dict` gives); derived fields are recomputed."""
+    version = data.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ValueError(f"report schema_version {version!r} is newer than this reader ({SCHEMA_VERSION})")
+    return Report(
+        site=str(data.get("site", "")),
+        cluster_mode=str(data.get("cluster_mode", "")),
+        started=str(data.get("started") or ""),
+        finished=str(data.get("finished") or ""),
+        sections=[section_from_dict(section) for section in data.get("sections") or []],
+    )
+
+
+# --- JSON -----------------------------------------------------------------------------------------
+
+
+def to_dict(report: Report) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "generator": GENERATOR,
+        "site": report.site,
+        "cluster_mode": report.cluster_mode,
+        "started": report.started,
+        "finished": report.finished,
+        "verdict": report.verdict,
+        "counts": report.counts,
+        "sections": [
+            {
+                "id": section.id,
+                "title": section.title,
+                "verdict": section.verdict,
+                "counts": section.counts,
+                "checks": [check.to_dict() for check in section.checks],
+                "tables": [table.to_dict() for table in section.tables],
+                "charts": [chart.to_dict() for chart in section.charts],
+            }
+            for section in report.sections
+        ],
+    }
+
+
+def _number(value: Any) -> float:
+    """A GPU count from data: numbers stay as they are (8 stays 8, 0.5 stays 0.5), text is parsed."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return float(value)
+
+
+def _counts(checks: Iterable[Check]) -> dict[str, int]:
+    counts = dict.fromkeys(STATUSES, 0)
+    for check in checks:
+        counts[check.status] += 1
+    counts["total"] = sum(counts.values())
+    return counts
