@@ -1,0 +1,105 @@
+"""The runner every module goes through: argument specs from shared pieces, one way to fail.
+
+As kubernetes.core's ``module_utils/k8s/runner.py`` does, a module here is three steps: build its
+argument spec (its own options plus the shared pieces below), call :func:`run_module` with a
+function that does the work through module_utils, and return what that function returns. Every
+error on the way goes through :func:`fail_from_exception`, so an API error, an unreachable cluster
+and a bad argument read the same in every module: what was being done, what the API said, and
+where to look.
+
+May import: Ansible's module API, ``kube.client``. Touches nothing itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+
+# Options every module that acts on the sandbox shares (the sandbox doc fragment documents them).
+SANDBOX_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "state_dir": {"type": "path", "required": True},
+    "bin_dir": {"type": "path", "required": True},
+    "share_dir": {"type": "path", "required": True},
+    "port_base": {"type": "int", "required": True},
+}
+
+
+class ModuleError(RuntimeError):
+    """A failure a module reports as it is: the message already says what, where and why."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def argument_spec(*pieces: Mapping[str, Mapping[str, Any]], auth: bool = False) -> dict[str, Any]:
+    """One argument spec from a module's own options and the shared pieces (deep-copied)."""
+    spec: dict[str, Any] = {}
+    for piece in pieces:
+        spec.update(copy.deepcopy(dict(piece)))
+    if auth:
+        spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
+    return spec
+
+
+def api_error_message(error: Any, doing: str, hint: str = "") -> str:
+    """What an ApiException means for the operator: what was being done, status, reason, the API's own words."""
+    status = getattr(error, "status", None)
+    reason = getattr(error, "reason", None) or ""
+    body = getattr(error, "body", None)
+    said = ""
+    if isinstance(body, (str, bytes)) and body:
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        try:
+            said = json.loads(text).get("message", "")
+        except (ValueError, AttributeError):
+            said = text.strip()[:300]
+    message = f"{doing} failed: {status} {reason}".rstrip()
+    if said and said not in message:
+        message += f": {said}"
+    if hint:
+        message += f" ({hint})"
+    return message
+
+
+def fail_from_exception(module: AnsibleModule, error: BaseException, doing: str = "", hint: str = "") -> None:
+    """The one place a module turns an exception into its failure (it does not return)."""
+    if isinstance(error, ModuleError):
+        module.fail_json(msg=str(error), **error.details)
+    if isinstance(error, kube.KubeError):
+        module.fail_json(msg=f"{doing} failed: {error}" if doing else str(error))
+    if kube.ApiException is not Exception and isinstance(error, kube.ApiException):
+        module.fail_json(msg=api_error_message(error, doing or "the API request", hint))
+    module.fail_json(msg=f"{doing or 'the module'} failed: {type(error).__name__}: {error}")
+
+
+def run_module(
+    spec: Mapping[str, Any],
+    work: Callable[[AnsibleModule], Mapping[str, Any]],
+    *,
+    doing: str,
+    hint: str = "",
+    check_mode: bool = True,
+    expected: tuple[type[BaseException], ...] = (),
+    **module_options: Any,
+) -> None:
+    """Parse arguments, run ``work(module)``, and exit with its result, or fail with a clear message.
+
+    ``expected`` names further exception types of module_utils whose message is already meant for
+    the operator (a pure layer's ``...Error``); they are reported as they are.
+    """
+    module = AnsibleModule(argument_spec=dict(spec), supports_check_mode=check_mode, **module_options)
+    try:
+        result = dict(work(module))
+    except expected as error:  # type: ignore[misc]
+        module.fail_json(msg=str(error))
+    except (ModuleError, kube.KubeError, kube.ApiException) as error:  # type: ignore[misc]
+        fail_from_exception(module, error, doing, hint)
+    result.setdefault("changed", False)
+    module.exit_json(**result)
