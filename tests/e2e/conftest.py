@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
+
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
-# The control plane uses base..base+6, KAI scheduler base+10..base+18, Kueue base+19..base+21,
-# Koordinator's scheduler base+22..base+23.
-PORTS_PER_SANDBOX = 24
+# The ports of a sandbox: the control plane's and every engine's (sandbox/control_plane.py's PORT_TABLE).
+PORTS_PER_SANDBOX = control_plane.PORTS_PER_SANDBOX
 
 
 def free_port_base() -> int:

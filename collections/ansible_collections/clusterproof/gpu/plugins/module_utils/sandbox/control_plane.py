@@ -47,35 +47,55 @@ PODS_PER_NODE = 110
 LOOPBACK = "127.0.0.1"
 
 
+# The sandbox's one port table: every block of loopback ports, as (first offset from the port
+# base, size). The control plane's ``Ports`` and each engine's ports (``KaiPorts``, ``KueuePorts``,
+# ``KoordinatorPorts``) read their offsets from here; the tests reserve ``PORTS_PER_SANDBOX``.
+PORT_TABLE: dict[str, range] = {
+    "control-plane": range(0, 10),  # etcd, kube-apiserver, controller-manager, scheduler, KWOK (0..6)
+    "kai": range(10, 19),  # KAI's components: scheduler, binder, pod grouper, queue controller
+    "kueue": range(19, 22),  # webhook, health, metrics
+    "koordinator": range(22, 24),  # koord-scheduler's secure and health ports
+}
+PORTS_PER_SANDBOX = max(block.stop for block in PORT_TABLE.values())
+
+
+def port_block(name: str) -> range:
+    """The offsets (from the port base) of a block of ``PORT_TABLE``."""
+    return PORT_TABLE[name]
+
+
 @dataclasses.dataclass(frozen=True)
 class Ports:
     """The loopback ports of the sandbox, all derived from one base port."""
 
     base: int = 16440
 
+    def _at(self, offset: int) -> int:
+        return self.base + port_block("control-plane").start + offset
+
     @property
     def etcd_client(self) -> int:
-        return self.base
+        return self._at(0)
 
     @property
     def etcd_peer(self) -> int:
-        return self.base + 1
+        return self._at(1)
 
     @property
     def apiserver(self) -> int:
-        return self.base + 3
+        return self._at(3)
 
     @property
     def controller_manager(self) -> int:
-        return self.base + 4
+        return self._at(4)
 
     @property
     def scheduler(self) -> int:
-        return self.base + 5
+        return self._at(5)
 
     @property
     def kwok(self) -> int:
-        return self.base + 6
+        return self._at(6)
 
     def all(self) -> list[int]:
         return [port for owned in self.by_component().values() for port in owned]

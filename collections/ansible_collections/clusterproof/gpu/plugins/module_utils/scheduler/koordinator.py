@@ -34,7 +34,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import LOOPBACK, Component, Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import (
+    LOOPBACK,
+    Component,
+    Layout,
+    port_block,
+)
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.quota_tree import MANAGED_BY, TreeNode
 
 SCHEDULER_NAME = "koord-scheduler"
@@ -227,19 +232,19 @@ def system_objects() -> list[dict[str, Any]]:
 
 @dataclasses.dataclass(frozen=True)
 class KoordinatorPorts:
-    """Loopback ports of koord-scheduler on the sandbox, after KAI's (base+10..18) and Kueue's (base+19..21)."""
+    """Loopback ports of koord-scheduler on the sandbox (its block of ``control_plane.PORT_TABLE``)."""
 
     base: int
 
     @property
     def secure(self) -> int:
-        return self.base + 22
+        return self.base + port_block("koordinator").start
 
     @property
     def healthz(self) -> int:
         """Koordinator's scheduler still serves the deprecated plain-HTTP health port (on 0.0.0.0:10251
         unless told otherwise), so it is pinned to loopback too."""
-        return self.base + 23
+        return self.base + port_block("koordinator").start + 1
 
 
 def quota_url(ports: KoordinatorPorts, name: str) -> str:
