@@ -35,7 +35,7 @@ def cluster(kai_site, api_client):
 def submit(api, name: str, project: str, kind: str, gpus: float) -> None:
     namespace = client.CoreV1Api(api).read_namespace(project)
     settings = workloads.ProjectSettings.from_namespace(api.sanitize_for_serialization(namespace))
-    manifest = workloads.job_manifest(workloads.Workload(name, project, kind, gpus), settings)
+    manifest = kai.job_manifest(workloads.Workload(name, project, kind, gpus), settings)
     client.BatchV1Api(api).create_namespaced_job(project, manifest)
 
 

@@ -66,7 +66,7 @@ def test_the_guides_tree_from_the_inventory_caps_a_leaf_at_its_max_and_shows_it(
             queues = custom.list_cluster_custom_object(*kai.QUEUE_API)["items"]
             parents = {queue["metadata"]["name"]: queue["spec"].get("parentQueue") for queue in queues}
             # namespace1 deploys 5 replicas of 5 cores: its leaf's max of 20 lets 4 run (the guide's step 1).
-            deployment = workloads.deployment_manifest(workload, settings, 5, "cpu")
+            deployment = kai.deployment_manifest(workload, settings, 5, "cpu")
             for labels in (deployment["metadata"]["labels"], deployment["spec"]["template"]["metadata"]["labels"]):
                 labels[kai.QUEUE_LABEL] = "root-a-1"
             client.AppsV1Api(api).create_namespaced_deployment("namespace1", deployment)

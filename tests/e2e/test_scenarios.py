@@ -7,6 +7,7 @@ import time
 import pytest
 from kubernetes import client
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 
 from .conftest import REPO, ansible_module, module_result, own_sandbox
@@ -58,7 +59,7 @@ def test_fractions_share_gpus(kai_site, api_client, sandbox):
 def test_busy_cluster_is_refused_and_nothing_changes(kai_site, api_client, sandbox):
     namespace = client.CoreV1Api(api_client).read_namespace("team-a")
     settings = workloads.ProjectSettings.from_namespace(api_client.sanitize_for_serialization(namespace))
-    job = workloads.job_manifest(workloads.Workload("foreign", "team-a", workloads.TRAINING, 1), settings)
+    job = kai.job_manifest(workloads.Workload("foreign", "team-a", workloads.TRAINING, 1), settings)
     client.BatchV1Api(api_client).create_namespaced_job("team-a", job)
     try:
         returncode, result = run_scenario(sandbox, "fractional-gpus.yml")

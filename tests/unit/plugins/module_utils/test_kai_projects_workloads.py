@@ -29,7 +29,7 @@ SETTINGS = workloads.ProjectSettings.from_namespace(projects.namespace_manifest(
 
 
 def test_queue_carries_quota_weight_limit_under_the_department():
-    queue = projects.queue_manifest(TEAM_A)
+    queue = kai.project_queue_manifest(TEAM_A)
     assert queue["spec"]["parentQueue"] == kai.DEPARTMENT_QUEUE
     assert queue["spec"]["resources"]["gpu"] == {"quota": 4, "overQuotaWeight": 4, "limit": 8}
     assert queue["spec"]["resources"]["cpu"]["quota"] == -1
@@ -56,7 +56,7 @@ def test_members_are_bound_in_their_namespace_only():
 
 
 def test_training_job_is_preemptible_whole_gpus_with_training_affinity():
-    job = workloads.job_manifest(workloads.Workload("a-2-gg", "team-a", workloads.TRAINING, 2), SETTINGS)
+    job = kai.job_manifest(workloads.Workload("a-2-gg", "team-a", workloads.TRAINING, 2), SETTINGS)
     pod = job["spec"]["template"]
     assert pod["spec"]["schedulerName"] == "kai-scheduler"
     assert pod["spec"]["priorityClassName"] == "train"
@@ -70,7 +70,7 @@ def test_training_job_is_preemptible_whole_gpus_with_training_affinity():
 
 
 def test_interactive_fraction_has_the_time_limit_and_no_gpu_resource():
-    job = workloads.job_manifest(workloads.Workload("a-1-g05", "team-a", workloads.INTERACTIVE, 0.5), SETTINGS)
+    job = kai.job_manifest(workloads.Workload("a-1-g05", "team-a", workloads.INTERACTIVE, 0.5), SETTINGS)
     pod = job["spec"]["template"]
     assert pod["spec"]["priorityClassName"] == "build"
     assert pod["metadata"]["annotations"][kai.GPU_FRACTION_ANNOTATION] == "0.5"
@@ -94,15 +94,15 @@ def test_interactive_fraction_has_the_time_limit_and_no_gpu_resource():
 )
 def test_bad_gpu_amounts_are_refused(gpus, message):
     with pytest.raises(workloads.WorkloadError) as error:
-        workloads.job_manifest(workloads.Workload("w", "team-a", workloads.TRAINING, gpus), SETTINGS)
+        kai.job_manifest(workloads.Workload("w", "team-a", workloads.TRAINING, gpus), SETTINGS)
     assert str(error.value) == message
 
 
 def test_unknown_kind_and_wrong_project_are_refused():
     with pytest.raises(workloads.WorkloadError, match="kind: expected one of train, interactive, found 'batch'"):
-        workloads.job_manifest(workloads.Workload("w", "team-a", "batch", 1), SETTINGS)
+        kai.job_manifest(workloads.Workload("w", "team-a", "batch", 1), SETTINGS)
     with pytest.raises(workloads.WorkloadError, match="settings are for team-a, not team-b"):
-        workloads.job_manifest(workloads.Workload("w", "team-b", workloads.TRAINING, 1), SETTINGS)
+        kai.job_manifest(workloads.Workload("w", "team-b", workloads.TRAINING, 1), SETTINGS)
 
 
 def test_active_workloads_are_pending_or_running_pods():
@@ -196,14 +196,14 @@ def test_is_subset(wanted, actual, expected):
 def test_a_cpu_deployment_requests_its_cores_per_replica_under_kai():
     settings = workloads.ProjectSettings("scn-root-a-1")
     workload = workloads.Workload("namespace1", "scn-root-a-1", workloads.TRAINING, 2)
-    manifest = workloads.deployment_manifest(workload, settings, 5, "cpu")
+    manifest = kai.deployment_manifest(workload, settings, 5, "cpu")
     assert manifest["kind"] == "Deployment" and manifest["spec"]["replicas"] == 5
     pod = manifest["spec"]["template"]
     assert pod["metadata"]["labels"][workloads.WORKLOAD_NAME_LABEL] == "namespace1"
     assert manifest["spec"]["selector"]["matchLabels"] == {workloads.WORKLOAD_NAME_LABEL: "namespace1"}
     assert pod["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}
     assert pod["spec"]["schedulerName"] == kai.SCHEDULER_NAME and "restartPolicy" not in pod["spec"]
-    half = workloads.deployment_manifest(dataclasses.replace(workload, gpus=0.5), settings, 1, "cpu")
+    half = kai.deployment_manifest(dataclasses.replace(workload, gpus=0.5), settings, 1, "cpu")
     assert half["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m"}
 
 
@@ -211,7 +211,7 @@ def test_a_gpu_deployment_takes_whole_gpus():
     settings = workloads.ProjectSettings("team-a")
     workload = workloads.Workload("serve", "team-a", workloads.INTERACTIVE, 0.5)
     with pytest.raises(workloads.WorkloadError, match="a Deployment's pods take whole GPUs, found 0.5"):
-        workloads.deployment_manifest(workload, settings, 2)
+        kai.deployment_manifest(workload, settings, 2)
 
 
 def test_cpu_queue_counts_millicpus_and_leaves_gpus_unlimited():

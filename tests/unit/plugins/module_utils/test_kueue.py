@@ -104,7 +104,7 @@ def test_queue_differences_name_each_field_that_is_not_as_declared():
 
 
 def test_project_becomes_namespace_cluster_queue_local_queue_and_access():
-    manifests = projects.manifests(TEAM_A, "kueue")
+    manifests = kueue.BACKEND.project_manifests(TEAM_A)
     assert [m["kind"] for m in manifests] == ["Namespace", "ClusterQueue", "LocalQueue", "Role", "RoleBinding"]
     local = manifests[2]
     assert local["metadata"] == {"name": "team-a", "namespace": "team-a", "labels": dict(projects.MANAGED_BY)}
@@ -116,12 +116,12 @@ def test_project_becomes_namespace_cluster_queue_local_queue_and_access():
         "verbs": ["get", "list", "watch"],
     } in rules
     # KAI's objects are unchanged by the seam.
-    assert [m["kind"] for m in projects.manifests(TEAM_A)] == ["Namespace", "Queue", "Role", "RoleBinding"]
+    assert [m["kind"] for m in kai.BACKEND.project_manifests(TEAM_A)] == ["Namespace", "Queue", "Role", "RoleBinding"]
 
 
 def test_a_project_without_members_binds_nobody_and_writes_no_empty_subject_list():
     # The API server drops an empty list, which would make every run report a change.
-    _, binding = projects.rbac_manifests(projects.Project("team-c", 2, 2), "kueue")
+    _, binding = projects.rbac_manifests(projects.Project("team-c", 2, 2), kueue.MEMBER_RULES)
     assert "subjects" not in binding
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.projects import validate_projects
 
@@ -10,7 +11,7 @@ TEAM_A = {"name": "team-a", "gpu_quota": 4, "over_quota_weight": 4, "node_affini
 
 def objects(declared):
     project = projects.Project.from_dict(declared)
-    return [projects.queue_manifest(project)], [projects.namespace_manifest(project)]
+    return [kai.project_queue_manifest(project)], [projects.namespace_manifest(project)]
 
 
 def test_a_project_as_declared_passes_and_shows_what_it_holds():

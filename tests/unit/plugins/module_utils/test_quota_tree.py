@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai, kueue
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
 ALIBABA = [
@@ -23,7 +24,7 @@ def test_the_guides_tree_is_valid_and_maps_to_kai_queues_under_their_parents():
     nodes, problems = quota_tree.check_tree(ALIBABA)
     assert problems == []
     assert [node.name for node in quota_tree.leaves(nodes)] == ["root-a-1", "root-a-2", "root-b-1", "root-b-2"]
-    manifests = quota_tree.kai_manifests(nodes)
+    manifests = kai.tree_manifests(nodes)
     queues = {m["metadata"]["name"]: m["spec"] for m in manifests if m["kind"] == "Queue"}
     assert "parentQueue" not in queues["root"] and queues["root-a-1"]["parentQueue"] == "root-a"
     assert queues["root-a"]["resources"]["cpu"] == {"quota": 20000, "overQuotaWeight": 20, "limit": 40000}
@@ -32,14 +33,14 @@ def test_the_guides_tree_is_valid_and_maps_to_kai_queues_under_their_parents():
     namespaces = {m["metadata"]["name"]: m["metadata"]["labels"] for m in manifests if m["kind"] == "Namespace"}
     assert namespaces["namespace3"][quota_tree.LEAF_LABEL] == "root-b-1"
     assert all(
-        node.parent is None or quota_tree.kai_configured(node, {"spec": queues[node.name]}, {"cpu"}) is None
+        node.parent is None or kai.tree_queue_differences(node, {"spec": queues[node.name]}, {"cpu"}) is None
         for node in nodes
     )
 
 
 def test_memory_is_counted_in_kai_megabytes():
     nodes, _ = quota_tree.check_tree([{"name": "team", "min": {"memory": 1}, "max": {"memory": 2, "gpu": 4}}])
-    queue = quota_tree.kai_queue(nodes[0], {"memory", "gpu"})
+    queue = kai.tree_queue(nodes[0], {"memory", "gpu"})
     assert queue["spec"]["resources"]["memory"]["quota"] == pytest.approx(1073.742)
     assert queue["spec"]["resources"]["gpu"] == {"quota": 0, "overQuotaWeight": 0, "limit": 4}
 
@@ -104,15 +105,15 @@ def test_used_is_summed_up_the_tree_and_shown_like_the_guides_dashboard():
 
 def test_a_queue_that_differs_is_named():
     nodes, _ = quota_tree.check_tree(ALIBABA)
-    queue = quota_tree.kai_queue(nodes[1], {"cpu"})
+    queue = kai.tree_queue(nodes[1], {"cpu"})
     queue["spec"]["resources"]["cpu"]["limit"] = 30000
-    assert quota_tree.kai_configured(nodes[1], queue, {"cpu"}) == "cpu.limit 30000, not 40000"
-    assert quota_tree.kai_configured(nodes[1], None, {"cpu"}) == "no KAI queue root-a"
+    assert kai.tree_queue_differences(nodes[1], queue, {"cpu"}) == "cpu.limit 30000, not 40000"
+    assert kai.tree_queue_differences(nodes[1], None, {"cpu"}) == "no KAI queue root-a"
 
 
 def test_on_kueue_inner_nodes_are_cohorts_and_leaves_cluster_queues():
     nodes, _ = quota_tree.check_tree(ALIBABA)
-    manifests = quota_tree.kueue_manifests(nodes)
+    manifests = kueue.tree_manifests(nodes)
     by_name = {(m["kind"], m["metadata"]["name"]): m for m in manifests}
     root = by_name[("Cohort", "root")]["spec"]
     assert "parentName" not in root
@@ -131,13 +132,13 @@ def test_on_kueue_inner_nodes_are_cohorts_and_leaves_cluster_queues():
     assert leaf["namespaceSelector"] == {"matchLabels": {quota_tree.LEAF_LABEL: "root-b-1"}}
     assert by_name[("LocalQueue", "root-b-1")]["metadata"]["namespace"] == "namespace3"
     wanted = by_name[("ClusterQueue", "root-b-1")]
-    assert quota_tree.kueue_configured(nodes[5], wanted, wanted) is None
-    assert quota_tree.kueue_configured(nodes[5], None, wanted) == "no Kueue ClusterQueue root-b-1"
+    assert kueue.tree_object_differences(nodes[5], wanted, wanted) is None
+    assert kueue.tree_object_differences(nodes[5], None, wanted) == "no Kueue ClusterQueue root-b-1"
 
 
 def test_memory_on_kueue_is_in_mebibytes():
     nodes, _ = quota_tree.check_tree([{"name": "team", "min": {"memory": 1.5}, "max": {"memory": 2}}])
-    queue = quota_tree.kueue_manifests(nodes)[0]
+    queue = kueue.tree_manifests(nodes)[0]
     assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
         {"name": "memory", "nominalQuota": "1536Mi"}
     ]

@@ -3,11 +3,12 @@
 
 DOCUMENTATION = r"""
 module: gpu_project
-short_description: Make a GPU project exist as declared, with its namespace, KAI queue and member access
+short_description: Make a GPU project exist as declared, with its namespace, scheduler queue and member access
 description:
   - A project becomes its namespace (annotated with its node affinity and interactive time limit),
-    its KAI scheduler queue under the department queue (GPU quota, over-quota weight, limit,
-    priority) and a Role and RoleBinding that let its users and groups submit workloads in its
+    its scheduler queue (a KAI scheduler Queue under the department queue, or a Kueue ClusterQueue
+    and LocalQueue, see O(scheduler)) with its GPU quota, over-quota weight, limit and priority,
+    and a Role and RoleBinding that let its users and groups submit workloads in its
     namespace only.
   - Idempotent; supports check mode and C(--diff).
   - With O(state=absent), refuses to remove a project whose namespace still has pending or running
@@ -113,11 +114,9 @@ changed_objects:
   elements: str
 """
 
-import copy
-
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects
 
 ARGUMENT_SPEC = {
@@ -138,97 +137,85 @@ ARGUMENT_SPEC = {
     "users": {"type": "list", "elements": "str", "default": []},
     "groups": {"type": "list", "elements": "str", "default": []},
     "force": {"type": "bool", "default": False},
-    "scheduler": {"type": "str", "choices": ["kai", "kueue"], "default": "kai"},
+    "scheduler": {"type": "str", "choices": list(registry.names()), "default": registry.DEFAULT},
     "gpu_lending_limit": {"type": "float"},
 }
+# The project's fields its rules cover (tenancy/projects.py); gpu_quota is required when present.
+_RULED = ("gpu_limit", "over_quota_weight", "gpu_lending_limit", "interactive_time_limit_seconds")
 
 
 def _bad_input(params):
     """Errors that name the project and the field; nothing is sent to the cluster before these pass."""
-    where = "project %s" % params["name"]
     errors = []
     if not projects.valid_name(params["name"]):
-        errors.append("%s: name: expected a lower-case DNS label, found %r" % (where, params["name"]))
+        name = params["name"]
+        errors.append("project %s: name: expected a lower-case DNS label, found %r" % (name, name))
     if params["state"] == "absent":
         return errors
-    quota = params["gpu_quota"]
-    if quota is None or quota < 0:
-        errors.append("%s: gpu_quota: expected a non-negative number of GPUs, found %r" % (where, quota))
-    limit = params["gpu_limit"]
-    if limit is not None and quota is not None and limit < quota:
-        errors.append("%s: gpu_limit: expected a number not below gpu_quota (%g), found %g" % (where, quota, limit))
-    weight = params["over_quota_weight"]
-    if weight is not None and weight < 0:
-        errors.append("%s: over_quota_weight: expected a non-negative number, found %g" % (where, weight))
-    lending = params["gpu_lending_limit"]
-    if lending is not None and params["scheduler"] != "kueue":
-        errors.append("%s: gpu_lending_limit: expected only with scheduler kueue, found %g" % (where, lending))
-    elif lending is not None and quota is not None and not 0 <= lending <= quota:
-        errors.append(
-            "%s: gpu_lending_limit: expected a number of GPUs from 0 to gpu_quota (%g), found %g"
-            % (where, quota, lending)
-        )
-    limit_seconds = params["interactive_time_limit_seconds"]
-    if limit_seconds is not None and limit_seconds <= 0:
-        errors.append(
-            "%s: interactive_time_limit_seconds: expected a positive number of seconds, found %d"
-            % (where, limit_seconds)
-        )
-    return errors
+    values = {
+        "gpu_quota": params["gpu_quota"],
+        **{field: params[field] for field in _RULED if params[field] is not None},
+    }
+    lenders = None if registry.backend(params["scheduler"]).lends_quota else registry.lenders()
+    return errors + projects.problem_messages(params["name"], values, lenders)
 
 
-def main():
-    spec = copy.deepcopy(ARGUMENT_SPEC)
-    spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+def _present(module, backend, applier, result):
+    data = dict(module.params)
+    if data["over_quota_weight"] is None:
+        data["over_quota_weight"] = data["gpu_quota"]
+    before, after = {}, {}
+    for manifest in backend.project_manifests(projects.Project.from_dict(data)):
+        changed, old, new = applier.apply(manifest)
+        if changed:
+            key = "%s/%s" % (manifest["kind"], manifest["metadata"]["name"])
+            result["changed_objects"].append(key)
+            before[key] = _shown(old, manifest)
+            after[key] = _shown(new, manifest)
+    if module._diff and result["changed_objects"]:
+        result["diff"] = {"before": before, "after": after}
+
+
+def _absent(module, backend, api, applier, result):
+    name = module.params["name"]
+    project = projects.Project(name, 0, 0)
+    if applier.get(projects.namespace_manifest(project)) is not None:
+        pods = kube.core_v1(api).list_namespaced_pod(name).items
+        active = projects.active_workloads([api.sanitize_for_serialization(pod) for pod in pods])
+        if active and not module.params["force"]:
+            raise runner.ModuleError(
+                "project %s still has %d pending or running workload pod(s) (%s); "
+                "nothing was removed; set force: true to remove it anyway" % (name, len(active), ", ".join(active[:5])),
+                **result,
+            )
+    removed = ("Namespace", *backend.removed_kinds)
+    for manifest in reversed(backend.project_manifests(project)):
+        if manifest["kind"] in removed and applier.delete(manifest):
+            result["changed_objects"].append("%s/%s" % (manifest["kind"], manifest["metadata"]["name"]))
+
+
+def _work(module):
     params = module.params
     errors = _bad_input(params)
     if errors:
-        module.fail_json(msg="; ".join(errors), changed=False)
+        raise runner.ModuleError("; ".join(errors), changed=False)
+    backend = registry.backend(params["scheduler"])
     result = {"changed": False, "changed_objects": []}
     try:
         api = kube.api_client(params["kubeconfig"], params["context"])
         applier = kube.Applier(api, check_mode=module.check_mode)
         if params["state"] == "present":
-            data = dict(params)
-            if data["over_quota_weight"] is None:
-                data["over_quota_weight"] = data["gpu_quota"]
-            project = projects.Project.from_dict(data)
-            before, after = {}, {}
-            for manifest in projects.manifests(project, params["scheduler"]):
-                changed, old, new = applier.apply(manifest)
-                if changed:
-                    key = "%s/%s" % (manifest["kind"], manifest["metadata"]["name"])
-                    result["changed_objects"].append(key)
-                    before[key] = _shown(old, manifest)
-                    after[key] = _shown(new, manifest)
-            if module._diff and result["changed_objects"]:
-                result["diff"] = {"before": before, "after": after}
+            _present(module, backend, applier, result)
         else:
-            project = projects.Project(params["name"], 0, 0)
-            namespace = projects.namespace_manifest(project)
-            if applier.get(namespace) is not None:
-                pods = kube.core_v1(api).list_namespaced_pod(params["name"]).items
-                active = projects.active_workloads([api.sanitize_for_serialization(pod) for pod in pods])
-                if active and not params["force"]:
-                    module.fail_json(
-                        msg="project %s still has %d pending or running workload pod(s) (%s); "
-                        "nothing was removed; set force: true to remove it anyway"
-                        % (params["name"], len(active), ", ".join(active[:5])),
-                        **result,
-                    )
-            for manifest in reversed(projects.manifests(project, params["scheduler"])):
-                if manifest["kind"] in ("Queue", "ClusterQueue", "Namespace") and applier.delete(manifest):
-                    result["changed_objects"].append("%s/%s" % (manifest["kind"], manifest["metadata"]["name"]))
-    except kube.KubeError as error:
-        module.fail_json(msg=str(error), **result)
+            _absent(module, backend, api, applier, result)
     except kube.ApiException as error:
-        module.fail_json(
-            msg="the API server refused a request for project %s: %s %s" % (params["name"], error.status, error.reason),
-            **result,
-        )
+        runner.fail_from_exception(module, error, "a request for project %s" % params["name"], backend.hint)
     result["changed"] = bool(result["changed_objects"])
-    module.exit_json(**result)
+    return result
+
+
+def main():
+    runner.run_module(runner.argument_spec(ARGUMENT_SPEC, auth=True), _work, doing="making the project exist")
 
 
 def _shown(obj, manifest):

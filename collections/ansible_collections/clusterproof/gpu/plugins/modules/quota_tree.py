@@ -46,46 +46,40 @@ changed_objects:
   elements: str
 """
 
-import copy
-
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
+OPTIONS = {
+    "tree": {"type": "list", "elements": "dict", "required": True},
+    "scheduler": {"type": "str", "default": registry.DEFAULT, "choices": list(registry.names())},
+}
 
-def main():
-    spec = {
-        "tree": {"type": "list", "elements": "dict", "required": True},
-        "scheduler": {"type": "str", "default": "kai", "choices": ["kai", "kueue"]},
-    }
-    spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+
+def _work(module):
+    backend = registry.backend(module.params["scheduler"])
     nodes, problems = quota_tree.check_tree(module.params["tree"])
     if problems:
-        module.fail_json(
-            msg="quota tree: %s; nothing was changed"
+        raise runner.ModuleError(
+            "quota tree: %s; nothing was changed"
             % "; ".join("%s: %s: expected %s, found %r" % (p.where, p.field, p.expected, p.found) for p in problems)
         )
     changed_objects = []
+    applier = kube.Applier(kube.api_client(module.params["kubeconfig"], module.params["context"]), module.check_mode)
     try:
-        applier = kube.Applier(
-            kube.api_client(module.params["kubeconfig"], module.params["context"]), module.check_mode
-        )
-        on_kueue = module.params["scheduler"] == "kueue"
-        for manifest in quota_tree.kueue_manifests(nodes) if on_kueue else quota_tree.kai_manifests(nodes):
+        for manifest in backend.tree_objects(nodes):
             changed, _, _ = applier.apply(manifest)
             if changed:
                 changed_objects.append("%s/%s" % (manifest["kind"], manifest["metadata"]["name"]))
-    except kube.KubeError as error:
-        module.fail_json(msg=str(error))
     except kube.ApiException as error:
-        module.fail_json(
-            msg="making the quota tree exist failed: %s %s (is %s installed?)"
-            % (error.status, error.reason, "Kueue" if module.params["scheduler"] == "kueue" else "KAI scheduler"),
-            changed_objects=changed_objects,
-        )
-    module.exit_json(changed=bool(changed_objects), changed_objects=changed_objects)
+        message = runner.api_error_message(error, "making the quota tree exist", backend.hint)
+        raise runner.ModuleError(message, changed_objects=changed_objects) from None
+    return {"changed": bool(changed_objects), "changed_objects": changed_objects}
+
+
+def main():
+    runner.run_module(runner.argument_spec(OPTIONS, auth=True), _work, doing="making the quota tree exist")
 
 
 if __name__ == "__main__":

@@ -21,11 +21,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_device_layer, kubeadm_config, storage
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names, projects, quota_tree
 
 CLUSTER_MODES = ("sandbox", "existing", "kubeadm")
 # The GPU scheduler clusterproof installs and drives; none leaves scheduling alone (validation only).
-SCHEDULERS = ("kai", "kueue", "none")
+SCHEDULERS = (*registry.names(), registry.NONE)
 REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
 
 SITE_VARIABLES = {
@@ -77,7 +78,7 @@ PROJECT_FIELDS = {
 }
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_LABEL = names.DNS_LABEL
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
@@ -138,7 +139,7 @@ class SiteDeclaration:
     nodes: list[NodeDeclaration]
     projects: list[ProjectDeclaration]
     warnings: list[str]
-    scheduler: str = "kai"
+    scheduler: str = registry.DEFAULT
     # Mode kubeadm only: what to install.
     kubernetes: kubeadm_config.KubernetesSettings | None = None
     storage_classes: list[storage.StorageClassDeclaration] = dataclasses.field(default_factory=list)
@@ -290,7 +291,7 @@ def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[P
     if not isinstance(value, list):
         check.error("group all", "clusterproof_projects", "a list of projects", value)
         return []
-    projects: list[ProjectDeclaration] = []
+    declared: list[ProjectDeclaration] = []
     seen: set[str] = set()
     for index, project in enumerate(value):
         where = "clusterproof_projects[%d]" % index
@@ -308,25 +309,26 @@ def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[P
         if name is not None and name in seen:
             check.error(where, "name", "a name used by one project only", name)
         quota = project.get("gpu_quota")
-        if not _is_number(quota) or quota < 0:
-            check.error(where, "gpu_quota", "a non-negative number of GPUs", quota)
         limit = project.get("gpu_limit")
-        if limit is not None and (not _is_number(limit) or (_is_number(quota) and limit < quota)):
-            check.error(where, "gpu_limit", f"a number of GPUs not below gpu_quota ({quota})", limit)
         # The Run:AI default: spare GPUs are shared in proportion to the quotas.
         weight = project.get("over_quota_weight", quota)
-        if "over_quota_weight" in project and (not _is_number(weight) or weight < 0):
-            check.error(where, "over_quota_weight", "a non-negative number", weight)
+        lending = project.get("gpu_lending_limit")
+        time_limit = project.get("interactive_time_limit_seconds")
+        fields = {"gpu_quota": quota, "gpu_limit": limit, "gpu_lending_limit": lending}
+        fields["interactive_time_limit_seconds"] = time_limit
+        if "over_quota_weight" in project:
+            fields["over_quota_weight"] = weight
+        rule_errors = {problem.field: problem for problem in projects.problems(fields, units=True)}
+        for field in ("gpu_quota", "gpu_limit", "over_quota_weight"):
+            if field in rule_errors:
+                check.error(where, field, rule_errors[field].expected, rule_errors[field].found)
         priority = project.get("priority")
         if priority is not None and not _is_int(priority):
             check.error(where, "priority", "an integer", priority)
         affinity = _check_affinity(check, where, project.get("node_affinity"), node_names)
-        lending = project.get("gpu_lending_limit")
-        if lending is not None and (not _is_number(lending) or lending < 0 or (_is_number(quota) and lending > quota)):
-            check.error(where, "gpu_lending_limit", f"a number of GPUs from 0 to gpu_quota ({quota})", lending)
-        time_limit = project.get("interactive_time_limit_seconds")
-        if time_limit is not None and not (_is_int(time_limit) and time_limit > 0):
-            check.error(where, "interactive_time_limit_seconds", "a positive whole number of seconds", time_limit)
+        for field in ("gpu_lending_limit", "interactive_time_limit_seconds"):
+            if field in rule_errors:
+                check.error(where, field, rule_errors[field].expected, rule_errors[field].found)
         members = {}
         for field in ("users", "groups"):
             value = project.get(field) or []
@@ -335,7 +337,7 @@ def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[P
             members[field] = [str(item) for item in value] if isinstance(value, list) else []
         if len(check.errors) == errors_before and name is not None:
             seen.add(name)
-            projects.append(
+            declared.append(
                 ProjectDeclaration(
                     name,
                     float(quota),
@@ -349,7 +351,7 @@ def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[P
                     gpu_lending_limit=None if lending is None else float(lending),
                 )
             )
-    return projects
+    return declared
 
 
 def _check_affinity(check: _Checker, where: str, value: Any, node_names: set[str]) -> dict[str, list[str]]:
@@ -407,7 +409,7 @@ def validate_site(
     mode = site.get("clusterproof_cluster_mode", "sandbox")
     if mode not in CLUSTER_MODES:
         check.error("group all", "clusterproof_cluster_mode", "one of {}".format(", ".join(CLUSTER_MODES)), mode)
-    scheduler = site.get("clusterproof_scheduler", "kai")
+    scheduler = site.get("clusterproof_scheduler", registry.DEFAULT)
     if scheduler not in SCHEDULERS:
         check.error("group all", "clusterproof_scheduler", "one of %s" % ", ".join(SCHEDULERS), scheduler)
     kubeconfig = site.get("clusterproof_kubeconfig")
@@ -437,11 +439,12 @@ def validate_site(
             continue
         by_name[node.name] = host
         nodes.append(node)
-    projects = _check_projects(check, site.get("clusterproof_projects"), set(by_name))
-    for project in projects:
-        if project.gpu_lending_limit is not None and scheduler != "kueue":
-            expected = "no lending limit: only clusterproof_scheduler kueue lends quota by a limit"
-            check.error(f"project {project.name}", "gpu_lending_limit", expected, project.gpu_lending_limit)
+    declared_projects = _check_projects(check, site.get("clusterproof_projects"), set(by_name))
+    lends_quota = scheduler in registry.lenders()
+    for project in declared_projects:
+        lending_only = {"gpu_lending_limit": project.gpu_lending_limit}
+        for problem in projects.problems(lending_only, None if lends_quota else registry.lenders()):
+            check.error(f"project {project.name}", problem.field, problem.expected, problem.found)
     storage_classes, storage_problems = storage.check_storage_classes(site.get("clusterproof_storage_classes"), site)
     check.errors.extend(InventoryError(*problem) for problem in storage_problems)
     device_layer, layer_errors = gpu_device_layer.check_declaration(site, str(mode))
@@ -450,21 +453,20 @@ def validate_site(
     tree, tree_problems = quota_tree.check_tree(site.get("clusterproof_quota_tree"))
     for problem in tree_problems:
         check.error(problem.where, problem.field, problem.expected, problem.found)
-    project_names = {project.name for project in projects}
+    project_names = {project.name for project in declared_projects}
     for node in tree:
         clash = sorted(project_names & ({node.name} | set(node.namespaces)))
         if clash:
             expected = "names no project uses (a project is a queue and a namespace of its own)"
             check.error("quota tree node %s" % node.name, "name/namespaces", expected, ", ".join(clash))
-    if tree and scheduler == "none":
-        check.error(
-            "group all", "clusterproof_quota_tree", "a scheduler that enforces it (kai or kueue)", "scheduler none"
-        )
+    if tree and scheduler == registry.NONE:
+        expected = "a scheduler that enforces it (%s)" % " or ".join(registry.names())
+        check.error("group all", "clusterproof_quota_tree", expected, "scheduler none")
     if check.errors:
         return None, check.errors
 
     warnings = []
-    quota_sum = sum(project.gpu_quota for project in projects)
+    quota_sum = sum(project.gpu_quota for project in declared_projects)
     total = sum(node.gpu_count for node in nodes)
     if quota_sum > total:
         warnings.append(
@@ -478,7 +480,7 @@ def validate_site(
             str(mode),
             None if kubeconfig is None else str(kubeconfig),
             nodes,
-            projects,
+            declared_projects,
             warnings,
             str(scheduler),
             kubernetes,

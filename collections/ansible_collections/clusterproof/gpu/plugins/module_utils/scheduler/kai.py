@@ -1,8 +1,15 @@
-"""KAI scheduler (the open-source Run:AI scheduler) as clusterproof installs and drives it.
+"""KAI scheduler (the open-source Run:AI scheduler) as clusterproof installs, drives and validates it.
 
-Pure: the objects a sandbox install applies (namespaces, service account, department queue), the
-scheduler's configuration, and the command lines of the components the sandbox runs as local
-processes. The Kubernetes calls and the processes themselves are elsewhere (kube.py, sandbox.py).
+Pure. Its backend (``BACKEND``, see ``scheduler/base.py``): a project is a Queue under the
+department queue, a quota tree is Queues under their parent Queues (quota = min, limit = max,
+over-quota weight = min unless a weight is given, CPU in millicpus, memory in megabytes; a pod goes
+to its leaf's queue by the ``kai.scheduler/queue`` label, as KAI v0.12 has no namespace default),
+a workload is a Job for ``kai-scheduler`` in its project's queue with KAI's priority classes
+(``train`` preemptible, ``build`` not) and, for a fraction of a GPU, KAI's ``gpu-fraction``
+annotation; KAI follows the Run:AI fair-share policy. Also the objects a sandbox install applies
+(namespaces, service account, department queue), the scheduler's configuration, and the command
+lines of the components the sandbox runs as local processes. The Kubernetes calls and the
+processes themselves are elsewhere (``kube/``, ``sandbox/``).
 
 On a real cluster KAI's operator, installed by its Helm chart, starts these same components. On
 the sandbox there is no container runtime, so they run as processes of this machine with the
@@ -24,11 +31,18 @@ container that runs: on a real cluster the webhook is installed by the Helm char
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import LOOPBACK, Component, Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import (
+    LOOPBACK,
+    Component,
+    Layout,
+    port_block,
+)
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import base
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, quota_tree, workloads
 
 SCHEDULER_NAME = "kai-scheduler"
 QUEUE_LABEL = "kai.scheduler/queue"
@@ -159,12 +173,16 @@ def system_objects() -> list[dict[str, Any]]:
 
 @dataclasses.dataclass(frozen=True)
 class KaiPorts:
-    """Loopback ports of KAI's components on the sandbox, after the control plane's."""
+    """Loopback ports of KAI's components on the sandbox (their block of ``control_plane.PORT_TABLE``)."""
 
     base: int
 
     def port(self, offset: int) -> int:
-        return self.base + 10 + offset
+        return self.base + port_block("kai").start + offset
+
+
+# KAI's processes on the sandbox (``components``), which must not run while another engine schedules.
+SANDBOX_PROCESSES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "sandbox-gpu-agent")
 
 
 def components(
@@ -245,30 +263,247 @@ def pod_gpus(pod: Any) -> float:
     fraction = (pod.metadata.annotations or {}).get(GPU_FRACTION_ANNOTATION)
     if fraction:
         return float(fraction)
-    total = 0.0
-    for container in pod.spec.containers:
-        resources = container.resources
-        amount = (resources.limits or {}).get("nvidia.com/gpu") or (resources.requests or {}).get("nvidia.com/gpu")
-        total += float(amount or 0)
-    return total
+    return workloads.pod_whole_gpus(pod)
 
 
 def pod_cpus(pod: Any) -> float:
     """CPU cores a pod (a kubernetes client V1Pod) requests (its limits where it requests none)."""
-    total = 0.0
-    for container in pod.spec.containers:
-        resources = container.resources
-        amount = str((resources.requests or {}).get("cpu") or (resources.limits or {}).get("cpu") or "0")
-        total += float(amount[:-1]) / 1000 if amount.endswith("m") else float(amount)
-    return total
+    return workloads.pod_cpus(pod)
+
+
+# ---------------------------------------------------------------------------------------------
+# Projects
+
+
+# What a project's members may read of KAI in their namespace, next to projects.MEMBER_RULES.
+MEMBER_RULES = ({"apiGroups": ["scheduling.run.ai"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},)
+
+
+def project_queue_manifest(project: projects.Project, department: str = DEPARTMENT_QUEUE) -> dict[str, Any]:
+    """The project's Queue under ``department``."""
+    return queue_manifest(
+        project.name,
+        project.gpu_quota,
+        project.over_quota_weight,
+        project.gpu_limit,
+        department,
+        project.priority,
+    )
 
 
 def project_queue(project: Mapping[str, Any]) -> dict[str, Any]:
-    return queue_manifest(
-        project["name"],
-        project["gpu_quota"],
-        project["over_quota_weight"],
-        project.get("gpu_limit"),
-        DEPARTMENT_QUEUE,
-        project.get("priority"),
+    return project_queue_manifest(projects.Project.from_dict(project))
+
+
+def project_readback(wanted: projects.Project, queue: Mapping[str, Any] | None) -> base.ProjectReadback:
+    """The declared project against its Queue: quota, over-quota weight, limit, parent, one check each."""
+    name = wanted.name
+    if queue is None:
+        missing = base.ConfigCheck(
+            "queue",
+            "%s has a KAI queue" % name,
+            "Queue %s" % name,
+            "missing",
+            False,
+            "run playbooks/scheduler.yml to create it",
+        )
+        return base.ProjectReadback((missing,), "missing", "missing", complete=False)
+    gpu = ((queue.get("spec") or {}).get("resources") or {}).get("gpu") or {}
+    configured = {
+        "quota": gpu.get("quota"),
+        "over-quota weight": gpu.get("overQuotaWeight"),
+        "limit": None if gpu.get("limit") in (None, -1) else gpu.get("limit"),
+        "parent queue": (queue.get("spec") or {}).get("parentQueue"),
+    }
+    expected = {
+        "quota": wanted.gpu_quota,
+        "over-quota weight": wanted.over_quota_weight,
+        "limit": wanted.gpu_limit,
+        "parent queue": DEPARTMENT_QUEUE,
+    }
+    checks = []
+    for field, value in expected.items():
+        seen = configured[field]
+        ok = (
+            seen == value
+            if isinstance(value, str) or value is None
+            else (seen is not None and float(seen) == float(value))
+        )
+        checks.append(
+            base.ConfigCheck(
+                field.replace(" ", "-"),
+                "%s: queue %s is %s" % (name, field, base.shown(value)),
+                base.shown(value),
+                base.shown(seen),
+                ok,
+                "" if ok else "queue %s differs from the inventory; re-run playbooks/scheduler.yml" % name,
+            )
+        )
+    return base.ProjectReadback(
+        tuple(checks), base.shown(configured["quota"]), base.shown(configured["over-quota weight"])
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Quota trees: Queues under their parent Queues
+
+# KAI's units: CPU in millicpus, memory in megabytes (10^6 bytes).
+_TREE_SCALE = {"cpu": 1000.0, "memory": 1024**3 / 10**6, "gpu": 1.0}
+
+
+def _tree_number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else round(float(value), 3)
+
+
+def tree_queue(node: quota_tree.TreeNode, declared: Iterable[str], weight: float | None = None) -> dict[str, Any]:
+    """The KAI Queue of one tree node. A resource the tree declares nowhere is left unlimited; one
+    it declares elsewhere is guaranteed nothing here unless this node's min says so. The over-quota
+    weight is ``weight``, else the node's min of each resource."""
+    resources: dict[str, Any] = {}
+    for resource in quota_tree.RESOURCES:
+        if resource not in declared:
+            resources[resource] = _unlimited()
+            continue
+        scale = _TREE_SCALE[resource]
+        minimum = node.min.get(resource, 0.0)
+        maximum = node.max.get(resource)
+        resources[resource] = {
+            "quota": _tree_number(minimum * scale),
+            "overQuotaWeight": _tree_number(minimum if weight is None else weight),
+            "limit": -1 if maximum is None else _tree_number(maximum * scale),
+        }
+    manifest = queue_manifest(node.name, 0, 0, None, node.parent)
+    manifest["spec"]["resources"] = resources
+    manifest["metadata"]["labels"] = dict(quota_tree.MANAGED_BY)
+    return manifest
+
+
+def tree_manifests(
+    nodes: Sequence[quota_tree.TreeNode], weights: Mapping[str, float] | None = None
+) -> list[dict[str, Any]]:
+    """Queues, parents first, then the leaves' namespaces (labelled with their leaf's queue)."""
+    declared = quota_tree.declared_resources(nodes)
+    manifests = [tree_queue(node, declared, (weights or {}).get(node.name)) for node in nodes]
+    manifests += [
+        quota_tree.namespace_manifest(namespace, node.name, {QUEUE_LABEL: node.name})
+        for node in nodes
+        for namespace in node.namespaces
+    ]
+    return manifests
+
+
+def tree_queue_differences(
+    node: quota_tree.TreeNode, queue: Mapping[str, Any] | None, declared: Iterable[str]
+) -> str | None:
+    """None when the queue is as the tree declares it, else what differs (a sentence)."""
+    if queue is None:
+        return "no KAI queue %s" % node.name
+    want = tree_queue(node, declared)["spec"]
+    have = queue.get("spec") or {}
+    differences = []
+    if have.get("parentQueue") != want.get("parentQueue"):
+        differences.append("parent %s, not %s" % (have.get("parentQueue"), want.get("parentQueue")))
+    for name, values in want["resources"].items():
+        got = (have.get("resources") or {}).get(name) or {}
+        for key, value in values.items():
+            if float(got.get(key, -2)) != float(value):
+                differences.append("%s.%s %s, not %s" % (name, key, got.get(key), value))
+    return "; ".join(differences) or None
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads
+
+
+def job_manifest(workload: workloads.Workload, settings: workloads.ProjectSettings) -> dict[str, Any]:
+    """The Job that runs ``workload`` in its project's queue under KAI scheduler. Pure.
+
+    A fraction of a GPU is KAI's ``gpu-fraction`` annotation (KAI packs fractions onto shared
+    GPUs), with the GPU-sharing ConfigMap name KAI's admission webhook would write (this file's
+    docstring says why the sandbox runs none)."""
+    job = workloads.label_job(workloads.base_job(workload, settings), {QUEUE_LABEL: workload.project})
+    template = job["spec"]["template"]
+    gpus = workloads.check_gpus(workload.name, workload.gpus)
+    if gpus < 1:
+        template["metadata"]["annotations"][GPU_FRACTION_ANNOTATION] = str(gpus)
+        template["metadata"]["annotations"][SHARED_GPU_CONFIGMAP_ANNOTATION] = "%s-shared-gpu" % workload.name[:40]
+    template["spec"]["schedulerName"] = SCHEDULER_NAME
+    template["spec"]["priorityClassName"] = (
+        TRAIN_PRIORITY if workload.kind == workloads.TRAINING else INTERACTIVE_PRIORITY
+    )
+    return job
+
+
+def deployment_manifest(
+    workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int, resource: str = "gpu"
+) -> dict[str, Any]:
+    """A Deployment of ``replicas`` pods, each the size of ``workload`` in ``resource`` (GPUs, or CPU
+    cores when ``resource`` is cpu: the elastic quota tree's example), under KAI scheduler. Pure."""
+    job = job_manifest(dataclasses.replace(workload, gpus=1), settings)
+    return workloads.deployment_from_job(job, workload, replicas, resource)
+
+
+# ---------------------------------------------------------------------------------------------
+# The backend
+
+
+class KaiBackend(base.Backend):
+    name = "kai"
+    display_name = "KAI scheduler"
+    policy = "runai"
+    fractions = True
+    lends_quota = False
+    project_apis = (QUEUE_API,)
+    tree_apis = (QUEUE_API,)
+    removed_kinds = ("Queue",)
+    member_rules = MEMBER_RULES
+    own_namespaces = (RESERVATION_NAMESPACE,)
+    quota_table = base.QuotaTable(
+        "GPU quota per project: declared, configured in the scheduler, held now",
+        "Quota (configured)",
+        "Weight (configured)",
+    )
+
+    def namespace_labels(self, project: projects.Project) -> dict[str, str]:
+        return {QUEUE_LABEL: project.name}
+
+    def group_objects(self, name: str, total_gpus: float) -> list[dict[str, Any]]:
+        return [queue_manifest(name, total_gpus, 1, None, None)]
+
+    def project_objects(self, project: projects.Project, group: str | None = None) -> list[dict[str, Any]]:
+        return [project_queue_manifest(project, group or DEPARTMENT_QUEUE)]
+
+    def project_readback(self, project: projects.Project, found: Mapping[str, Any] | None) -> base.ProjectReadback:
+        return project_readback(project, found)
+
+    def tree_objects(
+        self, nodes: Sequence[quota_tree.TreeNode], weights: Mapping[str, float] | None = None
+    ) -> list[dict[str, Any]]:
+        return tree_manifests(nodes, weights)
+
+    def tree_differences(
+        self, nodes: Sequence[quota_tree.TreeNode], found: Iterable[Mapping[str, Any]]
+    ) -> dict[str, str | None]:
+        queues = {item["metadata"]["name"]: item for item in found}
+        declared = quota_tree.declared_resources(nodes)
+        return {node.name: tree_queue_differences(node, queues.get(node.name), declared) for node in nodes}
+
+    def job_manifest(self, workload: workloads.Workload, settings: workloads.ProjectSettings) -> dict[str, Any]:
+        return job_manifest(workload, settings)
+
+    def workload_manifests(
+        self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int | None, resource: str
+    ) -> list[dict[str, Any]]:
+        if replicas is None:
+            return [job_manifest(workload, settings)]
+        return [deployment_manifest(workload, settings, replicas, resource)]
+
+    def pod_gpus(self, pod: Any) -> float:
+        return pod_gpus(pod)
+
+    def shared_gpu_group(self, pod: Any) -> str | None:
+        group = (pod.metadata.labels or {}).get(GPU_GROUP_LABEL)
+        return group if group and (pod.metadata.annotations or {}).get(GPU_FRACTION_ANNOTATION) else None
+
+
+BACKEND = KaiBackend()

@@ -1,6 +1,7 @@
-"""Kueue as clusterproof's second scheduler backend: what a project and a workload become. Pure.
+"""Kueue as clusterproof's second scheduler backend: what a project, a tree and a workload become. Pure.
 
-The same inventory serves KAI scheduler and Kueue; this is Kueue's adapter (kai.py is KAI's):
+The same inventory serves KAI scheduler and Kueue; this is Kueue's adapter (``BACKEND``, see
+``scheduler/base.py``; kai.py is KAI's), following Kueue's fair sharing (policy ``kueue``):
 
 - the site: one Cohort (``clusterproof``) that every project's ClusterQueue joins, one
   ResourceFlavor for the site's nodes, and two WorkloadPriorityClasses, training (low, so it is
@@ -11,6 +12,8 @@ The same inventory serves KAI scheduler and Kueue; this is Kueue's adapter (kai.
   weight = the over-quota weight, which defaults to the quota: the Run:AI split of spare GPUs) that
   admits workloads of the project's namespace only, and a LocalQueue of the same name in that
   namespace;
+- a quota tree: an inner node is a Cohort under its parent, a leaf a ClusterQueue in its parent
+  cohort admitting the leaf's namespaces, each with a LocalQueue named after the leaf;
 - a workload: a Job labelled with the project's LocalQueue, its priority class and, for
   interactive work under a time limit, Kueue's maximum execution time; created suspended, Kueue
   unsuspends it when it admits it, and the default kube-scheduler places its pods.
@@ -31,17 +34,24 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import LOOPBACK, Component, Layout
-from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube.client import is_subset
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import (
+    LOOPBACK,
+    Component,
+    Layout,
+    port_block,
+)
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import base
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree, workloads
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.projects import MANAGED_BY, Project
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
+_GROUP, _VERSION = API_VERSION.split("/")
 SYSTEM_NAMESPACE = "kueue-system"
 COHORT = "clusterproof"
 FLAVOR = "clusterproof-nodes"
@@ -125,25 +135,13 @@ def site_manifests() -> list[dict[str, Any]]:
 
 
 def check_project(project: Project) -> list[str]:
-    """Errors that name the project and the field, for what Kueue cannot express."""
-    where = "project %s" % project.name
-    errors = []
-    lending = project.gpu_lending_limit
-    if lending is not None and not 0 <= lending <= project.gpu_quota:
-        errors.append(
-            "%s: gpu_lending_limit: expected a number of GPUs from 0 to gpu_quota (%g), found %g"
-            % (where, project.gpu_quota, lending)
-        )
-    if project.gpu_limit is not None and project.gpu_limit < project.gpu_quota:
-        errors.append(
-            "%s: gpu_limit: expected a number not below gpu_quota (%g), found %g"
-            % (where, project.gpu_quota, project.gpu_limit)
-        )
-    return errors
+    """Errors that name the project and the field, for what Kueue cannot express (the project
+    rules of tenancy/projects.py)."""
+    return BACKEND.check_project(project)
 
 
-def cluster_queue_manifest(project: Project) -> dict[str, Any]:
-    """The project's ClusterQueue. Raises KueueError for what Kueue cannot express."""
+def cluster_queue_manifest(project: Project, cohort: str = COHORT) -> dict[str, Any]:
+    """The project's ClusterQueue in ``cohort``. Raises KueueError for what Kueue cannot express."""
     errors = check_project(project)
     if errors:
         raise KueueError("; ".join(errors))
@@ -158,7 +156,7 @@ def cluster_queue_manifest(project: Project) -> dict[str, Any]:
         "kind": "ClusterQueue",
         "metadata": {"name": project.name, "labels": dict(MANAGED_BY)},
         "spec": {
-            "cohortName": COHORT,
+            "cohortName": cohort,
             # Only the project's own namespace submits to its quota.
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": project.name}},
             "queueingStrategy": "BestEffortFIFO",
@@ -185,9 +183,9 @@ def local_queue_manifest(project: Project) -> dict[str, Any]:
     }
 
 
-def project_manifests(project: Project) -> list[dict[str, Any]]:
+def project_manifests(project: Project, cohort: str = COHORT) -> list[dict[str, Any]]:
     """The project's scheduler objects (its namespace must exist before the LocalQueue)."""
-    return [cluster_queue_manifest(project), local_queue_manifest(project)]
+    return [cluster_queue_manifest(project, cohort), local_queue_manifest(project)]
 
 
 def gpu_amount(text: Any) -> Decimal | None:
@@ -231,10 +229,40 @@ def _shown(amount: Decimal | None) -> str:
     return "none" if amount is None else quantity(amount)
 
 
+def project_readback(wanted: Project, queue: Mapping[str, Any] | None) -> base.ProjectReadback:
+    """The declared project against its ClusterQueue: one check naming every field that differs."""
+    name = wanted.name
+    differences = queue_differences(wanted, queue)
+    check = base.ConfigCheck(
+        "cluster-queue",
+        "%s: ClusterQueue as declared (quota, limits, weight, cohort)" % name,
+        "ClusterQueue %s as declared" % name,
+        "; ".join("%s %s, not %s" % (field, found, want) for field, want, found in differences) or "as declared",
+        not differences,
+        "re-run playbooks/scheduler.yml" if differences else "",
+    )
+    spec = (queue or {}).get("spec") or {}
+    nominal = next(
+        (
+            resource.get("nominalQuota")
+            for group in spec.get("resourceGroups") or []
+            for flavor in group.get("flavors") or []
+            for resource in flavor.get("resources") or []
+            if resource.get("name") == GPU
+        ),
+        None,
+    )
+    if queue is None:
+        return base.ProjectReadback((check,), "missing", "missing")
+    return base.ProjectReadback(
+        (check,), base.shown(nominal), base.shown((spec.get("fairSharing") or {}).get("weight"))
+    )
+
+
 # What a member may see of Kueue in the project's namespace, next to projects.MEMBER_RULES.
-MEMBER_RULES = [
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]}
-]
+MEMBER_RULES = (
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,10 +284,9 @@ def job_labels(project: str, kind: str, time_limit_seconds: int | None) -> dict[
 def job_manifest(workload: workloads.Workload, settings: workloads.ProjectSettings) -> dict[str, Any]:
     """The Job that runs ``workload`` in its project under Kueue. Pure.
 
-    The Job is the one workloads.job_manifest writes for KAI (kind, node affinity, GPUs, the
-    sandbox's completion annotation), with KAI's scheduler name, queue label, priority classes and
-    fraction annotations replaced by Kueue's labels; the default scheduler places the pods once
-    Kueue admits the Job. The time limit is Kueue's maximum execution time (counted while
+    The Job is the neutral one of workloads.base_job (kind, node affinity, GPUs, the sandbox's
+    completion annotation) with Kueue's labels; the default scheduler places the pods once Kueue
+    admits the Job. The time limit is Kueue's maximum execution time (counted while
     admitted) instead of activeDeadlineSeconds.
     """
     gpus = workloads.check_gpus(workload.name, workload.gpus)
@@ -267,14 +294,10 @@ def job_manifest(workload: workloads.Workload, settings: workloads.ProjectSettin
         raise KueueError(
             "workload %s: gpus: expected whole GPUs (Kueue has no GPU fractions), found %s" % (workload.name, gpus)
         )
-    job = copy.deepcopy(workloads.job_manifest(workload, settings))
-    labels = job_labels(workload.project, workload.kind, settings.interactive_time_limit_seconds)
-    job["metadata"]["labels"].pop(kai.QUEUE_LABEL, None)
-    job["metadata"]["labels"].update(labels)
-    template = job["spec"]["template"]
-    template["metadata"]["labels"].pop(kai.QUEUE_LABEL, None)
-    template["spec"].pop("schedulerName", None)
-    template["spec"].pop("priorityClassName", None)
+    job = workloads.base_job(workload, settings)
+    job["metadata"]["labels"].update(
+        job_labels(workload.project, workload.kind, settings.interactive_time_limit_seconds)
+    )
     job["spec"].pop("activeDeadlineSeconds", None)
     # Created suspended, as Kueue's webhook would make it: Kueue unsuspends it on admission.
     job["spec"]["suspend"] = True
@@ -283,7 +306,7 @@ def job_manifest(workload: workloads.Workload, settings: workloads.ProjectSettin
 
 def pod_gpus(pod: Any) -> float:
     """GPUs a pod (a kubernetes client V1Pod) holds: whole nvidia.com/gpu only under Kueue."""
-    return kai.pod_gpus(pod)
+    return workloads.pod_whole_gpus(pod)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,21 +315,21 @@ def pod_gpus(pod: Any) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class KueuePorts:
-    """Loopback ports of Kueue on the sandbox, after KAI's (base+10..18)."""
+    """Loopback ports of Kueue on the sandbox (its block of ``control_plane.PORT_TABLE``)."""
 
     base: int
 
     @property
     def webhook(self) -> int:
-        return self.base + 19
+        return self.base + port_block("kueue").start
 
     @property
     def health(self) -> int:
-        return self.base + 20
+        return self.base + port_block("kueue").start + 1
 
     @property
     def metrics(self) -> int:
-        return self.base + 21
+        return self.base + port_block("kueue").start + 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -457,107 +480,127 @@ def components(layout: Layout, kueue_binary: Path, unshare: str, ports: KueuePor
     ]
 
 
-# The sandbox processes of the other backend; they must not run while Kueue schedules.
+# The sandbox processes of the other backend; they must not run while Kueue schedules. Kept for
+# modules/kueue_scheduler.py, which is to ask ``registry.sandbox_processes`` instead (it is the
+# registry that knows every engine's processes: ``kai.SANDBOX_PROCESSES``).
 KAI_PROCESSES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "sandbox-gpu-agent")
+SANDBOX_PROCESSES = ("kueue",)
 
 
 # ---------------------------------------------------------------------------------------------
-# Fairness scenarios (modules/validate_scenario.py): a scenario's projects and workloads on Kueue
+# Quota trees (the inventory's and a scenario's): Cohorts for inner nodes, ClusterQueues for leaves
+
+_TREE_NAMES = {"cpu": "cpu", "memory": "memory", "gpu": GPU}
 
 
-def _resource_quota(resource: str, nominal: float, borrowing: float | None) -> dict[str, Any]:
-    quota: dict[str, Any] = {"name": resource, "nominalQuota": quantity(nominal)}
-    if borrowing is not None:
-        quota["borrowingLimit"] = quantity(borrowing)
-    return quota
+def _tree_quantity(resource: str, amount: float) -> str:
+    if resource == "memory":
+        return "%dMi" % round(amount * 1024)
+    return quantity(amount)
 
 
-def _resource_groups(resource: str, nominal: float, borrowing: float | None) -> list[dict[str, Any]]:
-    """One flavor covering the scenario's resource: ``GPU`` with CPU and memory unlimited (pods of
-    GPU scenarios ask for GPUs only, as with KAI), or ``cpu`` alone."""
-    if resource == GPU:
-        resources = [{"name": name, "nominalQuota": amount} for name, amount in UNLIMITED.items()]
-        resources.append(_resource_quota(GPU, nominal, borrowing))
-        covered = [*UNLIMITED, GPU]
-    else:
-        resources, covered = [_resource_quota(resource, nominal, borrowing)], [resource]
+def _tree_groups(
+    node: quota_tree.TreeNode, declared: Iterable[str], own_min: Mapping[str, float], top: bool
+) -> list[dict[str, Any]]:
+    """One flavor covering what the tree declares. A tree that divides GPUs also covers CPU and
+    memory it leaves undeclared, with ``UNLIMITED`` quotas (Kueue refuses a pod asking for a
+    resource its ClusterQueue does not cover): only GPUs are limited, as with KAI."""
+    resources: list[dict[str, Any]] = []
+    covered = []
+    for resource in quota_tree.RESOURCES:
+        if resource not in declared:
+            if "gpu" in declared and resource in UNLIMITED:
+                resources.append({"name": resource, "nominalQuota": UNLIMITED[resource]})
+                covered.append(resource)
+            continue
+        quota: dict[str, Any] = {
+            "name": _TREE_NAMES[resource],
+            "nominalQuota": _tree_quantity(resource, own_min.get(resource, 0.0)),
+        }
+        if not top and resource in node.max:
+            # Kueue bounds what a subtree takes from its parent beyond its own quota; a top node
+            # has nothing to borrow from (Kueue refuses a borrowing limit there).
+            quota["borrowingLimit"] = _tree_quantity(resource, node.max[resource] - node.min.get(resource, 0.0))
+        resources.append(quota)
+        covered.append(_TREE_NAMES[resource])
     return [{"coveredResources": covered, "flavors": [{"name": FLAVOR, "resources": resources}]}]
 
 
-def scenario_manifests(
-    scenario_projects: Iterable[Any], prefix: str, resource: str, cohort: str
+def tree_manifests(
+    nodes: Sequence[quota_tree.TreeNode], weights: Mapping[str, float] | None = None
 ) -> list[dict[str, Any]]:
-    """A scenario's projects on Kueue, in creation order. ``scenario_projects`` are the fair-share
-    model's projects (name, quota, limit, weight, parent); ``resource`` is ``GPU`` or ``cpu``.
-
-    Flat (no parents): a cohort ``cohort`` of the scenario's own, a ClusterQueue per project in it
-    (nominal quota = quota, borrowing limit = limit − quota, fair-sharing weight = the over-quota
-    weight), a namespace and LocalQueue per project. A quota tree: an inner node is a Cohort under
-    its parent (its own nominal quota = its min less its children's, borrowing limit = max − min),
-    a leaf a ClusterQueue in its parent cohort, with a namespace and LocalQueue."""
-    items = list(scenario_projects)
-    parents = {item.parent for item in items if item.parent}
+    """The tree on Kueue, parents first: a Cohort per inner node (its own nominal quota = its min less
+    its children's; borrowing limit = max − min), a ClusterQueue per leaf in its parent cohort
+    (nominal = min, borrowing limit = max − min; admitting the leaf's namespaces), then each leaf
+    namespace with a LocalQueue named after the leaf. A node's weight (``weights``) is its
+    fair-sharing weight; Kueue's default where it has none."""
+    declared = quota_tree.declared_resources(nodes)
+    inner = quota_tree.parents(nodes)
     manifests: list[dict[str, Any]] = []
-    if not parents:
+    for node in nodes:
+        spec: dict[str, Any]
+        if node.name in inner:
+            below = quota_tree.children(node, nodes)
+            own = {
+                resource: max(node.min.get(resource, 0.0) - sum(c.min.get(resource, 0.0) for c in below), 0.0)
+                for resource in declared
+            }
+            kind, spec = "Cohort", {"resourceGroups": _tree_groups(node, declared, own, node.parent is None)}
+            if node.parent:
+                spec["parentName"] = node.parent
+        else:
+            kind, spec = (
+                "ClusterQueue",
+                {
+                    **({"cohortName": node.parent} if node.parent else {}),
+                    "namespaceSelector": {"matchLabels": {quota_tree.LEAF_LABEL: node.name}},
+                    "queueingStrategy": "BestEffortFIFO",
+                    "resourceGroups": _tree_groups(node, declared, node.min, node.parent is None),
+                    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                },
+            )
+        if weights and node.name in weights:
+            spec["fairSharing"] = {"weight": quantity(weights[node.name])}
         manifests.append(
             {
                 "apiVersion": API_VERSION,
-                "kind": "Cohort",
-                "metadata": {"name": cohort, "labels": dict(MANAGED_BY)},
-                "spec": {},
+                "kind": kind,
+                "metadata": {"name": node.name, "labels": dict(MANAGED_BY)},
+                "spec": spec,
             }
         )
-    for item in items:
-        name = prefix + item.name
-        borrowing = None if item.limit is None else item.limit - item.quota
-        weight = item.quota if item.weight is None else item.weight
-        if item.name in parents:
-            children = sum(child.quota for child in items if child.parent == item.name)
-            # A top cohort has nothing to borrow from: Kueue refuses a borrowing limit there.
-            spec: dict[str, Any] = {
-                "resourceGroups": _resource_groups(
-                    resource, max(item.quota - children, 0.0), borrowing if item.parent else None
-                ),
-                "fairSharing": {"weight": quantity(weight)},
-            }
-            if item.parent:
-                spec["parentName"] = prefix + item.parent
+    for node in nodes:
+        for namespace in node.namespaces:
+            manifests.append(quota_tree.namespace_manifest(namespace, node.name))
             manifests.append(
                 {
                     "apiVersion": API_VERSION,
-                    "kind": "Cohort",
-                    "metadata": {"name": name, "labels": dict(MANAGED_BY)},
-                    "spec": spec,
+                    "kind": "LocalQueue",
+                    "metadata": {"name": node.name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+                    "spec": {"clusterQueue": node.name},
                 }
             )
-            continue
-        manifests.append(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
-        )
-        manifests.append(
-            {
-                "apiVersion": API_VERSION,
-                "kind": "ClusterQueue",
-                "metadata": {"name": name, "labels": dict(MANAGED_BY)},
-                "spec": {
-                    "cohortName": prefix + item.parent if item.parent else cohort,
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
-                    "queueingStrategy": "BestEffortFIFO",
-                    "resourceGroups": _resource_groups(resource, item.quota, borrowing),
-                    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
-                    "fairSharing": {"weight": quantity(weight)},
-                },
-            }
-        )
-        manifests.append(
-            {
-                "apiVersion": API_VERSION,
-                "kind": "LocalQueue",
-                "metadata": {"name": name, "namespace": name, "labels": dict(MANAGED_BY)},
-                "spec": {"clusterQueue": name},
-            }
-        )
     return manifests
+
+
+def tree_object_differences(
+    node: quota_tree.TreeNode, found: Mapping[str, Any] | None, wanted: Mapping[str, Any]
+) -> str | None:
+    """None when the node's Cohort or ClusterQueue is as the tree declares it, else what differs."""
+    if found is None:
+        return "no Kueue %s %s" % (wanted["kind"], node.name)
+    have = found.get("spec") or {}
+    differences = []
+    for key in ("parentName", "cohortName"):
+        if wanted["spec"].get(key) != have.get(key):
+            differences.append("%s %s, not %s" % (key, have.get(key), wanted["spec"].get(key)))
+    if not is_subset(wanted["spec"]["resourceGroups"], have.get("resourceGroups")):
+        differences.append("resourceGroups differ from the declared min/max")
+    return "; ".join(differences) or None
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads of the fairness scenarios (validate/scenario_runner.py)
 
 
 def replica_jobs(
@@ -580,3 +623,82 @@ def replica_jobs(
             container["resources"] = {"limits": {GPU: quantity(workloads.check_gpus(workload.name, workload.gpus))}}
         jobs.append(job)
     return jobs
+
+
+# ---------------------------------------------------------------------------------------------
+# The backend
+
+
+class KueueBackend(base.Backend):
+    name = "kueue"
+    display_name = "Kueue"
+    policy = "kueue"
+    fractions = False
+    lends_quota = True
+    # A waiting Job is suspended: it has no pod until Kueue admits it.
+    waiting_workloads_have_pods = False
+    # Kueue orders preemption candidates by admission time, kept to the second: arrivals a second
+    # apart keep that order the order of submission, as the model reads it.
+    arrival_gap_seconds = 1.05
+    project_apis = ((_GROUP, _VERSION, "clusterqueues"),)
+    tree_apis = ((_GROUP, _VERSION, "cohorts"), (_GROUP, _VERSION, "clusterqueues"))
+    removed_kinds = ("ClusterQueue",)
+    member_rules = MEMBER_RULES
+    own_namespaces = (SYSTEM_NAMESPACE,)
+    quota_table = base.QuotaTable(
+        "GPU quota per project: declared, configured in Kueue, held now",
+        "Nominal quota (configured)",
+        "Fair-sharing weight (configured)",
+    )
+
+    def group_objects(self, name: str, total_gpus: float) -> list[dict[str, Any]]:
+        return [
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Cohort",
+                "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+                "spec": {},
+            }
+        ]
+
+    def project_objects(self, project: Project, group: str | None = None) -> list[dict[str, Any]]:
+        return project_manifests(project, group or COHORT)
+
+    def project_readback(self, project: Project, found: Mapping[str, Any] | None) -> base.ProjectReadback:
+        return project_readback(project, found)
+
+    def tree_objects(
+        self, nodes: Sequence[quota_tree.TreeNode], weights: Mapping[str, float] | None = None
+    ) -> list[dict[str, Any]]:
+        return tree_manifests(nodes, weights)
+
+    def tree_differences(
+        self, nodes: Sequence[quota_tree.TreeNode], found: Iterable[Mapping[str, Any]]
+    ) -> dict[str, str | None]:
+        have = {(item["kind"], item["metadata"]["name"]): item for item in found}
+        wanted = {m["metadata"]["name"]: m for m in tree_manifests(nodes) if m["kind"] in ("Cohort", "ClusterQueue")}
+        return {
+            node.name: tree_object_differences(
+                node, have.get((wanted[node.name]["kind"], node.name)), wanted[node.name]
+            )
+            for node in nodes
+        }
+
+    def site_objects(self) -> list[dict[str, Any]]:
+        return [resource_flavor_manifest(), *priority_class_manifests()]
+
+    def job_manifest(self, workload: workloads.Workload, settings: workloads.ProjectSettings) -> dict[str, Any]:
+        return job_manifest(workload, settings)
+
+    def workload_manifests(
+        self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int | None, resource: str
+    ) -> list[dict[str, Any]]:
+        if replicas is None:
+            return [job_manifest(workload, settings)]
+        return replica_jobs(workload, settings, replicas, resource)
+
+    def pod_gpus(self, pod: Any) -> float:
+        return pod_gpus(pod)
+
+
+BACKEND = KueueBackend()

@@ -1,24 +1,30 @@
-"""What a project (a tenant: a team with a GPU quota) becomes on the cluster. Pure.
+"""What a project (a tenant: a team with a GPU quota) is, scheduler-neutral. Pure.
 
-A project is its namespace, its KAI queue and the access of its members:
+A project is its namespace, its scheduler objects and the access of its members. This module holds
+the neutral part; the scheduler objects (a KAI queue, Kueue's ClusterQueue and LocalQueue) are the
+engine's, in ``scheduler/`` (``Backend.project_objects``):
 
-- Namespace ``<name>``, labelled with the project and the queue, and annotated with the project's
-  workload settings (node affinity for training and for interactive work, the interactive time
-  limit) so that anything building workloads for it, the validator included, reads one source.
-- Queue ``<name>`` under the department queue: GPU quota, over-quota weight, limit, priority.
+- Namespace ``<name>``, labelled with the project (and whatever the engine adds, such as KAI's
+  queue label), and annotated with the project's workload settings (node affinity for training
+  and for interactive work, the interactive time limit) so that anything building workloads for
+  it, the validator included, reads one source.
 - Role ``clusterproof-project-member`` in the namespace (submit and manage workloads there, and
-  nothing cluster-wide) and a RoleBinding of the declared users and groups to it. Nothing binds
-  them elsewhere, so a member of team-a cannot create workloads in team-b's namespace.
+  nothing cluster-wide, plus what the engine lets members read) and a RoleBinding of the declared
+  users and groups to it. Nothing binds them elsewhere, so a member of team-a cannot create
+  workloads in team-b's namespace.
+
+The rules a project's declaration follows are written here once (``problems``), for the inventory,
+the ``gpu_project`` module and the engines.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names
 
 PROJECT_LABEL = "clusterproof.io/project"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "clusterproof"}
@@ -26,12 +32,11 @@ TRAINING_NODES_ANNOTATION = "clusterproof.io/node-affinity-training"
 INTERACTIVE_NODES_ANNOTATION = "clusterproof.io/node-affinity-interactive"
 INTERACTIVE_LIMIT_ANNOTATION = "clusterproof.io/interactive-time-limit-seconds"
 MEMBER_ROLE = "clusterproof-project-member"
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def valid_name(name: str) -> bool:
     """A project name must be a DNS label: it names the namespace and the queue."""
-    return bool(_DNS_LABEL.fullmatch(name))
+    return names.is_dns_label(name)
 
 
 # What a member may do in the project's namespace: run and manage workloads and their inputs.
@@ -56,7 +61,6 @@ MEMBER_RULES = [
         "resources": ["deployments", "statefulsets"],
         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
     },
-    {"apiGroups": ["scheduling.run.ai"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
 ]
 
 
@@ -72,7 +76,8 @@ class Project:
     interactive_time_limit_seconds: int | None = None
     users: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
-    # Kueue only: the most of its quota the project lends to others (all of it when None).
+    # Only on an engine that lends quota by a limit (``Backend.lends_quota``): the most of its
+    # quota the project lends to others (all of it when None).
     gpu_lending_limit: float | None = None
 
     @classmethod
@@ -93,7 +98,8 @@ class Project:
         )
 
 
-def namespace_manifest(project: Project) -> dict[str, Any]:
+def namespace_manifest(project: Project, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The project's namespace; ``labels``: what the engine adds (``Backend.namespace_labels``)."""
     annotations = {
         TRAINING_NODES_ANNOTATION: ",".join(project.training_nodes),
         INTERACTIVE_NODES_ANNOTATION: ",".join(project.interactive_nodes),
@@ -106,21 +112,10 @@ def namespace_manifest(project: Project) -> dict[str, Any]:
         "kind": "Namespace",
         "metadata": {
             "name": project.name,
-            "labels": {**MANAGED_BY, PROJECT_LABEL: project.name, kai.QUEUE_LABEL: project.name},
+            "labels": {**MANAGED_BY, PROJECT_LABEL: project.name, **(labels or {})},
             "annotations": annotations,
         },
     }
-
-
-def queue_manifest(project: Project, department: str = kai.DEPARTMENT_QUEUE) -> dict[str, Any]:
-    return kai.queue_manifest(
-        project.name,
-        project.gpu_quota,
-        project.over_quota_weight,
-        project.gpu_limit,
-        department,
-        project.priority,
-    )
 
 
 def _subjects(project: Project) -> list[dict[str, str]]:
@@ -129,12 +124,9 @@ def _subjects(project: Project) -> list[dict[str, str]]:
     return subjects
 
 
-def rbac_manifests(project: Project, scheduler: str = "kai") -> list[dict[str, Any]]:
-    rules = list(MEMBER_RULES)
-    if scheduler == "kueue":
-        from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
-
-        rules += kueue.MEMBER_RULES
+def rbac_manifests(project: Project, engine_rules: Iterable[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The member Role and its RoleBinding; ``engine_rules``: what members may read of the engine."""
+    rules = [*MEMBER_RULES, *(dict(rule) for rule in engine_rules)]
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -154,22 +146,6 @@ def rbac_manifests(project: Project, scheduler: str = "kai") -> list[dict[str, A
     return [role, binding]
 
 
-def scheduler_manifests(project: Project, scheduler: str = "kai") -> list[dict[str, Any]]:
-    """The project's objects in the scheduler backend: KAI's Queue, or Kueue's ClusterQueue and
-    LocalQueue (module_utils/scheduler/kueue.py)."""
-    if scheduler == "kueue":
-        # kueue.py builds on this module's Project: imported here, not at the top, to avoid a cycle.
-        from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
-
-        return kueue.project_manifests(project)
-    return [queue_manifest(project)]
-
-
-def manifests(project: Project, scheduler: str = "kai") -> list[dict[str, Any]]:
-    """Everything the project is, in the order to create it."""
-    return [namespace_manifest(project), *scheduler_manifests(project, scheduler), *rbac_manifests(project, scheduler)]
-
-
 def active_workloads(pods: Sequence[Mapping[str, Any]]) -> list[str]:
     """Names of pods that are still pending or running (what removing a project would kill)."""
     return sorted(
@@ -178,3 +154,69 @@ def active_workloads(pods: Sequence[Mapping[str, Any]]) -> list[str]:
         if (pod.get("status") or {}).get("phase") in ("Pending", "Running")
         and not pod["metadata"].get("deletionTimestamp")
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectProblem:
+    """A declared field that breaks a project rule: what was expected, and the value found."""
+
+    field: str
+    expected: str
+    found: Any
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shown(value: Any) -> str:
+    return "%g" % value if _is_number(value) else str(value)
+
+
+def problems(
+    values: Mapping[str, Any], lenders: Sequence[str] | None = None, units: bool = False
+) -> list[ProjectProblem]:
+    """The rules of a project's quota fields, written once: ``gpu_quota`` a non-negative number,
+    ``gpu_limit`` not below it, ``over_quota_weight`` non-negative, ``gpu_lending_limit`` from 0
+    to the quota (and, when ``lenders`` is given because the project's engine lends no quota by a
+    limit, not at all: ``lenders`` name the engines that do), a positive time limit.
+
+    Fields left out are not checked (the inventory and the module say which they require); a
+    ``gpu_quota`` or ``over_quota_weight`` given as None is a problem, other fields may be None.
+    ``units``: name the unit in every expectation (the inventory's wording)."""
+    found: list[ProjectProblem] = []
+    quota = values.get("gpu_quota")
+    if "gpu_quota" in values and (not _is_number(quota) or quota < 0):
+        found.append(ProjectProblem("gpu_quota", "a non-negative number of GPUs", quota))
+    limit = values.get("gpu_limit")
+    if limit is not None and (not _is_number(limit) or (_is_number(quota) and limit < quota)):
+        unit = " of GPUs" if units else ""
+        found.append(ProjectProblem("gpu_limit", "a number%s not below gpu_quota (%s)" % (unit, _shown(quota)), limit))
+    weight = values.get("over_quota_weight")
+    if "over_quota_weight" in values and (not _is_number(weight) or weight < 0):
+        found.append(ProjectProblem("over_quota_weight", "a non-negative number", weight))
+    lending = values.get("gpu_lending_limit")
+    if lending is not None and lenders is not None:
+        expected = "no lending limit: only clusterproof_scheduler %s lends quota by a limit" % " or ".join(lenders)
+        found.append(ProjectProblem("gpu_lending_limit", expected, lending))
+    elif lending is not None and (not _is_number(lending) or lending < 0 or (_is_number(quota) and lending > quota)):
+        found.append(
+            ProjectProblem("gpu_lending_limit", "a number of GPUs from 0 to gpu_quota (%s)" % _shown(quota), lending)
+        )
+    time_limit = values.get("interactive_time_limit_seconds")
+    if time_limit is not None and not (
+        isinstance(time_limit, int) and not isinstance(time_limit, bool) and time_limit > 0
+    ):
+        wording = "a positive whole number of seconds" if units else "a positive number of seconds"
+        found.append(ProjectProblem("interactive_time_limit_seconds", wording, time_limit))
+    return found
+
+
+def problem_messages(name: str, values: Mapping[str, Any], lenders: Sequence[str] | None = None) -> list[str]:
+    """``problems`` as sentences that name the project and the field (the module's wording)."""
+    return [
+        "project %s: %s: expected %s, found %s" % (name, problem.field, problem.expected, _shown(problem.found))
+        if _is_number(problem.found)
+        else "project %s: %s: expected %s, found %r" % (name, problem.field, problem.expected, problem.found)
+        for problem in problems(values, lenders)
+    ]

@@ -10,21 +10,19 @@ its path from the root. The rules of the guide are checked before anything is in
   ``min``; no child's ``max`` exceeds its parent's;
 - namespaces are attached to leaves only, each namespace to one leaf.
 
-KAI scheduler maps the tree to queues under their parent queues (quota = min, limit = max, over-quota
-weight = min, CPU in millicpus, memory in megabytes); a pod goes to its leaf's queue by the
-``kai.scheduler/queue`` label (KAI v0.12 has no namespace default), so the leaf's namespaces are
-labelled with their leaf for tools and admission policies to read. Kueue maps it to cohorts
-(module_utils/scheduler/kueue.py).
+How an engine represents the tree is the engine's (``Backend.tree_objects`` in ``scheduler/``: KAI's
+queues under parent queues, Kueue's cohorts and ClusterQueues): the same mapping serves the
+inventory's tree and a scenario's (``validate/scenario_runner.py``). A leaf's namespaces are
+labelled with their leaf (``LEAF_LABEL``) for tools, admission policies and engines to read.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names
 
 SITE_VARIABLES = {
     "clusterproof_quota_tree": "an elastic quota tree: nodes with min/max per resource (cpu, memory, gpu), "
@@ -35,10 +33,6 @@ NODE_FIELDS = ("name", "parent", "min", "max", "namespaces")
 # The namespace label naming the leaf a namespace is attached to.
 LEAF_LABEL = "clusterproof.io/quota-tree-leaf"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "clusterproof"}
-# KAI's units: CPU in millicpus, memory in megabytes (10^6 bytes).
-_KAI_SCALE = {"cpu": 1000.0, "memory": 1024**3 / 10**6, "gpu": 1.0}
-_KAI_NAMES = {"cpu": "cpu", "memory": "memory", "gpu": "gpu"}
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +94,7 @@ def check_tree(data: Any) -> tuple[list[TreeNode], list[TreeProblem]]:
             where = "quota tree node %s" % name
         for key in sorted(set(item) - set(NODE_FIELDS), key=str):
             problems.append(TreeProblem(where, str(key), "one of %s" % ", ".join(NODE_FIELDS), "an unknown field"))
-        if not isinstance(name, str) or not _DNS_LABEL.match(name) or name in by_name:
+        if not isinstance(name, str) or not names.is_dns_label(name) or name in by_name:
             problems.append(TreeProblem(where, "name", "a DNS label no other tree node uses", name))
             continue
         parent = item.get("parent")
@@ -118,9 +112,7 @@ def check_tree(data: Any) -> tuple[list[TreeNode], list[TreeProblem]]:
                     )
                 )
         namespaces = item.get("namespaces") or []
-        if not isinstance(namespaces, list) or not all(
-            isinstance(ns, str) and _DNS_LABEL.match(ns) for ns in namespaces
-        ):
+        if not isinstance(namespaces, list) or not all(names.is_dns_label(ns) for ns in namespaces):
             problems.append(TreeProblem(where, "namespaces", "a list of namespace names (DNS labels)", namespaces))
             namespaces = []
         for namespace in namespaces:
@@ -193,52 +185,26 @@ def from_dicts(data: Iterable[Mapping[str, Any]]) -> list[TreeNode]:
     ]
 
 
-def _kai_number(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else round(float(value), 3)
-
-
-def kai_queue(node: TreeNode, declared: Iterable[str]) -> dict[str, Any]:
-    """The KAI Queue of one tree node. A resource the tree declares nowhere is left unlimited; one
-    it declares elsewhere is guaranteed nothing here unless this node's min says so."""
-    resources: dict[str, Any] = {}
-    for resource in RESOURCES:
-        name = _KAI_NAMES[resource]
-        if resource not in declared:
-            resources[name] = {"quota": -1, "overQuotaWeight": 1, "limit": -1}
-            continue
-        scale = _KAI_SCALE[resource]
-        minimum = node.min.get(resource, 0.0)
-        maximum = node.max.get(resource)
-        resources[name] = {
-            "quota": _kai_number(minimum * scale),
-            "overQuotaWeight": _kai_number(minimum),
-            "limit": -1 if maximum is None else _kai_number(maximum * scale),
-        }
-    manifest = kai.queue_manifest(node.name, 0, 0, None, node.parent)
-    manifest["spec"]["resources"] = resources
-    manifest["metadata"]["labels"] = dict(MANAGED_BY)
-    return manifest
-
-
 def declared_resources(nodes: Iterable[TreeNode]) -> set[str]:
     return {resource for node in nodes for resource in (*node.min, *node.max)}
 
 
-def namespace_manifest(namespace: str, leaf: str) -> dict[str, Any]:
+def namespace_manifest(namespace: str, leaf: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A leaf's namespace; ``labels``: what the engine adds (KAI's queue label)."""
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": namespace, "labels": {**MANAGED_BY, LEAF_LABEL: leaf, kai.QUEUE_LABEL: leaf}},
+        "metadata": {"name": namespace, "labels": {**MANAGED_BY, LEAF_LABEL: leaf, **(labels or {})}},
     }
 
 
-def kai_manifests(nodes: Iterable[TreeNode]) -> list[dict[str, Any]]:
-    """Queues, parents first, then the leaves' namespaces."""
-    nodes = list(nodes)
-    declared = declared_resources(nodes)
-    manifests = [kai_queue(node, declared) for node in nodes]
-    manifests += [namespace_manifest(namespace, node.name) for node in nodes for namespace in node.namespaces]
-    return manifests
+def children(node: TreeNode, nodes: Iterable[TreeNode]) -> list[TreeNode]:
+    return [child for child in nodes if child.parent == node.name]
+
+
+def parents(nodes: Iterable[TreeNode]) -> set[str]:
+    """Names of the nodes that have children."""
+    return {node.parent for node in nodes if node.parent}
 
 
 def _fmt(value: float | None) -> str:
@@ -288,136 +254,3 @@ def used_by_pods(
                         used[holder][resource] = used[holder].get(resource, 0.0) + amount
                     holder = parent_of[holder]
     return used
-
-
-def kai_configured(node: TreeNode, queue: Mapping[str, Any] | None, declared: Iterable[str]) -> str | None:
-    """None when the queue is as the tree declares it, else what differs (a sentence)."""
-    if queue is None:
-        return "no KAI queue %s" % node.name
-    want = kai_queue(node, declared)["spec"]
-    have = queue.get("spec") or {}
-    differences = []
-    if have.get("parentQueue") != want.get("parentQueue"):
-        differences.append("parent %s, not %s" % (have.get("parentQueue"), want.get("parentQueue")))
-    for name, values in want["resources"].items():
-        got = (have.get("resources") or {}).get(name) or {}
-        for key, value in values.items():
-            if float(got.get(key, -2)) != float(value):
-                differences.append("%s.%s %s, not %s" % (name, key, got.get(key), value))
-    return "; ".join(differences) or None
-
-
-# Kueue: inner nodes are Cohorts under their parent, leaves ClusterQueues in their parent cohort.
-_KUEUE_NAMES = {"cpu": "cpu", "memory": "memory", "gpu": "nvidia.com/gpu"}
-
-
-def _kueue_quantity(resource: str, amount: float) -> str:
-    from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
-
-    if resource == "memory":
-        return "%dMi" % round(amount * 1024)
-    return kueue.quantity(amount)
-
-
-def _kueue_groups(
-    node: TreeNode, declared: Iterable[str], own_min: Mapping[str, float], top: bool
-) -> list[dict[str, Any]]:
-    from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
-
-    covered = [resource for resource in RESOURCES if resource in declared]
-    resources = []
-    for resource in covered:
-        quota: dict[str, Any] = {
-            "name": _KUEUE_NAMES[resource],
-            "nominalQuota": _kueue_quantity(resource, own_min.get(resource, 0.0)),
-        }
-        if not top and resource in node.max:
-            # Kueue bounds what a subtree takes from its parent beyond its own quota.
-            quota["borrowingLimit"] = _kueue_quantity(resource, node.max[resource] - node.min.get(resource, 0.0))
-        resources.append(quota)
-    return [
-        {
-            "coveredResources": [_KUEUE_NAMES[resource] for resource in covered],
-            "flavors": [{"name": kueue.FLAVOR, "resources": resources}],
-        }
-    ]
-
-
-def kueue_manifests(nodes: Iterable[TreeNode]) -> list[dict[str, Any]]:
-    """The tree on Kueue, parents first: a Cohort per inner node (its own nominal quota = its min less
-    its children's; borrowing limit = max − min), a ClusterQueue per leaf in its parent cohort
-    (nominal = min, borrowing limit = max − min; admitting the leaf's namespaces), and each leaf
-    namespace with a LocalQueue named after the leaf."""
-    from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
-
-    nodes = list(nodes)
-    declared = declared_resources(nodes)
-    parents = {node.parent for node in nodes if node.parent}
-    manifests: list[dict[str, Any]] = []
-    for node in nodes:
-        if node.name in parents:
-            children = [child for child in nodes if child.parent == node.name]
-            own = {
-                resource: max(node.min.get(resource, 0.0) - sum(c.min.get(resource, 0.0) for c in children), 0.0)
-                for resource in declared
-            }
-            spec: dict[str, Any] = {"resourceGroups": _kueue_groups(node, declared, own, node.parent is None)}
-            if node.parent:
-                spec["parentName"] = node.parent
-            manifests.append(
-                {
-                    "apiVersion": kueue.API_VERSION,
-                    "kind": "Cohort",
-                    "metadata": {"name": node.name, "labels": dict(MANAGED_BY)},
-                    "spec": spec,
-                }
-            )
-            continue
-        manifests.append(
-            {
-                "apiVersion": kueue.API_VERSION,
-                "kind": "ClusterQueue",
-                "metadata": {"name": node.name, "labels": dict(MANAGED_BY)},
-                "spec": {
-                    **({"cohortName": node.parent} if node.parent else {}),
-                    "namespaceSelector": {"matchLabels": {LEAF_LABEL: node.name}},
-                    "queueingStrategy": "BestEffortFIFO",
-                    "resourceGroups": _kueue_groups(node, declared, node.min, node.parent is None),
-                    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
-                },
-            }
-        )
-    for node in nodes:
-        for namespace in node.namespaces:
-            manifests.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {"name": namespace, "labels": {**MANAGED_BY, LEAF_LABEL: node.name}},
-                }
-            )
-            manifests.append(
-                {
-                    "apiVersion": kueue.API_VERSION,
-                    "kind": "LocalQueue",
-                    "metadata": {"name": node.name, "namespace": namespace, "labels": dict(MANAGED_BY)},
-                    "spec": {"clusterQueue": node.name},
-                }
-            )
-    return manifests
-
-
-def kueue_configured(node: TreeNode, found: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> str | None:
-    """None when the node's Cohort or ClusterQueue is as the tree declares it, else what differs."""
-    if found is None:
-        return "no Kueue %s %s" % (wanted["kind"], node.name)
-    from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
-
-    have = found.get("spec") or {}
-    differences = []
-    for key in ("parentName", "cohortName"):
-        if wanted["spec"].get(key) != have.get(key):
-            differences.append("%s %s, not %s" % (key, have.get(key), wanted["spec"].get(key)))
-    if not kube.is_subset(wanted["spec"]["resourceGroups"], have.get("resourceGroups")):
-        differences.append("resourceGroups differ from the declared min/max")
-    return "; ".join(differences) or None

@@ -1,17 +1,18 @@
-"""How a workload is expressed for KAI scheduler. Pure; reused by the validator's scenarios.
+"""What a workload is, scheduler-neutral, and the Job every engine builds on. Pure.
 
 Two kinds, as in the Run:AI documents:
 
-- training (unattended, preemptible): KAI's ``train`` priority class, so it can be reclaimed when
-  its project is over quota and another project claims its quota;
-- interactive (build sessions, not preempted): KAI's ``build`` priority class; the project's time
-  limit becomes the Job's ``activeDeadlineSeconds``, which the Job controller enforces.
+- training (unattended, preemptible): reclaimed when its project is over quota and another
+  project claims its quota;
+- interactive (build sessions): the project's time limit ends it.
 
-Every workload is a Job in its project's namespace, scheduled by ``kai-scheduler`` in the
-project's queue (the ``kai.scheduler/queue`` label). Whole GPUs are requested as
-``nvidia.com/gpu``; a fraction (0 < gpus < 1) is KAI's ``gpu-fraction`` annotation instead, and
-KAI packs fractions onto shared GPUs. The project's node affinity for the workload's kind becomes a
-required node affinity on ``kubernetes.io/hostname``.
+Every workload is a Job in its project's namespace (``base_job``): its kind and name as labels,
+whole GPUs as ``nvidia.com/gpu``, the project's node affinity for the workload's kind as a
+required node affinity on ``kubernetes.io/hostname``, the time limit of interactive work as
+``activeDeadlineSeconds``. A fraction of a GPU (0 < gpus < 1) gets no GPU resource here: an engine
+that shares GPUs says so its own way (KAI's ``gpu-fraction`` annotation), one that cannot refuses
+it. How a Job is put in its project's queue, with which priority, is the engine's
+(``Backend.workload_manifests`` in ``scheduler/``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects
 
 TRAINING = "train"
@@ -34,6 +34,7 @@ COMPLETE_AFTER_ANNOTATION = "clusterproof.io/complete-after"
 # GPU fractions are given in hundredths.
 FRACTION_STEP = Decimal("0.01")
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.01-py3"
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
 class WorkloadError(ValueError):
@@ -97,8 +98,8 @@ def check_gpus(name: str, gpus: Any) -> Decimal:
     return amount
 
 
-def job_manifest(workload: Workload, settings: ProjectSettings) -> dict[str, Any]:
-    """The Job that runs ``workload`` in its project under KAI scheduler. Pure."""
+def base_job(workload: Workload, settings: ProjectSettings) -> dict[str, Any]:
+    """The Job that runs ``workload`` in its project, before an engine labels it. Pure."""
     if workload.kind not in KINDS:
         raise WorkloadError(
             "workload %s: kind: expected one of %s, found %r" % (workload.name, ", ".join(KINDS), workload.kind)
@@ -108,24 +109,14 @@ def job_manifest(workload: Workload, settings: ProjectSettings) -> dict[str, Any
             "workload %s: project: settings are for %s, not %s" % (workload.name, settings.name, workload.project)
         )
     gpus = check_gpus(workload.name, workload.gpus)
-    labels = {
-        kai.QUEUE_LABEL: workload.project,
-        WORKLOAD_KIND_LABEL: workload.kind,
-        WORKLOAD_NAME_LABEL: workload.name,
-    }
+    labels = {WORKLOAD_KIND_LABEL: workload.kind, WORKLOAD_NAME_LABEL: workload.name}
     annotations = {}
     resources: dict[str, Any] = {}
-    if gpus < 1:
-        annotations[kai.GPU_FRACTION_ANNOTATION] = str(gpus)
-        # What KAI's admission webhook would write (kai.py says why the sandbox runs none).
-        annotations[kai.SHARED_GPU_CONFIGMAP_ANNOTATION] = "%s-shared-gpu" % workload.name[:40]
-    else:
-        resources = {"limits": {"nvidia.com/gpu": str(int(gpus))}}
+    if gpus >= 1:
+        resources = {"limits": {GPU_RESOURCE: str(int(gpus))}}
     if workload.complete_after:
         annotations[COMPLETE_AFTER_ANNOTATION] = workload.complete_after
     pod_spec: dict[str, Any] = {
-        "schedulerName": kai.SCHEDULER_NAME,
-        "priorityClassName": kai.TRAIN_PRIORITY if workload.kind == TRAINING else kai.INTERACTIVE_PRIORITY,
         "restartPolicy": "Never",
         "containers": [{"name": "main", "image": workload.image, "resources": resources}],
     }
@@ -160,12 +151,19 @@ def job_manifest(workload: Workload, settings: ProjectSettings) -> dict[str, Any
     }
 
 
-def deployment_manifest(
-    workload: Workload, settings: ProjectSettings, replicas: int, resource: str = "gpu"
+def label_job(job: dict[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """``job`` with ``labels`` on the Job and on its pods (an engine's queue label)."""
+    job["metadata"]["labels"].update(labels)
+    job["spec"]["template"]["metadata"]["labels"].update(labels)
+    return job
+
+
+def deployment_from_job(
+    job: Mapping[str, Any], workload: Workload, replicas: int, resource: str = "gpu"
 ) -> dict[str, Any]:
-    """A Deployment of ``replicas`` pods, each the size of ``workload`` in ``resource`` (GPUs, or CPU
-    cores when ``resource`` is cpu: the elastic quota tree's example), under KAI scheduler. Pure."""
-    job = job_manifest(dataclasses.replace(workload, gpus=1), settings)
+    """A Deployment of ``replicas`` pods like the pod of ``job`` (an engine's Job of ``workload``
+    at one GPU), each the size of ``workload`` in ``resource`` (GPUs, or CPU cores when
+    ``resource`` is cpu: the elastic quota tree's example). Pure."""
     template = job["spec"]["template"]
     template["spec"].pop("restartPolicy")  # a Deployment's pods always restart
     size = check_gpus(workload.name, workload.gpus)
@@ -176,7 +174,7 @@ def deployment_manifest(
     elif size < 1:
         raise WorkloadError("workload %s: gpus: a Deployment's pods take whole GPUs, found %s" % (workload.name, size))
     else:
-        container["resources"] = {"limits": {"nvidia.com/gpu": str(int(size))}}
+        container["resources"] = {"limits": {GPU_RESOURCE: str(int(size))}}
     selector = {WORKLOAD_NAME_LABEL: workload.name}
     return {
         "apiVersion": "apps/v1",
@@ -184,3 +182,23 @@ def deployment_manifest(
         "metadata": {"name": workload.name, "namespace": workload.project, "labels": job["metadata"]["labels"]},
         "spec": {"replicas": replicas, "selector": {"matchLabels": selector}, "template": template},
     }
+
+
+def pod_whole_gpus(pod: Any) -> float:
+    """Whole GPUs a pod (a kubernetes client V1Pod) asks for: its containers' nvidia.com/gpu."""
+    total = 0.0
+    for container in pod.spec.containers:
+        resources = container.resources
+        amount = (resources.limits or {}).get(GPU_RESOURCE) or (resources.requests or {}).get(GPU_RESOURCE)
+        total += float(amount or 0)
+    return total
+
+
+def pod_cpus(pod: Any) -> float:
+    """CPU cores a pod (a kubernetes client V1Pod) requests (its limits where it requests none)."""
+    total = 0.0
+    for container in pod.spec.containers:
+        resources = container.resources
+        amount = str((resources.requests or {}).get("cpu") or (resources.limits or {}).get("cpu") or "0")
+        total += float(amount[:-1]) / 1000 if amount.endswith("m") else float(amount)
+    return total

@@ -2,8 +2,10 @@
 
 Nodes, projects, storage, quota trees and the fairness scenarios. Pure comparisons over API
 objects as JSON, returning ``report.model`` checks; the cluster is read by the modules through the
-client layer and handed in.
+client layer and handed in. One exception: ``scenario_runner`` runs a scenario on the cluster
+(through ``kube.client``), creating and removing objects of its own.
 
-May import: ``tenancy/``, ``model/``, ``report.model``, ``install/`` (storage declarations) and
-``scheduler.registry``. Never imports an engine file directly.
+May import: ``tenancy/``, ``model/``, ``report.model``, ``install/`` (storage declarations),
+``scheduler.registry`` and ``scheduler.base`` (the engine through its backend), and
+``kube.client`` in ``scenario_runner`` alone. Never imports an engine file directly.
 """

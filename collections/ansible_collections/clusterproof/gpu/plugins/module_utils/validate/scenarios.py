@@ -11,13 +11,13 @@ for the installed engine's policy as well, at any capacity the scenario scales t
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names as tenant_names
 
 KINDS = ("train", "interactive")
 # The resource a scenario divides, and how its capacity and its workloads' sizes are spelled.
@@ -255,8 +255,12 @@ def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.
     return projects
 
 
+# Scenario names become namespaces and queues behind a prefix (``scn-`` by default): room is kept for it.
+NAME_MAX = 52
+
+
 def _dns_label(name: str) -> bool:
-    return bool(re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?", name))
+    return tenant_names.is_dns_label(name, NAME_MAX)
 
 
 def _load_step(
@@ -415,10 +419,6 @@ def written_holds(scenario: Scenario, index: int, prediction: fairshare.Predicti
     replicas = predicted_replicas(scenario, index, prediction)
     running = all(replicas.get(name) == count for name, count in (expect.replicas or {}).items())
     return allocated and pending and running
-
-
-# The fairness policy each engine clusterproof installs implements (fairshare.POLICIES).
-ENGINE_POLICY = {"kai": "runai", "kueue": "kueue"}
 
 
 def without_fractions(scenario: Scenario) -> tuple[Scenario, dict[int, tuple[str, ...]]]:

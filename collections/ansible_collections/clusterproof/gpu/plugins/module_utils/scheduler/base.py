@@ -1,0 +1,197 @@
+"""The one interface of a scheduler backend (an engine). Pure.
+
+Everything outside ``scheduler/`` that depends on the engine asks a :class:`Backend` (from
+``scheduler.registry``), never an engine's name: what a project, a quota tree and a workload become,
+how pods are counted, how the configured objects are read back and judged, which fair-share policy
+the engine follows (``model/fairshare.py``), and what to tell an operator when its API is missing.
+An engine file (``kai.py``, ``kueue.py``) holds its adapter, a subclass of :class:`Backend`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, quota_tree, workloads
+
+Manifest = dict[str, Any]
+# A cluster-scoped custom resource: (group, version, plural).
+Api = tuple[str, str, str]
+
+
+def shown(value: Any) -> str:
+    """A configured or declared value as the validator shows it: none, a whole number plain."""
+    if value is None:
+        return "none"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigCheck:
+    """One comparison of a declared project with the engine's object, before it becomes a report
+    check (``validate/projects.py`` names it ``projects/<project>/<field>``)."""
+
+    field: str
+    title: str
+    expected: str
+    observed: str
+    ok: bool
+    fix: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectReadback:
+    """What the engine holds for one declared project: the checks, and the configured quota and
+    weight for the quota table. ``complete`` is False when the engine's object is missing and
+    nothing more of the project is judged."""
+
+    checks: tuple[ConfigCheck, ...]
+    quota: str
+    weight: str
+    complete: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class QuotaTable:
+    """How the quota table names the engine's configured quota and weight."""
+
+    title: str
+    quota_column: str
+    weight_column: str
+
+
+class Backend(abc.ABC):
+    """A scheduler engine as clusterproof installs, drives and validates it."""
+
+    # The inventory's ``clusterproof_scheduler`` value and the modules' ``scheduler`` choice.
+    name: ClassVar[str]
+    display_name: ClassVar[str]
+    # The fair-share policy the engine implements (one of ``fairshare.POLICIES``).
+    policy: ClassVar[str]
+    # Whether a workload may ask for a fraction of a GPU.
+    fractions: ClassVar[bool]
+    # Whether a project may declare how much of its quota it lends (``gpu_lending_limit``).
+    lends_quota: ClassVar[bool]
+    # Whether a waiting workload has a pod (KAI: a pending one) or none (Kueue: a suspended Job).
+    waiting_workloads_have_pods: ClassVar[bool] = True
+    # Seconds between two arrivals so that the engine sees them in the order they came.
+    arrival_gap_seconds: ClassVar[float] = 0.0
+    # Where the project objects and the quota tree's objects are read back from.
+    project_apis: ClassVar[tuple[Api, ...]]
+    tree_apis: ClassVar[tuple[Api, ...]]
+    # Kinds of a project's engine objects that removing the project deletes (with its namespace).
+    removed_kinds: ClassVar[tuple[str, ...]]
+    # What members of a project may read of the engine in their namespace.
+    member_rules: ClassVar[tuple[Mapping[str, Any], ...]] = ()
+    # Namespaces whose pods are the engine's own, not workloads (GPU reservations).
+    own_namespaces: ClassVar[tuple[str, ...]] = ()
+    quota_table: ClassVar[QuotaTable]
+
+    @property
+    def hint(self) -> str:
+        """Added to an API error's message: the likely cause when the engine's API is missing."""
+        return "is %s installed?" % self.display_name
+
+    # --- Projects ---------------------------------------------------------------------------
+
+    def namespace_labels(self, project: projects.Project) -> dict[str, str]:
+        """Labels the engine wants on a project's namespace."""
+        return {}
+
+    @abc.abstractmethod
+    def group_objects(self, name: str, total_gpus: float) -> list[Manifest]:
+        """A group that projects hang under (a department queue, a cohort), for a scenario's
+        projects; the inventory's projects use the engine's site group."""
+
+    @abc.abstractmethod
+    def project_objects(self, project: projects.Project, group: str | None = None) -> list[Manifest]:
+        """The project's engine objects, under ``group`` (the site's when None)."""
+
+    def check_project(self, project: projects.Project) -> list[str]:
+        """What of the project the engine cannot express, as sentences that name the field (the
+        project rules; whether the engine takes a lending limit at all is the registry's
+        ``lenders``, which the inventory and the ``gpu_project`` module check)."""
+        return projects.problem_messages(project.name, _quota_fields(project))
+
+    def project_manifests(self, project: projects.Project) -> list[Manifest]:
+        """Everything the project is, in the order to create it."""
+        return [
+            projects.namespace_manifest(project, self.namespace_labels(project)),
+            *self.project_objects(project),
+            *projects.rbac_manifests(project, self.member_rules),
+        ]
+
+    def scenario_project_manifests(self, project: projects.Project, group: str) -> list[Manifest]:
+        """A scenario's project: its namespace and its engine objects under ``group``."""
+        return [
+            projects.namespace_manifest(project, self.namespace_labels(project)),
+            *self.project_objects(project, group),
+        ]
+
+    @abc.abstractmethod
+    def project_readback(self, project: projects.Project, found: Mapping[str, Any] | None) -> ProjectReadback:
+        """The declared project against the engine's object for it (None: there is none)."""
+
+    def project_objects_by_name(self, objects: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+        """The objects read from ``project_apis``, by the project they stand for."""
+        return {item["metadata"]["name"]: item for item in objects}
+
+    # --- Quota trees ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def tree_objects(
+        self, nodes: Sequence[quota_tree.TreeNode], weights: Mapping[str, float] | None = None
+    ) -> list[Manifest]:
+        """The tree's objects, parents first, then its leaves' namespaces. ``weights``: a node's
+        share of its parent's spare capacity against its siblings (the engine's default where a
+        node has none)."""
+
+    @abc.abstractmethod
+    def tree_differences(
+        self, nodes: Sequence[quota_tree.TreeNode], found: Iterable[Mapping[str, Any]]
+    ) -> dict[str, str | None]:
+        """Per node, None when its object (among ``found``, read from ``tree_apis``) is as the
+        tree declares it, else what differs (a sentence)."""
+
+    # --- Workloads --------------------------------------------------------------------------
+
+    def site_objects(self) -> list[Manifest]:
+        """What a workload refers to that the engine's install makes (kept once made)."""
+        return []
+
+    @abc.abstractmethod
+    def job_manifest(self, workload: workloads.Workload, settings: workloads.ProjectSettings) -> Manifest:
+        """The Job that runs ``workload`` in its project's queue."""
+
+    @abc.abstractmethod
+    def workload_manifests(
+        self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int | None, resource: str
+    ) -> list[Manifest]:
+        """What runs ``workload``: its Job, or for ``replicas`` pods of its size in ``resource``
+        (gpu or cpu) what the engine runs replicas as (a Deployment, or one Job per replica)."""
+
+    @abc.abstractmethod
+    def pod_gpus(self, pod: Any) -> float:
+        """GPUs a pod (a kubernetes client V1Pod) holds."""
+
+    def pod_cpus(self, pod: Any) -> float:
+        """CPU cores a pod (a kubernetes client V1Pod) requests."""
+        return workloads.pod_cpus(pod)
+
+    def shared_gpu_group(self, pod: Any) -> str | None:
+        """The GPU a fractional pod shares with others (an id), or None."""
+        return None
+
+
+def _quota_fields(project: projects.Project) -> dict[str, Any]:
+    return {
+        "gpu_quota": project.gpu_quota,
+        "gpu_limit": project.gpu_limit,
+        "over_quota_weight": project.over_quota_weight,
+        "gpu_lending_limit": project.gpu_lending_limit,
+        "interactive_time_limit_seconds": project.interactive_time_limit_seconds,
+    }

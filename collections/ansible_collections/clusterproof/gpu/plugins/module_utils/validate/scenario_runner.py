@@ -1,0 +1,433 @@
+"""The fairness scenario runner: a scenario's projects and workloads on the live cluster, judged.
+
+``run`` does what modules/validate_scenario.py documents: fit the scenario to the site, refuse a
+busy cluster, make the scenario's projects exist (prefixed namespaces and the engine's objects for
+them), run its steps (submit and delete workloads, wait until the allocation has settled), judge
+every step (``validate/scenarios.py``), and always remove what it created, also on an error or a
+signal. It talks to the engine only through its :class:`~scheduler.base.Backend` and to the
+cluster only through ``kube.client``.
+
+Unlike the rest of ``validate/`` this touches the cluster: the objects it creates are its own,
+prefixed, and gone when it returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as report
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler.base import Backend
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, quota_tree, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenarios
+
+# The group (KAI's department queue, Kueue's cohort) a flat scenario's projects hang under, after the prefix.
+GROUP_SUFFIX = "scenarios"
+
+
+class ScenarioRefused(Exception):
+    """The scenario was not started, and nothing was changed; the message says why."""
+
+
+class Interrupted(Exception):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    settle_seconds: float = 6
+    arrival_seconds: float = 3
+    step_timeout: int = 180
+    namespace_prefix: str = "scn-"
+    force: bool = False
+
+
+@dataclasses.dataclass
+class ScenarioResult:
+    section: dict[str, Any]
+    duration_s: float = 0.0
+    skip_reason: str | None = None
+    # Why the run stopped (everything it created was removed), or None.
+    error: str | None = None
+
+    @property
+    def failed_checks(self) -> int:
+        return sum(1 for check in self.section["checks"] if check["status"] == "fail")
+
+    def to_dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"section": self.section, "duration_s": self.duration_s}
+        result["failed_checks"] = self.failed_checks
+        if self.skip_reason is not None:
+            result["skip_reason"] = self.skip_reason
+        return result
+
+
+def load(path: Path) -> scenarios.Scenario:
+    try:
+        return scenarios.load(yaml.safe_load(path.read_text()), where=str(path))
+    except (OSError, yaml.YAMLError, scenarios.ScenarioError) as error:
+        raise ScenarioRefused("scenario %s: %s; nothing was changed" % (path, error)) from None
+
+
+def _brief(error: BaseException) -> str:
+    """An API error as the API server's message (its status and reason), not the client's dump."""
+    if isinstance(error, kube.ApiException):
+        try:
+            message = json.loads(error.body or "{}").get("message")
+        except ValueError:
+            message = None
+        return "%s %s%s" % (error.status, error.reason, ": %s" % message if message else "")
+    return str(error)
+
+
+def _skipped(section: dict[str, Any], scenario: scenarios.Scenario, reason: str) -> ScenarioResult:
+    section["checks"].append(
+        {"id": "scenario/%s" % scenario.name, "title": scenario.title, "status": "skip", "message": reason}
+    )
+    return ScenarioResult(section, skip_reason=reason)
+
+
+def run(
+    path: Path,
+    nodes: Sequence[Mapping[str, Any]],
+    backend: Backend,
+    options: RunOptions,
+    connect: Callable[[], Any],
+    check_mode: bool = False,
+) -> ScenarioResult:
+    """Run the scenario at ``path`` on the site's ``nodes`` (as the inventory declares them) with
+    the engine ``backend``; ``connect`` gives the API client. Raises ScenarioRefused when the
+    scenario is not started; a run that stops on the way returns with ``error`` set."""
+    scenario = load(path)
+    section: dict[str, Any] = {
+        "id": "scenario-%s" % scenario.name,
+        "title": "Scenario: %s" % scenario.title,
+        "checks": [],
+        "tables": [],
+        "charts": [],
+    }
+    capacity_key = "cpu_cores" if scenario.resource == "cpu" else "gpu_count"
+    plan = scenarios.fit_to_site(scenario, [(str(node["name"]), int(node.get(capacity_key) or 0)) for node in nodes])
+    if check_mode:
+        return _skipped(section, scenario, "check mode: the scenario was not run")
+    if isinstance(plan, str):
+        reason = "written for %d %s on nodes of %d; this site cannot hold it: %s" % (
+            scenario.reference_gpus,
+            scenario.unit,
+            scenario.node_gpus,
+            plan,
+        )
+        return _skipped(section, scenario, reason)
+    section["title"] += " (%s)" % plan.describe()
+    scenario = plan.scenario
+    # Steps whose written tables cannot apply on this engine, with the reason.
+    not_applicable = {}
+    if not backend.fractions and any(job.gpus < 1 for step in scenario.steps for job in step.submit):
+        scenario, affected = scenarios.without_fractions(scenario)
+        if not any(step.submit for step in scenario.steps):
+            reason = "%s has no fractional GPUs, and every workload of this scenario is a fraction of a GPU" % (
+                backend.display_name
+            )
+            return _skipped(section, scenario, reason)
+        for index, names in affected.items():
+            not_applicable[index] = (
+                "%s has no fractional GPUs: %s left out, so the document's table does not apply to this step; "
+                "the model, without them, is checked" % (backend.display_name, ", ".join(names))
+            )
+    prefix = options.namespace_prefix
+    own = {prefix + project.name for project in scenario.projects}
+    try:
+        api = connect()
+        core = kube.core_v1(api)
+        busy = _foreign_pods(core, own, scenario.resource, backend)
+    except (kube.KubeError, kube.ApiException) as error:
+        raise ScenarioRefused("cannot reach the cluster to run scenario %s: %s" % (scenario.name, error)) from None
+    if busy and not options.force:
+        raise ScenarioRefused(
+            "scenario %s not started: %d workload pod(s) outside it hold or wait for %s (%s); "
+            "nothing was changed; set force to run anyway"
+            % (scenario.name, len(busy), scenario.unit, ", ".join(busy[:5]))
+        )
+    return _Run(api, backend, options, scenario, plan, section, not_applicable).run()
+
+
+class _Run:
+    """One run of a fitted scenario on the cluster: its objects, its steps, its timeline."""
+
+    def __init__(
+        self,
+        api: Any,
+        backend: Backend,
+        options: RunOptions,
+        scenario: scenarios.Scenario,
+        plan: scenarios.SitePlan,
+        section: dict[str, Any],
+        not_applicable: Mapping[int, str],
+    ) -> None:
+        self.backend, self.options, self.scenario, self.plan = backend, options, scenario, plan
+        self.section, self.not_applicable = section, not_applicable
+        self.prefix = options.namespace_prefix
+        self.core, self.batch, self.apps = kube.core_v1(api), kube.batch_v1(api), kube.apps_v1(api)
+        self.applier = kube.Applier(api)
+        self.timeline: list[Any] = []
+        self.started = time.monotonic()
+        self.created: dict[str, tuple[scenarios.ScenarioJob, list[dict[str, Any]]]] = {}
+
+    def run(self) -> ScenarioResult:
+        def interrupt(signum: int, frame: Any) -> None:
+            raise Interrupted("interrupted by signal %d" % signum)
+
+        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+        objects = project_objects(self.scenario, self.prefix, self.plan.gpus, self.backend)
+        error = None
+        try:
+            # What the scenario's workloads refer to of the site (the engine's install makes it; kept after).
+            for manifest in self.backend.site_objects():
+                self.applier.apply(manifest)
+            for manifest in objects:
+                self.applier.apply(manifest)
+            self._steps()
+        except (kube.ApiException, kube.KubeError, ValueError, Interrupted) as stopped:
+            error = "scenario %s stopped: %s" % (self.scenario.name, _brief(stopped))
+        finally:
+            self._cleanup(objects)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        self.section["charts"].append(
+            {
+                "id": "scenario-%s-timeline" % self.scenario.name,
+                "title": "%s allocated per project over time (%s)" % (self.scenario.unit, self.scenario.name),
+                "timeline": self.timeline,
+            }
+        )
+        return ScenarioResult(self.section, round(time.monotonic() - self.started, 1), error=error)
+
+    def _steps(self) -> None:
+        scenario, plan, backend = self.scenario, self.plan, self.backend
+        # On a site larger than the scenario, its workloads stay on the nodes it was sized to.
+        pinned = tuple(name for name, _ in plan.nodes) if plan.unused_nodes else ()
+        settings = {
+            project.name: workloads.ProjectSettings(self.prefix + project.name, pinned, pinned)
+            for project in scenario.projects
+        }
+        # The engine is held to the model of its own policy; the tables to the scenario's.
+        model = scenarios.predictions(scenario, list(plan.nodes), backend.policy)
+        written_model = scenarios.predictions(scenario, list(plan.nodes))
+        for index, step in enumerate(scenario.steps):
+            step_started = time.monotonic()
+            for name in step.delete:
+                self._delete(name)
+            if step.delete:
+                # Ended workloads free their GPUs before anything new arrives, and what was waiting
+                # takes them (the document's order, and one that does not race the scheduler).
+                remaining = [
+                    job.name for job in (scenario.jobs_after(index - 1) if index else []) if job.name not in step.delete
+                ]
+                self._settle(remaining)
+            for job in step.submit:
+                self._submit(job, settings[job.project])
+            observed = self._settle([job.name for job in scenario.jobs_after(index)])
+            self._judge(index, observed, model[index], written_model[index], round(time.monotonic() - step_started, 1))
+        judged = [report.Check.from_dict(check) for check in self.section["checks"]]
+        self.section["checks"].append(
+            scenarios.reproduction(scenario, judged, backend.display_name, backend.policy).to_dict()
+        )
+
+    def _submit(self, job: scenarios.ScenarioJob, settings: workloads.ProjectSettings) -> None:
+        namespace = self.prefix + job.project
+        workload = workloads.Workload(job.name, namespace, job.kind, job.gpus)
+        manifests = self.backend.workload_manifests(workload, settings, job.replicas, self.scenario.resource)
+        self.created[job.name] = (job, manifests)
+        for manifest in manifests:
+            if manifest["kind"] == "Deployment":
+                self.apps.create_namespaced_deployment(namespace, manifest)
+            else:
+                self.batch.create_namespaced_job(namespace, manifest)
+        # Workloads arrive one after the other, as users submit them and as the model reads them:
+        # the scheduler places each before the next comes.
+        self._placed_or_waiting(namespace, job.name, job.replicas or 1)
+        if self.backend.arrival_gap_seconds:
+            time.sleep(self.backend.arrival_gap_seconds)
+
+    def _delete(self, name: str) -> None:
+        job, manifests = self.created[name]
+        for manifest in manifests:
+            namespace, object_name = self.prefix + job.project, manifest["metadata"]["name"]
+            if manifest["kind"] == "Deployment":
+                self.apps.delete_namespaced_deployment(object_name, namespace, propagation_policy="Background")
+            else:
+                self.batch.delete_namespaced_job(object_name, namespace, propagation_policy="Background")
+
+    def _judge(
+        self,
+        index: int,
+        observed: scenarios.Observation,
+        prediction: Any,
+        written_prediction: Any,
+        duration: float,
+    ) -> None:
+        scenario, plan, section = self.scenario, self.plan, self.section
+        applies = index not in self.not_applicable and (
+            plan.exact or scenarios.written_holds(scenario, index, written_prediction)
+        )
+        if index in self.not_applicable:
+            section["checks"].append(
+                {
+                    "id": "scenario/%s/%d/written" % (scenario.name, index + 1),
+                    "title": "%s: the document's table" % scenario.steps[index].name,
+                    "status": "skip",
+                    "message": self.not_applicable[index],
+                }
+            )
+        elif not applies:
+            section["checks"].append(
+                {
+                    "id": "scenario/%s/%d/written" % (scenario.name, index + 1),
+                    "title": "%s: the document's table, scaled to this site" % scenario.steps[index].name,
+                    "status": "skip",
+                    "message": "does not carry over to %s; the model's prediction is checked instead" % plan.describe(),
+                }
+            )
+        section["checks"] += [
+            check.to_dict()
+            for check in scenarios.judge(scenario, index, observed, prediction, applies, duration, self.backend.policy)
+        ]
+        section["tables"].append(scenarios.step_table(scenario, index, observed, prediction, applies))
+
+    def _pod_amount(self, pod: Any) -> float:
+        return self.backend.pod_cpus(pod) if self.scenario.resource == "cpu" else self.backend.pod_gpus(pod)
+
+    def _observe(self, alive: Sequence[str] = ()) -> scenarios.Observation:
+        """What the scheduler did. ``alive``: the workloads that exist now; one with no running pod
+        waits (where a waiting workload has no pod at all, as a suspended Job under Kueue)."""
+        scenario = self.scenario
+        allocated: dict[str, float] = {}
+        running: list[str] = []
+        pending: list[str] = []
+        groups: dict[str, list[str]] = {}
+        replicas: dict[str, int] = {}
+        deployments = {job.name for step in scenario.steps for job in step.submit if job.replicas is not None}
+        for project in scenario.projects:
+            allocated[project.name] = 0.0
+            if project.name in scenario.parents:
+                continue  # inner node of a quota tree: it holds what its children hold
+            for pod in self.core.list_namespaced_pod(self.prefix + project.name).items:
+                if pod.metadata.deletion_timestamp or pod.status.phase in ("Succeeded", "Failed"):
+                    continue
+                name = (pod.metadata.labels or {}).get(workloads.WORKLOAD_NAME_LABEL)
+                if pod.status.phase == "Running" and pod.spec.node_name:
+                    allocated[project.name] += self._pod_amount(pod)
+                    if name in deployments:
+                        replicas[name] = replicas.get(name, 0) + 1
+                    running.append(name)
+                    group = self.backend.shared_gpu_group(pod)
+                    if group:
+                        groups.setdefault(group, []).append(name)
+                else:
+                    pending.append(name)
+        parents = {project.name: project.parent for project in scenario.projects if project.parent}
+        rolled = scenarios.roll_up({key: round(value, 3) for key, value in allocated.items()}, parents)
+        shared = tuple(sorted(tuple(sorted(members)) for members in groups.values()))
+        waiting = set(pending) | (set(alive) - set(running))
+        return scenarios.Observation(
+            rolled, tuple(sorted(set(running))), tuple(sorted(waiting)), shared, replicas, parents
+        )
+
+    def _settle(self, expected_names: Sequence[str]) -> scenarios.Observation:
+        """Poll until every workload has a pod (where waiting workloads have pods) and nothing has
+        changed for ``settle_seconds``, or ``step_timeout`` has passed."""
+        pods_first = self.backend.waiting_workloads_have_pods
+        deadline = time.monotonic() + self.options.step_timeout
+        last, since = None, time.monotonic()
+        while True:
+            observed = self._observe(() if pods_first else expected_names)
+            self.timeline.append([round(time.monotonic() - self.started, 1), dict(observed.allocated)])
+            complete = not pods_first or set(expected_names) <= set(observed.running) | set(observed.pending)
+            key = (observed.allocated, observed.running, observed.pending, observed.shared_gpus, observed.replicas)
+            if key != last or not complete:
+                last, since = key, time.monotonic()
+            elif time.monotonic() - since >= self.options.settle_seconds:
+                return observed
+            if time.monotonic() > deadline:
+                return observed
+            time.sleep(1)
+
+    def _placed_or_waiting(self, namespace: str, name: str, pods_wanted: int = 1) -> None:
+        """Wait until the workload's pods run, or have waited ``arrival_seconds``."""
+        deadline = time.monotonic() + self.options.arrival_seconds
+        selector = "%s=%s" % (workloads.WORKLOAD_NAME_LABEL, name)
+        while time.monotonic() < deadline:
+            pods = self.core.list_namespaced_pod(namespace, label_selector=selector).items
+            if sum(1 for pod in pods if pod.status.phase == "Running" and pod.spec.node_name) >= pods_wanted:
+                return
+            time.sleep(0.25)
+
+    def _cleanup(self, objects: Sequence[dict[str, Any]], timeout: float = 90) -> None:
+        for manifest in reversed(objects):
+            self.applier.delete(manifest)
+        deadline = time.monotonic() + timeout
+        names = {self.prefix + project.name for project in self.scenario.projects}
+        while time.monotonic() < deadline:
+            existing = {ns.metadata.name for ns in self.core.list_namespace().items}
+            if not names & existing:
+                return
+            time.sleep(1)
+
+
+def _foreign_pods(core: Any, own_namespaces: set[str], resource: str, backend: Backend) -> list[str]:
+    """Pods outside the scenario that hold or wait for its resource (engines' own pods aside)."""
+    skipped = set(own_namespaces) | set(registry.own_namespaces())
+    busy = []
+    for pod in core.list_pod_for_all_namespaces().items:
+        namespace = pod.metadata.namespace
+        if namespace in skipped:
+            continue
+        amount = backend.pod_cpus(pod) if resource == "cpu" else backend.pod_gpus(pod)
+        if pod.status.phase in ("Pending", "Running") and amount > 0:
+            busy.append("%s/%s" % (namespace, pod.metadata.name))
+    return sorted(busy)
+
+
+def project_objects(
+    scenario: scenarios.Scenario, prefix: str, site_gpus: float, backend: Backend
+) -> list[dict[str, Any]]:
+    """The scenario's projects on the engine, in creation order. A quota tree (projects with
+    parents) is the engine's quota tree (the inventory's mapping, each leaf a namespace of its own);
+    flat projects are the engine's projects under a group of the scenario's own."""
+    if scenario.parents:
+        resource = scenario.resource
+        nodes = [
+            quota_tree.TreeNode(
+                prefix + project.name,
+                None if project.parent is None else prefix + project.parent,
+                {resource: project.quota},
+                {} if project.limit is None else {resource: project.limit},
+                () if project.name in scenario.parents else (prefix + project.name,),
+            )
+            for project in scenario.projects
+        ]
+        weights = {
+            prefix + project.name: project.quota if project.weight is None else project.weight
+            for project in scenario.projects
+        }
+        return backend.tree_objects(nodes, weights)
+    group = prefix + GROUP_SUFFIX
+    objects = backend.group_objects(group, site_gpus)
+    for project in scenario.projects:
+        declared = projects.Project(
+            prefix + project.name,
+            gpu_quota=project.quota,
+            over_quota_weight=project.quota if project.weight is None else project.weight,
+            gpu_limit=project.limit,
+        )
+        objects += backend.scenario_project_manifests(declared, group)
+    return objects
