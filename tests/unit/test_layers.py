@@ -1,0 +1,243 @@
+"""The layers of module_utils, as their package docstrings state them, checked by walking the imports.
+
+Rules (each a test below):
+
+- no import cycle between module_utils modules;
+- no function-level (or class-level) import of the collection's own code, in module_utils or in
+  the modules: such an import is how a cycle hides;
+- the pure layers import only what their docstring allows: ``tenancy/`` only ``tenancy/``,
+  ``model/`` and ``report/model.py`` nothing of the collection, ``node/`` not the report's
+  renderers;
+- an engine file (``scheduler/kai.py``, ``kueue.py``, ``koordinator.py``) is imported only inside
+  ``scheduler/``; everything else asks ``scheduler.registry`` for a backend (``ENGINE_IMPORTERS``
+  lists the temporary exceptions, each with its reason);
+- no comparison with an engine's name as a string outside ``scheduler/``: what differs between
+  engines is a property of their backend (``NOT_ENGINE_COMPARISONS``: files where the same words
+  name something else).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PLUGINS = Path(__file__).resolve().parents[2] / "collections/ansible_collections/clusterproof/gpu/plugins"
+MODULE_UTILS = PLUGINS / "module_utils"
+PACKAGE = "ansible_collections.clusterproof.gpu.plugins.module_utils"
+COLLECTION = "ansible_collections.clusterproof.gpu"
+ENGINE_FILES = {"scheduler.kai", "scheduler.kueue", "scheduler.koordinator"}
+ENGINE_NAMES = {"kai", "kueue", "koordinator"}
+# Files outside scheduler/ that may import an engine file directly, and why.
+ENGINE_IMPORTERS = {
+    # The install modules start and stop their engine's sandbox processes from its file's command
+    # lines, ports and configuration; their shared sandbox install step is another change of issue 11.
+    "modules/kai_scheduler.py": "installs KAI's sandbox processes",
+    "modules/kueue_scheduler.py": "installs Kueue's sandbox process and webhooks",
+    "modules/koordinator_scheduler.py": "installs koord-scheduler on the sandbox",
+}
+# Files outside scheduler/ whose comparisons with these strings are about something else, and what.
+NOT_ENGINE_COMPARISONS = {
+    # Fair-share policies (runai, elastic, kueue) are the model's own names; a backend says which it follows.
+    "module_utils/model/fairshare.py": "compares fair-share policies",
+    # Build items are binaries (the kueue binary), built whichever engine a site runs.
+    "module_utils/sandbox/build.py": "compares build items",
+}
+# What a pure layer may import of module_utils (prefixes of dotted names below module_utils).
+ALLOWED = {
+    "tenancy.": ("tenancy.",),
+    "model.": (),
+    "report.model": (),
+}
+FORBIDDEN = {
+    "node.": ("report.render",),
+    "validate.": tuple(sorted(ENGINE_FILES)),
+}
+
+
+def _name(path: Path) -> str:
+    """The dotted name of a module_utils file below module_utils (``tenancy.projects``)."""
+    parts = path.relative_to(MODULE_UTILS).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {
+    _name(path): path for path in sorted(MODULE_UTILS.rglob("*.py")) if _name(path)
+}  # the top __init__.py has no name
+PLUGIN_FILES = sorted([*MODULE_UTILS.rglob("*.py"), *(PLUGINS / "modules").glob("*.py")])
+
+
+def _imports(tree: ast.AST) -> Iterator[tuple[ast.stmt, str]]:
+    """Every import of module_utils in ``tree``, as (statement, dotted name below module_utils).
+    ``from pkg import mod`` names ``pkg.mod`` where that is a module, else ``pkg``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PACKAGE + "."):
+                    yield node, alias.name[len(PACKAGE) + 1 :]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE):
+            base = node.module[len(PACKAGE) + 1 :]
+            for alias in node.names:
+                candidate = "%s.%s" % (base, alias.name) if base else alias.name
+                yield node, candidate if candidate in MODULES else base
+
+
+def _top_level(tree: ast.Module) -> set[ast.stmt]:
+    """The statements of the module body, and of its top-level if/try blocks (TYPE_CHECKING, fallbacks)."""
+    found: set[ast.stmt] = set()
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        statement = pending.pop()
+        found.add(statement)
+        if isinstance(statement, (ast.If, ast.Try)):
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                for item in getattr(statement, block, []):
+                    pending.extend(item.body if isinstance(item, ast.ExceptHandler) else [item])
+    return found
+
+
+@functools.cache
+def _parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for name, path in MODULES.items():
+        tree = _parse(path)
+        top = _top_level(tree)
+        graph[name] = {target for statement, target in _imports(tree) if statement in top and target in MODULES}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (or a module importing itself): Tarjan."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _where(path: Path, node: ast.AST) -> str:
+    return "%s:%d" % (path.relative_to(PLUGINS), getattr(node, "lineno", 0))
+
+
+def test_no_import_cycle_between_module_utils_modules():
+    cycles = _cycles(_graph())
+    assert cycles == [], "modules that import each other, directly or around a loop: %s" % cycles
+
+
+def test_no_function_level_import_of_the_collection():
+    found = []
+    for path in PLUGIN_FILES:
+        tree = _parse(path)
+        top = _top_level(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and node not in top:
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                if any(name.startswith(COLLECTION) for name in names):
+                    found.append(_where(path, node))
+    assert found == [], "imports inside a function or class (they hide a cycle): %s" % found
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_pure_layers_import_only_what_they_may(layer):
+    found = []
+    for name, path in MODULES.items():
+        if not (name + ".").startswith(layer) and name != layer:
+            continue
+        for statement, target in _imports(_parse(path)):
+            if not target.startswith(ALLOWED[layer]):
+                found.append("%s imports %s" % (_where(path, statement), target))
+    assert found == [], "%s may import only %s: %s" % (layer, ALLOWED[layer] or "the standard library", found)
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layers_do_not_import_what_their_docstring_forbids(layer):
+    found = [
+        "%s imports %s" % (_where(path, statement), target)
+        for name, path in MODULES.items()
+        if name.startswith(layer)
+        for statement, target in _imports(_parse(path))
+        if target.startswith(FORBIDDEN[layer])
+    ]
+    assert found == [], "%s must not import %s: %s" % (layer, ", ".join(FORBIDDEN[layer]), found)
+
+
+def test_engine_files_are_reached_through_the_registry():
+    found = []
+    for path in PLUGIN_FILES:
+        relative = str(path.relative_to(PLUGINS))
+        if relative.startswith("module_utils/scheduler/") or relative in ENGINE_IMPORTERS:
+            continue
+        for statement, target in _imports(_parse(path)):
+            if target in ENGINE_FILES:
+                found.append("%s imports %s" % (_where(path, statement), target))
+    assert found == [], "import scheduler.registry and ask it for the backend instead: %s" % found
+
+
+def test_listed_exceptions_exist():
+    # An exception that no longer applies is removed from its list, not left to cover a new one.
+    for relative in [*ENGINE_IMPORTERS, *NOT_ENGINE_COMPARISONS]:
+        assert (PLUGINS / relative).is_file(), relative
+
+
+def _engine_names(node: ast.AST) -> set[str]:
+    """Engine names written as string literals in ``node`` (a constant, or a tuple/list/set of them)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ENGINE_NAMES:
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*(_engine_names(item) for item in node.elts)) if node.elts else set()
+    return set()
+
+
+def test_no_comparison_with_an_engine_name_outside_scheduler():
+    found = []
+    for path in PLUGIN_FILES:
+        relative = str(path.relative_to(PLUGINS))
+        if relative.startswith("module_utils/scheduler/") or relative in NOT_ENGINE_COMPARISONS:
+            continue
+        for node in ast.walk(_parse(path)):
+            if isinstance(node, ast.Compare):
+                names = set().union(*(_engine_names(operand) for operand in (node.left, *node.comparators)))
+                if names:
+                    found.append("%s compares with %s" % (_where(path, node), ", ".join(sorted(names))))
+    assert found == [], "ask the engine's backend (scheduler/base.py) instead of its name: %s" % found
+
+
+def test_the_walk_sees_the_layers():
+    # The tests above pass vacuously if the walk finds nothing: it must see the known edges.
+    graph = _graph()
+    assert "scheduler.kai" in graph["scheduler.registry"]
+    assert "tenancy.names" in graph["tenancy.projects"]
+    assert "scheduler.registry" in graph["validate.scenario_runner"]
