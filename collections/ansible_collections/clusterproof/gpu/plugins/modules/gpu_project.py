@@ -137,7 +137,6 @@ ARGUMENT_SPEC = {
     "users": {"type": "list", "elements": "str", "default": []},
     "groups": {"type": "list", "elements": "str", "default": []},
     "force": {"type": "bool", "default": False},
-    "scheduler": {"type": "str", "choices": list(registry.names()), "default": registry.DEFAULT},
     "gpu_lending_limit": {"type": "float"},
 }
 # The project's fields its rules cover (tenancy/projects.py); gpu_quota is required when present.
@@ -215,7 +214,9 @@ def _work(module):
 
 
 def main():
-    runner.run_module(runner.argument_spec(ARGUMENT_SPEC, auth=True), _work, doing="making the project exist")
+    runner.run_module(
+        runner.argument_spec(ARGUMENT_SPEC, registry.ARG_SPEC, auth=True), _work, doing="making the project exist"
+    )
 
 
 def _shown(obj, manifest):

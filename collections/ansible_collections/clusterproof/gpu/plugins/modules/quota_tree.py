@@ -53,7 +53,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import qu
 
 OPTIONS = {
     "tree": {"type": "list", "elements": "dict", "required": True},
-    "scheduler": {"type": "str", "default": registry.DEFAULT, "choices": list(registry.names())},
 }
 
 
@@ -79,7 +78,9 @@ def _work(module):
 
 
 def main():
-    runner.run_module(runner.argument_spec(OPTIONS, auth=True), _work, doing="making the quota tree exist")
+    runner.run_module(
+        runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True), _work, doing="making the quota tree exist"
+    )
 
 
 if __name__ == "__main__":

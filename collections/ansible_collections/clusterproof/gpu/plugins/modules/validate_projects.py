@@ -53,7 +53,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import p
 
 OPTIONS = {
     "projects": {"type": "list", "elements": "dict", "required": True},
-    "scheduler": {"type": "str", "default": registry.DEFAULT, "choices": list(registry.names())},
 }
 
 
@@ -87,7 +86,7 @@ def _work(module):
 
 
 def main():
-    runner.run_module(runner.argument_spec(OPTIONS, auth=True), _work, doing="reading the projects")
+    runner.run_module(runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True), _work, doing="reading the projects")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import qu
 
 OPTIONS = {
     "tree": {"type": "list", "elements": "dict", "required": True},
-    "scheduler": {"type": "str", "default": registry.DEFAULT, "choices": list(registry.names())},
 }
 
 
@@ -138,7 +137,9 @@ def _work(module):
 
 
 def main():
-    runner.run_module(runner.argument_spec(OPTIONS, auth=True), _work, doing="reading the quota tree")
+    runner.run_module(
+        runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True), _work, doing="reading the quota tree"
+    )
 
 
 if __name__ == "__main__":

@@ -108,7 +108,6 @@ OPTIONS = {
     "arrival_seconds": {"type": "float", "default": 3},
     "step_timeout": {"type": "int", "default": 180},
     "namespace_prefix": {"type": "str", "default": "scn-"},
-    "scheduler": {"type": "str", "default": registry.DEFAULT, "choices": list(registry.names())},
 }
 
 
@@ -137,7 +136,7 @@ def _run(module):
 
 
 def main():
-    spec = runner.argument_spec(OPTIONS, auth=True)
+    spec = runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True)
     runner.run_module(spec, _run, doing="running the scenario", expected=(scenario_runner.ScenarioRefused,))
 
 

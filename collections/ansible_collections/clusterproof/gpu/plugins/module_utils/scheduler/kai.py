@@ -473,13 +473,11 @@ class KaiBackend(base.Backend):
     def project_objects(self, project: projects.Project, group: str | None = None) -> list[dict[str, Any]]:
         return [project_queue_manifest(project, group or DEPARTMENT_QUEUE)]
 
-    def project_readback(self, project: projects.Project, found: Mapping[str, Any] | None) -> base.ProjectReadback:
-        return project_readback(project, found)
-
-    def tree_objects(
-        self, nodes: Sequence[quota_tree.TreeNode], weights: Mapping[str, float] | None = None
-    ) -> list[dict[str, Any]]:
-        return tree_manifests(nodes, weights)
+    # The module's functions are the backend's methods.
+    project_readback = staticmethod(project_readback)
+    tree_objects = staticmethod(tree_manifests)
+    job_manifest = staticmethod(job_manifest)
+    pod_gpus = staticmethod(pod_gpus)
 
     def tree_differences(
         self, nodes: Sequence[quota_tree.TreeNode], found: Iterable[Mapping[str, Any]]
@@ -488,18 +486,12 @@ class KaiBackend(base.Backend):
         declared = quota_tree.declared_resources(nodes)
         return {node.name: tree_queue_differences(node, queues.get(node.name), declared) for node in nodes}
 
-    def job_manifest(self, workload: workloads.Workload, settings: workloads.ProjectSettings) -> dict[str, Any]:
-        return job_manifest(workload, settings)
-
     def workload_manifests(
         self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int | None, resource: str
     ) -> list[dict[str, Any]]:
         if replicas is None:
             return [job_manifest(workload, settings)]
         return [deployment_manifest(workload, settings, replicas, resource)]
-
-    def pod_gpus(self, pod: Any) -> float:
-        return pod_gpus(pod)
 
     def shared_gpu_group(self, pod: Any) -> str | None:
         group = (pod.metadata.labels or {}).get(GPU_GROUP_LABEL)

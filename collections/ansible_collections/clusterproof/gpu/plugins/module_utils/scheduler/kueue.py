@@ -664,13 +664,11 @@ class KueueBackend(base.Backend):
     def project_objects(self, project: Project, group: str | None = None) -> list[dict[str, Any]]:
         return project_manifests(project, group or COHORT)
 
-    def project_readback(self, project: Project, found: Mapping[str, Any] | None) -> base.ProjectReadback:
-        return project_readback(project, found)
-
-    def tree_objects(
-        self, nodes: Sequence[quota_tree.TreeNode], weights: Mapping[str, float] | None = None
-    ) -> list[dict[str, Any]]:
-        return tree_manifests(nodes, weights)
+    # The module's functions are the backend's methods.
+    project_readback = staticmethod(project_readback)
+    tree_objects = staticmethod(tree_manifests)
+    job_manifest = staticmethod(job_manifest)
+    pod_gpus = staticmethod(pod_gpus)
 
     def tree_differences(
         self, nodes: Sequence[quota_tree.TreeNode], found: Iterable[Mapping[str, Any]]
@@ -687,18 +685,12 @@ class KueueBackend(base.Backend):
     def site_objects(self) -> list[dict[str, Any]]:
         return [resource_flavor_manifest(), *priority_class_manifests()]
 
-    def job_manifest(self, workload: workloads.Workload, settings: workloads.ProjectSettings) -> dict[str, Any]:
-        return job_manifest(workload, settings)
-
     def workload_manifests(
         self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int | None, resource: str
     ) -> list[dict[str, Any]]:
         if replicas is None:
             return [job_manifest(workload, settings)]
         return replica_jobs(workload, settings, replicas, resource)
-
-    def pod_gpus(self, pod: Any) -> float:
-        return pod_gpus(pod)
 
 
 BACKEND = KueueBackend()

@@ -18,6 +18,8 @@ _BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (kai.BACKE
 DEFAULT = kai.BACKEND.name
 # What an inventory may say instead of an engine: no scheduler is installed.
 NONE = "none"
+# The ``scheduler`` option of every module that acts on the site's engine (its choices: ``names()``).
+ARG_SPEC = {"scheduler": {"type": "str", "default": DEFAULT, "choices": sorted(_BACKENDS)}}
 # Every engine's processes on the sandbox, so that installing one can stop the others.
 _SANDBOX_PROCESSES = {kai.BACKEND.name: kai.SANDBOX_PROCESSES, kueue.BACKEND.name: kueue.SANDBOX_PROCESSES}
 
