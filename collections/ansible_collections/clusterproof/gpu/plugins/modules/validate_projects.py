@@ -17,13 +17,9 @@ options:
     type: list
     elements: dict
     required: true
-  scheduler:
-    description: The site's scheduler; KAI queues or Kueue ClusterQueues are read.
-    type: str
-    default: kai
-    choices: [kai, kueue]
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
+  - clusterproof.gpu.scheduler
 author:
   - clusterproof developers
 """

@@ -18,14 +18,9 @@ options:
     type: list
     elements: dict
     required: true
-  scheduler:
-    description:
-      - The site's scheduler; its objects for the tree are checked (KAI Queues, or Kueue Cohorts and ClusterQueues).
-    type: str
-    default: kai
-    choices: [kai, kueue]
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
+  - clusterproof.gpu.scheduler
 author:
   - clusterproof developers
 """

@@ -19,6 +19,9 @@ description:
     workloads kept off the GPU nodes it does not use. Written expectations are checked where the
     model, sized to the site, agrees with them; the model's prediction is checked always. A site
     too small for the scenario skips it with the reason.
+  - The engine named by O(scheduler) is held to the model of its own fairness policy; where that
+    differs from the policy the scenario's tables were written for, a difference from the tables is
+    a warning and the report says whether the engine reproduces the document.
 version_added: 0.1.0
 options:
   scenario_file:
@@ -50,17 +53,9 @@ options:
     description: Prefix of the scenario's namespaces and queues.
     type: str
     default: scn-
-  scheduler:
-    description:
-      - The GPU scheduler (engine) the cluster runs. Its fairness policy is what the model predicts
-        and the scheduler is held to; where it differs from the policy the scenario's tables were
-        written for, a difference from the tables is a warning and the report says whether the
-        engine reproduces the document.
-    type: str
-    default: kai
-    choices: [kai, kueue]
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
+  - clusterproof.gpu.scheduler
 author:
   - clusterproof developers
 """
