@@ -187,9 +187,10 @@ class _Run:
             raise Interrupted("interrupted by signal %d" % signum)
 
         previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-        objects = project_objects(self.scenario, self.prefix, self.plan.gpus, self.backend)
+        objects: list[dict[str, Any]] = []
         error = None
         try:
+            objects = project_objects(self.scenario, self.prefix, self.plan.gpus, self.backend)
             # What the scenario's workloads refer to of the site (the engine's install makes it; kept after).
             for manifest in self.backend.site_objects():
                 self.applier.apply(manifest)
