@@ -1,4 +1,5 @@
-"""Make the collection importable as ``ansible_collections.clusterproof.gpu`` in every test."""
+"""Make the collection importable as ``ansible_collections.clusterproof.gpu``, and the entry point's
+``cli`` package, in every test."""
 
 import json
 import os
@@ -7,9 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-COLLECTIONS = Path(__file__).resolve().parents[1] / "collections"
-if str(COLLECTIONS) not in sys.path:
-    sys.path.insert(0, str(COLLECTIONS))
+REPO = Path(__file__).resolve().parents[1]
+COLLECTIONS = REPO / "collections"
+for path in (COLLECTIONS, REPO):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 
 def run_module_file(module: Path, arguments: dict[str, Any], timeout: int = 120) -> dict[str, Any]:

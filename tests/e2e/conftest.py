@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import random
-import re
 import socket
 import subprocess
 import sys
@@ -21,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from cli import playbook as runner
+from cli.playbook import PlaybookRun
+
 REPO = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 # The control plane uses base..base+6, KAI scheduler base+10..base+18, Kueue base+19..base+21,
 # Koordinator's scheduler base+22..base+23.
 PORTS_PER_SANDBOX = 24
@@ -60,31 +61,10 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.5):
         time.sleep(interval)
 
 
-@dataclass
-class PlaybookRun:
-    returncode: int
-    output: str
-
-    def recap(self, host: str = "localhost") -> dict[str, int]:
-        match = re.search(rf"^{re.escape(host)}\s*:\s*(.*)$", self.output, re.MULTILINE)
-        assert match, f"no PLAY RECAP line for {host} in:\n{self.output[-3000:]}"
-        return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(1))}
-
-
 def run_playbook(playbook: str, *args: str, inventory: str | Path | None = None, timeout: int = 900) -> PlaybookRun:
-    env = dict(os.environ)
-    env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
-    env["PATH"] = "{}:{}".format(Path(sys.executable).parent, env.get("PATH", ""))
-    env["ANSIBLE_NOCOLOR"] = "1"
-    command = [
-        str(ANSIBLE_PLAYBOOK),
-        "-i",
-        str(inventory or REPO / "inventories" / "sandbox"),
-        str(REPO / playbook),
-        *args,
-    ]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    return PlaybookRun(done.returncode, done.stdout + done.stderr)
+    """Run a playbook of the repository through the entry point's ansible-runner code; the result
+    carries the output, the PLAY RECAP and which tasks changed on which host, read from the events."""
+    return runner.run_playbook(playbook, args, inventory=inventory or REPO / "inventories" / "sandbox", timeout=timeout)
 
 
 def ansible_module(module: str, args: dict, sandbox: Sandbox) -> subprocess.CompletedProcess:
