@@ -26,19 +26,11 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import bu
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import koordinator
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
+from ..conftest import ALIBABA_QUOTA_TREE as TREE
 from .conftest import REPO, free_port_base, run_playbook, sandbox_vars, wait_for
 
 pytestmark = pytest.mark.sandbox
 
-TREE = [
-    {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}},
-    {"name": "root-a", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}},
-    {"name": "root-b", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}},
-    {"name": "root-a-1", "parent": "root-a", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace1"]},
-    {"name": "root-a-2", "parent": "root-a", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace2"]},
-    {"name": "root-b-1", "parent": "root-b", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace3"]},
-    {"name": "root-b-2", "parent": "root-b", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace4"]},
-]
 NAMESPACES = ("namespace1", "namespace2", "namespace3", "namespace4")
 REPLICAS, CPUS = 5, 5
 NODE_CPUS = 40
