@@ -29,13 +29,42 @@ REPO = Path(__file__).resolve().parents[2]
 PORTS_PER_SANDBOX = 24
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests for pytest-xdist (``--dist loadgroup``) by the sandbox they share, so that
+    each worker brings up a sandbox once: the tests on the session's sandbox in one group, the tests
+    on a module's (or a module parameter's) sandbox in one group each. A test with a sandbox of its
+    own (``own_sandbox``) has no group and runs on whichever worker is free."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and (group := sandbox_group(item)):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def sandbox_group(item: pytest.Item) -> str | None:
+    names = getattr(item, "fixturenames", ())
+    if "sandbox" in names:
+        return "session-sandbox"
+    callspec = getattr(item, "callspec", None)
+    for name in names:
+        definitions = item._fixtureinfo.name2fixturedefs.get(name, ())  # type: ignore[attr-defined]
+        if any(definition.scope in ("module", "package", "class") for definition in definitions):
+            param = callspec.params.get(name) if callspec else None
+            return "%s::%s%s" % (item.module.__name__, name, "" if param is None else "[%s]" % param)
+    return None
+
+
 def free_port_base() -> int:
     """A base port whose whole range is free on 127.0.0.1, so test sandboxes never collide with a
     developer's sandbox or with another test run on the same machine."""
     rng = random.Random()
+    # Each pytest-xdist worker (gw0, gw1...) draws from its own slice of the range, so that two
+    # workers probing at the same moment never pick the same free range.
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    slice_size = (32000 - 20000) // workers // PORTS_PER_SANDBOX * PORTS_PER_SANDBOX
+    low = 20000 + worker * slice_size
     for _ in range(200):
         # Below the ephemeral range (32768 and up on Linux), where client sockets take their ports.
-        base = rng.randrange(20000, 32000, PORTS_PER_SANDBOX)
+        base = rng.randrange(low, low + slice_size - PORTS_PER_SANDBOX, PORTS_PER_SANDBOX)
         sockets = []
         try:
             for port in range(base, base + PORTS_PER_SANDBOX):
