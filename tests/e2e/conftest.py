@@ -14,16 +14,19 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+import yaml
 
 from cli import playbook as runner
 from cli.playbook import PlaybookRun
 
 REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 # The control plane uses base..base+6, KAI scheduler base+10..base+18, Kueue base+19..base+21,
 # Koordinator's scheduler base+22..base+23.
 PORTS_PER_SANDBOX = 24
@@ -96,19 +99,45 @@ def run_playbook(playbook: str, *args: str, inventory: str | Path | None = None,
     return runner.run_playbook(playbook, args, inventory=inventory or REPO / "inventories" / "sandbox", timeout=timeout)
 
 
-def ansible_module(module: str, args: dict, sandbox: Sandbox) -> subprocess.CompletedProcess:
-    """Run one module of the collection on localhost against the sandbox, as an admin would ad hoc."""
+def ad_hoc(module: str, args: dict, *flags: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run one module on localhost ad hoc (``ansible localhost -m MODULE -a ARGS``), as an admin would."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
-    args = {"kubeconfig": str(sandbox.kubeconfig), **args}
     return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", module, "-a", json.dumps(args)],
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", module, "-a", json.dumps(args), *flags],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
     )
+
+
+def ansible_module(module: str, args: dict, sandbox: Sandbox) -> subprocess.CompletedProcess:
+    """Run one module of the collection on localhost against the sandbox, as an admin would ad hoc."""
+    return ad_hoc(module, {"kubeconfig": str(sandbox.kubeconfig), **args})
+
+
+def helm_template(args: dict) -> list[dict]:
+    """The documents ``kubernetes.core.helm_template`` renders for ``args``."""
+    done = ad_hoc("kubernetes.core.helm_template", args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [doc for doc in yaml.safe_load_all(module_result(done)["stdout"]) if doc]
+
+
+def settled(observe: Callable[[], T], seconds: float, timeout: float) -> T | None:
+    """Poll ``observe`` until its value has not changed for ``seconds``; return it (the last value
+    seen when ``timeout`` passes first)."""
+    last, since = None, time.monotonic()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = observe()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= seconds:
+            return now
+        time.sleep(1)
+    return last
 
 
 def module_result(done: subprocess.CompletedProcess) -> dict:
@@ -131,14 +160,19 @@ def own_sandbox(inventory: Path, state_dir: Path, scheduler: bool = True) -> Ite
             assert installed.returncode == 0, installed.output[-3000:]
         yield Sandbox(state_dir, port_base, up)
     finally:
-        down = run_playbook(
-            "playbooks/sandbox.yml",
-            "-e",
-            "sandbox_cluster_state=down",
-            *sandbox_vars(state_dir, port_base),
-            inventory=inventory,
-        )
+        down = sandbox_down(state_dir, port_base, inventory)
         assert down.returncode == 0, down.output[-3000:]
+
+
+def sandbox_down(state_dir: Path, port_base: int, inventory: str | Path | None = None) -> PlaybookRun:
+    """Stop a test's sandbox and remove its state."""
+    return run_playbook(
+        "playbooks/sandbox.yml",
+        "-e",
+        "sandbox_cluster_state=down",
+        *sandbox_vars(state_dir, port_base),
+        inventory=inventory,
+    )
 
 
 def sandbox_vars(state_dir: Path, port_base: int) -> list[str]:
@@ -168,7 +202,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         assert up.returncode == 0, up.output[-5000:]
         yield Sandbox(state_dir, port_base, up)
     finally:
-        run_playbook("playbooks/sandbox.yml", "-e", "sandbox_cluster_state=down", *sandbox_vars(state_dir, port_base))
+        sandbox_down(state_dir, port_base)
 
 
 @pytest.fixture(scope="session")

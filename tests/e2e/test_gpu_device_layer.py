@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from kubernetes.client.rest import ApiException
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
-from .conftest import REPO, run_playbook, wait_for
+from .conftest import ad_hoc, run_playbook, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -33,23 +32,7 @@ FIELD_MANAGER = "clusterproof-chart-check"
 
 def release_of(**settings) -> dict:
     """What the role's module returns for these settings: chart directory, release and values."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-m",
-            "clusterproof.gpu.gpu_device_layer",
-            "-a",
-            json.dumps(settings),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = ad_hoc("clusterproof.gpu.gpu_device_layer", settings)
     result = json.loads(done.stdout.split("=>", 1)[1])
     return {"returncode": done.returncode, **result}
 

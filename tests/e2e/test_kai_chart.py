@@ -8,10 +8,6 @@ fails here, not at a site.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -19,15 +15,13 @@ from kubernetes import dynamic
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
-from .conftest import REPO
+from .conftest import REPO, helm_template
 
 pytestmark = pytest.mark.sandbox
 
 
 def render(values: dict) -> list[dict]:
     plan = sandbox_build.plan()
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
     args = {
         "chart_ref": str(plan.kai_chart),
         "binary_path": str(plan.binary("helm")),
@@ -36,24 +30,7 @@ def render(values: dict) -> list[dict]:
         "release_values": values,
         "include_crds": False,
     }
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-m",
-            "kubernetes.core.helm_template",
-            "-a",
-            json.dumps(args),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads(done.stdout.split("=>", 1)[1])
-    return [doc for doc in yaml.safe_load_all(result["stdout"]) if doc]
+    return helm_template(args)
 
 
 def test_chart_renders_with_the_role_values_and_the_api_server_accepts_it(kai_site, api_client):

@@ -9,9 +9,6 @@ holds it to that prediction, computed from the tree and the pods' requests, and 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +24,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
 from ..conftest import ALIBABA_QUOTA_TREE as TREE
-from .conftest import REPO, free_port_base, run_playbook, sandbox_vars, wait_for
+from .conftest import ad_hoc, free_port_base, module_result, run_playbook, sandbox_down, sandbox_vars, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -64,25 +61,8 @@ def _inventory(directory: Path) -> Path:
 
 def _module(args: dict, *flags: str) -> tuple[int, dict]:
     """Run koordinator_scheduler on localhost, as an admin would ad hoc; its exit status and result."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-m",
-            "clusterproof.gpu.koordinator_scheduler",
-            "-a",
-            json.dumps(args),
-            *flags,
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return done.returncode, json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
+    done = ad_hoc("clusterproof.gpu.koordinator_scheduler", args, *flags)
+    return done.returncode, module_result(done)
 
 
 def _deployment(namespace: str) -> dict:
@@ -209,11 +189,5 @@ def test_koordinator_runs_the_guides_quota_tree(tmp_path):
         assert rc == 0 and stopped["changed"] is False, stopped
     finally:
         _module({"state": "absent", "state_dir": str(state_dir)})
-        down = run_playbook(
-            "playbooks/sandbox.yml",
-            "-e",
-            "sandbox_cluster_state=down",
-            *sandbox_vars(state_dir, port_base),
-            inventory=inventory,
-        )
+        down = sandbox_down(state_dir, port_base, inventory)
         assert down.returncode == 0, down.output[-3000:]

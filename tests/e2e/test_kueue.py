@@ -5,10 +5,6 @@ comes from the real Kueue and kube-scheduler."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +18,17 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import bu
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, workloads
 
-from .conftest import REPO, PlaybookRun, free_port_base, run_playbook, sandbox_vars, wait_for
+from .conftest import (
+    REPO,
+    PlaybookRun,
+    free_port_base,
+    helm_template,
+    run_playbook,
+    sandbox_down,
+    sandbox_vars,
+    settled,
+    wait_for,
+)
 
 pytestmark = pytest.mark.sandbox
 NODES = ("gpu-1", "gpu-2")
@@ -78,13 +84,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         assert first.returncode == 0, first.output[-5000:]
         yield Site(inventory, state_dir, port_base, first)
     finally:
-        run_playbook(
-            "playbooks/sandbox.yml",
-            "-e",
-            "sandbox_cluster_state=down",
-            *sandbox_vars(state_dir, port_base),
-            inventory=inventory,
-        )
+        sandbox_down(state_dir, port_base, inventory)
 
 
 @pytest.fixture
@@ -134,16 +134,7 @@ def running_gpus(api, project: str) -> int:
 
 def stable(api, seconds: float = 8.0, timeout: float = 120.0) -> dict[str, int]:
     """Poll until every team's running GPUs have not changed for ``seconds``; return them."""
-    last, since = None, time.monotonic()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        now = {team: running_gpus(api, team) for team in TEAMS}
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= seconds:
-            return now
-        time.sleep(1)
-    return last
+    return settled(lambda: {team: running_gpus(api, team) for team in TEAMS}, seconds, timeout)
 
 
 def test_projects_are_cluster_queues_and_local_queues_as_declared(site, api):
@@ -249,8 +240,6 @@ def test_lending_limit_above_the_quota_stops_before_anything_runs(tmp_path):
 def render_chart(values: dict) -> list[dict]:
     """Kueue's chart from the build cache, rendered by helm (kubernetes.core.helm_template)."""
     plan = sandbox_build.plan()
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
     args = {
         "chart_ref": str(plan.share_dir / "kueue" / "chart"),
         "binary_path": str(plan.binary("helm")),
@@ -258,17 +247,7 @@ def render_chart(values: dict) -> list[dict]:
         "release_namespace": kueue.SYSTEM_NAMESPACE,
         "release_values": values,
     }
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "kubernetes.core.helm_template"]
-        + ["-a", json.dumps(args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return [doc for doc in yaml.safe_load_all(json.loads(done.stdout.split("=>", 1)[1])["stdout"]) if doc]
+    return helm_template(args)
 
 
 def test_chart_renders_with_the_role_values_and_the_api_server_accepts_it(site, api):
