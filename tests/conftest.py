@@ -52,5 +52,17 @@ def quota_tree_of_scenario(name: str) -> list[dict[str, Any]]:
     return tree
 
 
+# The host test suite's tests, in the order the suite runs them (node/host_tests.py).
+HOST_SUITE_TESTS = [
+    "driver-is-loaded-and-of-the-pinned-branch",
+    "nouveau-is-not-loaded",
+    "gpu-count-is-the-inventorys",
+    "every-gpu-runs-the-loaded-driver",
+    "persistence-mode-is-on",
+    "containerd-runs-the-nvidia-runtime",
+    "docker-runs-the-nvidia-runtime",
+    "a-container-sees-the-gpus",
+]
+
 # Alibaba Cloud's elastic quota tree, the guide's 40 cores (scenarios/alibaba-elastic-quota-tree.yml).
 ALIBABA_QUOTA_TREE = quota_tree_of_scenario("alibaba-elastic-quota-tree")
