@@ -21,7 +21,9 @@ from typing import TypeVar
 
 import pytest
 import yaml
+from kubernetes import dynamic
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 from cli import playbook as runner
 from cli.playbook import PlaybookRun
 
@@ -123,6 +125,37 @@ def helm_template(args: dict) -> list[dict]:
     done = ad_hoc("kubernetes.core.helm_template", args)
     assert done.returncode == 0, done.stdout + done.stderr
     return [doc for doc in yaml.safe_load_all(module_result(done)["stdout"]) if doc]
+
+
+def render_role_chart(role: str, chart_ref: Path, release: str, namespace: str, **options) -> list[dict]:
+    """A chart from the build cache rendered with ``role``'s Helm values (its defaults'
+    ``<role>_helm_values``), by helm through kubernetes.core.helm_template."""
+    defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+    args = {
+        "chart_ref": str(chart_ref),
+        "binary_path": str(sandbox_build.plan().binary("helm")),
+        "release_name": release,
+        "release_namespace": namespace,
+        "release_values": defaults[f"{role}_helm_values"],
+        **options,
+    }
+    return helm_template(args)
+
+
+def dry_run_apply(api, objects: list[dict], namespace: str, **options) -> None:
+    """Server-side apply every object as a dry run, so the API server validates it (a namespaced
+    object without a namespace goes to ``namespace``)."""
+    resources = dynamic.DynamicClient(api).resources
+    for obj in objects:
+        resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        resource.server_side_apply(
+            body=obj,
+            name=obj["metadata"]["name"],
+            namespace=(obj["metadata"].get("namespace") or namespace) if resource.namespaced else None,
+            field_manager="clusterproof-chart-check",
+            dry_run="All",
+            **options,
+        )
 
 
 def settled(observe: Callable[[], T], seconds: float, timeout: float) -> T | None:

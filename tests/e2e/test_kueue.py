@@ -19,10 +19,10 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, workloads
 
 from .conftest import (
-    REPO,
     PlaybookRun,
+    dry_run_apply,
     free_port_base,
-    helm_template,
+    render_role_chart,
     run_playbook,
     sandbox_down,
     sandbox_vars,
@@ -237,23 +237,10 @@ def test_lending_limit_above_the_quota_stops_before_anything_runs(tmp_path):
     assert not state_dir.exists()
 
 
-def render_chart(values: dict) -> list[dict]:
-    """Kueue's chart from the build cache, rendered by helm (kubernetes.core.helm_template)."""
-    plan = sandbox_build.plan()
-    args = {
-        "chart_ref": str(plan.share_dir / "kueue" / "chart"),
-        "binary_path": str(plan.binary("helm")),
-        "release_name": "kueue",
-        "release_namespace": kueue.SYSTEM_NAMESPACE,
-        "release_values": values,
-    }
-    return helm_template(args)
-
-
 def test_chart_renders_with_the_role_values_and_the_api_server_accepts_it(site, api):
     """Real clusters get Kueue from its chart: a wrong value fails here, not at a site."""
-    defaults = yaml.safe_load((REPO / "roles" / "kueue_scheduler" / "defaults" / "main.yml").read_text())
-    objects = render_chart(defaults["kueue_scheduler_helm_values"])
+    chart = sandbox_build.plan().share_dir / "kueue" / "chart"
+    objects = render_role_chart("kueue_scheduler", chart, "kueue", kueue.SYSTEM_NAMESPACE)
     manager = next(o for o in objects if o["kind"] == "Deployment" and "controller-manager" in o["metadata"]["name"])
     image = manager["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image.endswith(":v0.16.2"), image
@@ -268,23 +255,15 @@ def test_chart_renders_with_the_role_values_and_the_api_server_accepts_it(site, 
     crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
     applied = resources_named(api, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
     assert crds and crds <= applied, crds - applied
-    resources = dynamic.DynamicClient(api).resources
+    checked = []
     for obj in objects:
         if obj["kind"] == "CustomResourceDefinition":
             continue
         if obj["kind"].endswith("WebhookConfiguration"):
             # The sandbox's registrations of the same name call Kueue by URL: check the chart's apart.
             obj = {**obj, "metadata": {**obj["metadata"], "name": obj["metadata"]["name"] + "-chart-check"}}
-        resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        namespace = (obj["metadata"].get("namespace") or kueue.SYSTEM_NAMESPACE) if resource.namespaced else None
-        resource.server_side_apply(
-            body=obj,
-            name=obj["metadata"]["name"],
-            namespace=namespace,
-            field_manager="clusterproof-chart-check",
-            force_conflicts=True,
-            dry_run="All",
-        )
+        checked.append(obj)
+    dry_run_apply(api, checked, kueue.SYSTEM_NAMESPACE, force_conflicts=True)
 
 
 def site_projects(site: Site) -> list[projects.Project]:

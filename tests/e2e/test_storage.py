@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import client, dynamic
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import chart_source, storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
-from .conftest import REPO, ansible_module, run_playbook, wait_for
+from .conftest import REPO, ansible_module, dry_run_apply, run_playbook, wait_for
 
 pytestmark = pytest.mark.sandbox
 # helm built from its module renders for Kubernetes v1.20 unless told; the sandbox's version.
@@ -163,18 +163,8 @@ def helm_template(chart: Path | str, release: str, namespace: str, values: dict)
 
 def dry_run(api_client, objects: list[dict], namespace: str) -> None:
     """Server-side apply with dryRun=All: the API server validates each object, changes nothing."""
-    resources = dynamic.DynamicClient(api_client).resources
-    for obj in objects:
-        resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        resource.server_side_apply(
-            body=obj,
-            name=obj["metadata"]["name"],
-            namespace=(obj["metadata"].get("namespace") or namespace) if resource.namespaced else None,
-            field_manager="clusterproof-chart-check",
-            # The sandbox's own local-path objects (same names) belong to another field manager.
-            force_conflicts=True,
-            dry_run="All",
-        )
+    # The sandbox's own local-path objects (same names) belong to another field manager.
+    dry_run_apply(api_client, objects, namespace, force_conflicts=True)
 
 
 def ensure_namespace(api_client, name: str) -> None:
