@@ -25,6 +25,9 @@ PLAYBOOKS = {
     "down": ("playbooks/sandbox.yml", ["-e", "sandbox_cluster_state=down"]),
 }
 HEARTBEAT_S = 60.0
+# Where a run's log waits until the report's directory is known (and stays when none is written:
+# ``down``, --check, or a run that failed before the report).
+RUNS_DIR = REPO / "reports" / "runs"
 
 
 class LiveView:
@@ -75,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The report directory is known only when site_report has run: keep the log in a run directory
     # of its own until then, and move it beside the report at the end.
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    run_dir = REPO / "reports" / "runs" / f"{stamp}-{options.command}"
+    run_dir = RUNS_DIR / f"{stamp}-{options.command}"
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with (run_dir / EVENTS_FILE).open("w") as events_log:
