@@ -127,6 +127,20 @@ def helm_template(args: dict) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(module_result(done)["stdout"]) if doc]
 
 
+def helm_render(chart: Path | str, release: str, namespace: str, values: dict, *flags: str) -> list[dict]:
+    """``helm template`` (the build cache's helm) of ``chart`` with ``values``, CRDs included."""
+    done = subprocess.run(
+        [str(sandbox_build.plan().binary("helm")), "template", release, str(chart), "--namespace", namespace]
+        + ["--include-crds", *flags, "-f", "-"],
+        input=yaml.safe_dump(values),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
 def render_role_chart(role: str, chart_ref: Path, release: str, namespace: str, **options) -> list[dict]:
     """A chart from the build cache rendered with ``role``'s Helm values (its defaults'
     ``<role>_helm_values``), by helm through kubernetes.core.helm_template."""

@@ -24,7 +24,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.install import ch
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
-from .conftest import REPO, ansible_module, dry_run_apply, run_playbook, wait_for
+from .conftest import REPO, ansible_module, dry_run_apply, helm_render, run_playbook, wait_for
 
 pytestmark = pytest.mark.sandbox
 # helm built from its module renders for Kubernetes v1.20 unless told; the sandbox's version.
@@ -137,28 +137,7 @@ def test_sandbox_mode_refuses_classes_it_cannot_provision(sandbox):
 
 
 def helm_template(chart: Path | str, release: str, namespace: str, values: dict) -> list[dict]:
-    helm = sandbox_build.plan().binary("helm")
-    done = subprocess.run(
-        [
-            str(helm),
-            "template",
-            release,
-            str(chart),
-            "--namespace",
-            namespace,
-            "--include-crds",
-            "--kube-version",
-            KUBE_VERSION,
-            "-f",
-            "-",
-        ],
-        input=yaml.safe_dump(values),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return helm_render(chart, release, namespace, values, "--kube-version", KUBE_VERSION)
 
 
 def dry_run(api_client, objects: list[dict], namespace: str) -> None:
