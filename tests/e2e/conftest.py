@@ -35,10 +35,14 @@ PORTS_PER_SANDBOX = 24
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group the tests for pytest-xdist (``--dist loadgroup``) by the sandbox they share, so that
-    each worker brings up a sandbox once: the tests on the session's sandbox in one group, the tests
-    on a module's (or a module parameter's) sandbox in one group each. A test with a sandbox of its
-    own (``own_sandbox``) has no group and runs on whichever worker is free."""
+    """Group the tests for pytest-xdist (``--dist loadgroup``) by the sandbox they use, so that a
+    module's tests run in order on one worker and each worker brings up a sandbox once:
+
+    - a module's tests on the session's sandbox: one group per module. Each worker has its own
+      session sandbox (session fixtures are per worker), so modules run side by side, each on the
+      sandbox of the worker that took it, as they ran one after the other on one sandbox before;
+    - the tests on a module's (or a module parameter's) sandbox: one group each;
+    - a test with a sandbox of its own (``own_sandbox``): no group, on whichever worker is free."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None and (group := sandbox_group(item)):
             item.add_marker(pytest.mark.xdist_group(group))
@@ -47,7 +51,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def sandbox_group(item: pytest.Item) -> str | None:
     names = getattr(item, "fixturenames", ())
     if "sandbox" in names:
-        return "session-sandbox"
+        return session_sandbox_group(item.module.__name__)
     callspec = getattr(item, "callspec", None)
     for name in names:
         definitions = item._fixtureinfo.name2fixturedefs.get(name, ())  # type: ignore[attr-defined]
@@ -55,6 +59,10 @@ def sandbox_group(item: pytest.Item) -> str | None:
             param = callspec.params.get(name) if callspec else None
             return "%s::%s%s" % (item.module.__name__, name, "" if param is None else "[%s]" % param)
     return None
+
+
+def session_sandbox_group(module: str) -> str:
+    return f"{module}:session-sandbox"
 
 
 def free_port_base() -> int:

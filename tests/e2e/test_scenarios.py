@@ -13,7 +13,7 @@ from kubernetes import client, config
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 
-from .conftest import REPO, Sandbox, ansible_module, module_result, own_sandbox
+from .conftest import REPO, Sandbox, ansible_module, module_result, own_sandbox, session_sandbox_group
 
 pytestmark = pytest.mark.sandbox
 NODES = [{"name": "dgx1-1", "gpu_count": 8, "cpu_cores": 8}, {"name": "dgx1-2", "gpu_count": 8, "cpu_cores": 8}]
@@ -33,11 +33,11 @@ class ScenarioSite:
     api: client.ApiClient
 
 
-# KAI runs on the session's shared sandbox (its xdist group keeps it on that sandbox's worker);
+# KAI runs on the session's shared sandbox (in the xdist group of this module's other tests on it);
 # Kueue on a sandbox of this module's own.
 @pytest.fixture(
     scope="module",
-    params=[pytest.param("kai", marks=pytest.mark.xdist_group("session-sandbox")), "kueue"],
+    params=[pytest.param("kai", marks=pytest.mark.xdist_group(session_sandbox_group(__name__))), "kueue"],
 )
 def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioSite]:
     if request.param == "kai":
