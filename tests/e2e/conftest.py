@@ -109,6 +109,24 @@ def run_playbook(playbook: str, *args: str, inventory: str | Path | None = None,
     return runner.run_playbook(playbook, args, inventory=inventory or REPO / "inventories" / "sandbox", timeout=timeout)
 
 
+def role_after_inventory_check(play: str, role: str) -> str:
+    """A playbook that checks the inventory (the site_inventory role sets what roles read) and then
+    runs one ``role`` on the first control-plane host, as the stage playbooks do."""
+    return f"""
+- name: Check the inventory in mode kubeadm
+  hosts: kube_control_plane[0]
+  gather_facts: false
+  roles:
+    - role: site_inventory
+
+- name: {play}
+  hosts: kube_control_plane[0]
+  gather_facts: false
+  roles:
+    - role: {role}
+"""
+
+
 def ad_hoc(module: str, args: dict, *flags: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """Run one module on localhost ad hoc (``ansible localhost -m MODULE -a ARGS``), as an admin would."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")

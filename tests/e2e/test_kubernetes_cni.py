@@ -7,21 +7,9 @@ import json
 
 import pytest
 
-from .conftest import Sandbox, run_playbook
+from .conftest import Sandbox, role_after_inventory_check, run_playbook
 
-PLAYBOOK = """
-- name: Check the inventory in mode kubeadm
-  hosts: kube_control_plane[0]
-  gather_facts: false
-  roles:
-    - role: site_inventory
-
-- name: Apply the pinned CNI
-  hosts: kube_control_plane[0]
-  gather_facts: false
-  roles:
-    - role: kubernetes_cni
-"""
+PLAYBOOK = role_after_inventory_check("Apply the pinned CNI", "kubernetes_cni")
 POD_SUBNET = "10.48.0.0/16"
 
 

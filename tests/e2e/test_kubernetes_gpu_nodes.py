@@ -8,21 +8,9 @@ import json
 
 import pytest
 
-from .conftest import Sandbox, run_playbook
+from .conftest import Sandbox, role_after_inventory_check, run_playbook
 
-PLAYBOOK = """
-- name: Check the inventory in mode kubeadm
-  hosts: kube_control_plane[0]
-  gather_facts: false
-  roles:
-    - role: site_inventory
-
-- name: Label and taint the GPU nodes
-  hosts: kube_control_plane[0]
-  gather_facts: false
-  roles:
-    - role: kubernetes_gpu_nodes
-"""
+PLAYBOOK = role_after_inventory_check("Label and taint the GPU nodes", "kubernetes_gpu_nodes")
 NODES = ("dgx1-1", "dgx1-2")
 OTHER_TAINT = {"key": "site.example/maintenance", "value": "planned", "effect": "PreferNoSchedule"}
 
