@@ -86,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = run_playbook(playbook, [*fixed_args, *options.args], on_event=view)
         view.finish()
     (run_dir / LOG_FILE).write_text(run.output)
+    if not any(event.get("event") == "playbook_on_play_start" for event in run.events):
+        # Nothing ran (--syntax-check, --list-tasks, an error before the first play): what
+        # ansible-playbook printed is the answer, so show it.
+        print(run.output.rstrip())
 
     paths = run.report_paths()
     log_dir = run_dir

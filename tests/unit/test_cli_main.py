@@ -105,3 +105,12 @@ def test_the_log_moves_beside_the_report_and_the_summary_gives_the_reports_paths
     shown = capsys.readouterr().out
     assert "report html  %s" % (report_dir / "report.html") in shown
     assert "ansible log  %s" % report_dir in shown
+
+
+def test_a_run_where_no_play_starts_shows_what_ansible_printed(tmp_path, monkeypatch, capsys):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK)
+    monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setitem(cli_main.PLAYBOOKS, "site", (str(playbook), []))
+    assert cli_main.main(["site", "--list-tasks"]) == 0
+    assert "Change one thing" in capsys.readouterr().out
