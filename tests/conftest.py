@@ -1,4 +1,5 @@
-"""Make the collection importable as ``ansible_collections.clusterproof.gpu`` in every test."""
+"""Make the collection importable as ``ansible_collections.clusterproof.gpu``, and the entry point's
+``cli`` package, in every test."""
 
 import json
 import os
@@ -7,9 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-COLLECTIONS = Path(__file__).resolve().parents[1] / "collections"
-if str(COLLECTIONS) not in sys.path:
-    sys.path.insert(0, str(COLLECTIONS))
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+COLLECTIONS = REPO / "collections"
+for path in (COLLECTIONS, REPO):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 
 def run_module_file(module: Path, arguments: dict[str, Any], timeout: int = 120) -> dict[str, Any]:
@@ -23,3 +28,41 @@ def run_module_file(module: Path, arguments: dict[str, Any], timeout: int = 120)
         check=False,
     )
     return json.loads(completed.stdout)
+
+
+def quota_tree_of_scenario(name: str) -> list[dict[str, Any]]:
+    """A scenario's project tree in the inventory's ``clusterproof_quota_tree`` form: min and max per
+    resource, and each leaf bound to the namespace its steps deploy into (the guide's namespaceN)."""
+    scenario = yaml.safe_load((REPO / "scenarios" / f"{name}.yml").read_text())
+    resource = scenario["resource"]
+    namespaces: dict[str, list[str]] = {}
+    for step in scenario["steps"]:
+        for submit in step["submit"]:
+            namespaces.setdefault(submit["project"], []).append(submit["name"])
+    parents = {project.get("parent") for project in scenario["projects"]}
+    tree = []
+    for project in scenario["projects"]:
+        node: dict[str, Any] = {"name": project["name"]}
+        if project.get("parent"):
+            node["parent"] = project["parent"]
+        node["min"], node["max"] = {resource: project["min"]}, {resource: project["max"]}
+        if project["name"] not in parents:
+            node["namespaces"] = namespaces[project["name"]]
+        tree.append(node)
+    return tree
+
+
+# The host test suite's tests, in the order the suite runs them (node/host_tests.py).
+HOST_SUITE_TESTS = [
+    "driver-is-loaded-and-of-the-pinned-branch",
+    "nouveau-is-not-loaded",
+    "gpu-count-is-the-inventorys",
+    "every-gpu-runs-the-loaded-driver",
+    "persistence-mode-is-on",
+    "containerd-runs-the-nvidia-runtime",
+    "docker-runs-the-nvidia-runtime",
+    "a-container-sees-the-gpus",
+]
+
+# Alibaba Cloud's elastic quota tree, the guide's 40 cores (scenarios/alibaba-elastic-quota-tree.yml).
+ALIBABA_QUOTA_TREE = quota_tree_of_scenario("alibaba-elastic-quota-tree")

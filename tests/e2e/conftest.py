@@ -10,32 +10,74 @@ import contextlib
 import json
 import os
 import random
-import re
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+import yaml
+from kubernetes import dynamic
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
+from cli import playbook as runner
+from cli.playbook import PlaybookRun
 
 REPO = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+T = TypeVar("T")
 # The ports of a sandbox: the control plane's and every engine's (sandbox/control_plane.py's PORT_TABLE).
 PORTS_PER_SANDBOX = control_plane.PORTS_PER_SANDBOX
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests for pytest-xdist (``--dist loadgroup``) by the sandbox they use, so that a
+    module's tests run in order on one worker and each worker brings up a sandbox once:
+
+    - a module's tests on the session's sandbox: one group per module. Each worker has its own
+      session sandbox (session fixtures are per worker), so modules run side by side, each on the
+      sandbox of the worker that took it, as they ran one after the other on one sandbox before;
+    - the tests on a module's (or a module parameter's) sandbox: one group each;
+    - a test with a sandbox of its own (``own_sandbox``): no group, on whichever worker is free."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and (group := sandbox_group(item)):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def sandbox_group(item: pytest.Item) -> str | None:
+    names = getattr(item, "fixturenames", ())
+    if "sandbox" in names:
+        return session_sandbox_group(item.module.__name__)
+    callspec = getattr(item, "callspec", None)
+    for name in names:
+        definitions = item._fixtureinfo.name2fixturedefs.get(name, ())  # type: ignore[attr-defined]
+        if any(definition.scope in ("module", "package", "class") for definition in definitions):
+            param = callspec.params.get(name) if callspec else None
+            return "%s::%s%s" % (item.module.__name__, name, "" if param is None else "[%s]" % param)
+    return None
+
+
+def session_sandbox_group(module: str) -> str:
+    return f"{module}:session-sandbox"
 
 
 def free_port_base() -> int:
     """A base port whose whole range is free on 127.0.0.1, so test sandboxes never collide with a
     developer's sandbox or with another test run on the same machine."""
     rng = random.Random()
+    # Each pytest-xdist worker (gw0, gw1...) draws from its own slice of the range, so that two
+    # workers probing at the same moment never pick the same free range.
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    slice_size = (32000 - 20000) // workers // PORTS_PER_SANDBOX * PORTS_PER_SANDBOX
+    low = 20000 + worker * slice_size
     for _ in range(200):
         # Below the ephemeral range (32768 and up on Linux), where client sockets take their ports.
-        base = rng.randrange(20000, 32000, PORTS_PER_SANDBOX)
+        base = rng.randrange(low, low + slice_size - PORTS_PER_SANDBOX, PORTS_PER_SANDBOX)
         sockets = []
         try:
             for port in range(base, base + PORTS_PER_SANDBOX):
@@ -61,46 +103,114 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.5):
         time.sleep(interval)
 
 
-@dataclass
-class PlaybookRun:
-    returncode: int
-    output: str
-
-    def recap(self, host: str = "localhost") -> dict[str, int]:
-        match = re.search(rf"^{re.escape(host)}\s*:\s*(.*)$", self.output, re.MULTILINE)
-        assert match, f"no PLAY RECAP line for {host} in:\n{self.output[-3000:]}"
-        return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(1))}
-
-
 def run_playbook(playbook: str, *args: str, inventory: str | Path | None = None, timeout: int = 900) -> PlaybookRun:
-    env = dict(os.environ)
-    env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
-    env["PATH"] = "{}:{}".format(Path(sys.executable).parent, env.get("PATH", ""))
-    env["ANSIBLE_NOCOLOR"] = "1"
-    command = [
-        str(ANSIBLE_PLAYBOOK),
-        "-i",
-        str(inventory or REPO / "inventories" / "sandbox"),
-        str(REPO / playbook),
-        *args,
-    ]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    return PlaybookRun(done.returncode, done.stdout + done.stderr)
+    """Run a playbook of the repository through the entry point's ansible-runner code; the result
+    carries the output, the PLAY RECAP and which tasks changed on which host, read from the events."""
+    return runner.run_playbook(playbook, args, inventory=inventory or REPO / "inventories" / "sandbox", timeout=timeout)
 
 
-def ansible_module(module: str, args: dict, sandbox: Sandbox) -> subprocess.CompletedProcess:
-    """Run one module of the collection on localhost against the sandbox, as an admin would ad hoc."""
+def role_after_inventory_check(play: str, role: str) -> str:
+    """A playbook that checks the inventory (the site_inventory role sets what roles read) and then
+    runs one ``role`` on the first control-plane host, as the stage playbooks do."""
+    return f"""
+- name: Check the inventory in mode kubeadm
+  hosts: kube_control_plane[0]
+  gather_facts: false
+  roles:
+    - role: site_inventory
+
+- name: {play}
+  hosts: kube_control_plane[0]
+  gather_facts: false
+  roles:
+    - role: {role}
+"""
+
+
+def ad_hoc(module: str, args: dict, *flags: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run one module on localhost ad hoc (``ansible localhost -m MODULE -a ARGS``), as an admin would."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
-    args = {"kubeconfig": str(sandbox.kubeconfig), **args}
     return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", module, "-a", json.dumps(args)],
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", module, "-a", json.dumps(args), *flags],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
     )
+
+
+def ansible_module(module: str, args: dict, sandbox: Sandbox) -> subprocess.CompletedProcess:
+    """Run one module of the collection on localhost against the sandbox, as an admin would ad hoc."""
+    return ad_hoc(module, {"kubeconfig": str(sandbox.kubeconfig), **args})
+
+
+def helm_template(args: dict) -> list[dict]:
+    """The documents ``kubernetes.core.helm_template`` renders for ``args``."""
+    done = ad_hoc("kubernetes.core.helm_template", args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [doc for doc in yaml.safe_load_all(module_result(done)["stdout"]) if doc]
+
+
+def helm_render(chart: Path | str, release: str, namespace: str, values: dict, *flags: str) -> list[dict]:
+    """``helm template`` (the build cache's helm) of ``chart`` with ``values``, CRDs included."""
+    done = subprocess.run(
+        [str(sandbox_build.plan().binary("helm")), "template", release, str(chart), "--namespace", namespace]
+        + ["--include-crds", *flags, "-f", "-"],
+        input=yaml.safe_dump(values),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def render_role_chart(role: str, chart_ref: Path, release: str, namespace: str, **options) -> list[dict]:
+    """A chart from the build cache rendered with ``role``'s Helm values (its defaults'
+    ``<role>_helm_values``), by helm through kubernetes.core.helm_template."""
+    defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+    args = {
+        "chart_ref": str(chart_ref),
+        "binary_path": str(sandbox_build.plan().binary("helm")),
+        "release_name": release,
+        "release_namespace": namespace,
+        "release_values": defaults[f"{role}_helm_values"],
+        **options,
+    }
+    return helm_template(args)
+
+
+def dry_run_apply(api, objects: list[dict], namespace: str, **options) -> None:
+    """Server-side apply every object as a dry run, so the API server validates it (a namespaced
+    object without a namespace goes to ``namespace``)."""
+    resources = dynamic.DynamicClient(api).resources
+    for obj in objects:
+        resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        resource.server_side_apply(
+            body=obj,
+            name=obj["metadata"]["name"],
+            namespace=(obj["metadata"].get("namespace") or namespace) if resource.namespaced else None,
+            field_manager="clusterproof-chart-check",
+            dry_run="All",
+            **options,
+        )
+
+
+def settled(observe: Callable[[], T], seconds: float, timeout: float) -> T | None:
+    """Poll ``observe`` until its value has not changed for ``seconds``; return it (the last value
+    seen when ``timeout`` passes first)."""
+    last, since = None, time.monotonic()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = observe()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= seconds:
+            return now
+        time.sleep(1)
+    return last
 
 
 def module_result(done: subprocess.CompletedProcess) -> dict:
@@ -123,14 +233,19 @@ def own_sandbox(inventory: Path, state_dir: Path, scheduler: bool = True) -> Ite
             assert installed.returncode == 0, installed.output[-3000:]
         yield Sandbox(state_dir, port_base, up)
     finally:
-        down = run_playbook(
-            "playbooks/sandbox.yml",
-            "-e",
-            "sandbox_cluster_state=down",
-            *sandbox_vars(state_dir, port_base),
-            inventory=inventory,
-        )
+        down = sandbox_down(state_dir, port_base, inventory)
         assert down.returncode == 0, down.output[-3000:]
+
+
+def sandbox_down(state_dir: Path, port_base: int, inventory: str | Path | None = None) -> PlaybookRun:
+    """Stop a test's sandbox and remove its state."""
+    return run_playbook(
+        "playbooks/sandbox.yml",
+        "-e",
+        "sandbox_cluster_state=down",
+        *sandbox_vars(state_dir, port_base),
+        inventory=inventory,
+    )
 
 
 def sandbox_vars(state_dir: Path, port_base: int) -> list[str]:
@@ -160,7 +275,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         assert up.returncode == 0, up.output[-5000:]
         yield Sandbox(state_dir, port_base, up)
     finally:
-        run_playbook("playbooks/sandbox.yml", "-e", "sandbox_cluster_state=down", *sandbox_vars(state_dir, port_base))
+        sandbox_down(state_dir, port_base)
 
 
 @pytest.fixture(scope="session")

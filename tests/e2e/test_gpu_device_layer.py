@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -24,7 +22,7 @@ from kubernetes.client.rest import ApiException
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
-from .conftest import REPO, run_playbook, wait_for
+from .conftest import ad_hoc, helm_render, run_playbook, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -33,49 +31,14 @@ FIELD_MANAGER = "clusterproof-chart-check"
 
 def release_of(**settings) -> dict:
     """What the role's module returns for these settings: chart directory, release and values."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-m",
-            "clusterproof.gpu.gpu_device_layer",
-            "-a",
-            json.dumps(settings),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = ad_hoc("clusterproof.gpu.gpu_device_layer", settings)
     result = json.loads(done.stdout.split("=>", 1)[1])
     return {"returncode": done.returncode, **result}
 
 
-def render(release: dict, values: dict, tmp_path: Path) -> list[dict]:
+def render(release: dict, values: dict) -> list[dict]:
     """``helm template`` of the release's chart with ``values``, CRDs included."""
-    values_file = tmp_path / "values.json"
-    values_file.write_text(json.dumps(values))
-    done = subprocess.run(
-        [
-            str(sandbox_build.plan().binary("helm")),
-            "template",
-            release["release_name"],
-            release["chart_ref"],
-            "--namespace",
-            release["release_namespace"],
-            "--include-crds",
-            "--values",
-            str(values_file),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return helm_render(release["chart_ref"], release["release_name"], release["release_namespace"], values)
 
 
 def apply(api_client, objects: list[dict], namespace: str) -> None:
@@ -142,11 +105,11 @@ def by_kind(objects: list[dict], kind: str) -> list[dict]:
     return [obj for obj in objects if obj["kind"] == kind]
 
 
-def test_operator_with_driver_and_toolkit_on_the_hosts(api_client, charts_cleanup, tmp_path):
+def test_operator_with_driver_and_toolkit_on_the_hosts(api_client, charts_cleanup):
     release = release_of(device_layer="gpu_operator")
     assert release["returncode"] == 0, release
     assert release["chart_module"].startswith("github.com/NVIDIA/gpu-operator@")
-    objects = render(release, release["release_values"], tmp_path)
+    objects = render(release, release["release_values"])
     (policy,) = by_kind(objects, "ClusterPolicy")
     assert policy["spec"]["driver"]["enabled"] is False
     assert policy["spec"]["toolkit"]["enabled"] is False
@@ -165,7 +128,7 @@ def test_operator_with_driver_and_toolkit_on_the_hosts(api_client, charts_cleanu
     apply(api_client, objects, release["release_namespace"])
 
 
-def test_operator_with_mig_mixed_and_time_slicing(api_client, charts_cleanup, tmp_path):
+def test_operator_with_mig_mixed_and_time_slicing(api_client, charts_cleanup):
     release = release_of(
         device_layer="gpu_operator",
         driver_by="gpu_operator",
@@ -173,7 +136,7 @@ def test_operator_with_mig_mixed_and_time_slicing(api_client, charts_cleanup, tm
         time_slicing={"replicas": 4, "resources": ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]},
     )
     assert release["returncode"] == 0, release
-    objects = render(release, release["release_values"], tmp_path)
+    objects = render(release, release["release_values"])
     (policy,) = by_kind(objects, "ClusterPolicy")
     assert policy["spec"]["driver"]["enabled"] is True and policy["spec"]["toolkit"]["enabled"] is False
     assert policy["spec"]["mig"]["strategy"] == "mixed"
@@ -184,11 +147,11 @@ def test_operator_with_mig_mixed_and_time_slicing(api_client, charts_cleanup, tm
     apply(api_client, objects, release["release_namespace"])
 
 
-def test_device_plugin_alone_with_time_slicing(api_client, charts_cleanup, tmp_path):
+def test_device_plugin_alone_with_time_slicing(api_client, charts_cleanup):
     release = release_of(device_layer="device_plugin", mig_strategy="single", time_slicing={"replicas": 4})
     assert release["returncode"] == 0, release
     assert release["chart_version"] == "0.18.2"
-    objects = render(release, release["release_values"], tmp_path)
+    objects = render(release, release["release_values"])
     # The chart's other DaemonSet, the MPS control daemon, runs only on nodes labelled for MPS.
     (daemonset,) = [obj for obj in by_kind(objects, "DaemonSet") if obj["metadata"]["name"] == "nvidia-device-plugin"]
     plugin = next(
@@ -202,18 +165,18 @@ def test_device_plugin_alone_with_time_slicing(api_client, charts_cleanup, tmp_p
     apply(api_client, objects, release["release_namespace"])
 
 
-def test_wrong_values_are_refused(api_client, charts_cleanup, tmp_path):
+def test_wrong_values_are_refused(api_client, charts_cleanup):
     # A MIG strategy pushed past the inventory schema: the ClusterPolicy CRD refuses it.
     release = release_of(device_layer="gpu_operator")
     values = {**release["release_values"], "mig": {"strategy": "both"}}
     with pytest.raises(ApiException) as refused:
-        apply(api_client, render(release, values, tmp_path), release["release_namespace"])
+        apply(api_client, render(release, values), release["release_namespace"])
     assert refused.value.status == 422 and "spec.mig.strategy" in refused.value.body
     # An update strategy the device plugin's DaemonSet cannot have: the API's validation refuses it.
     release = release_of(device_layer="device_plugin")
     values = {**release["release_values"], "updateStrategy": {"type": "AllAtOnce"}}
     with pytest.raises(ApiException) as refused:
-        apply(api_client, render(release, values, tmp_path), release["release_namespace"])
+        apply(api_client, render(release, values), release["release_namespace"])
     assert refused.value.status == 422 and "spec.updateStrategy" in refused.value.body
 
 
@@ -255,7 +218,7 @@ def test_the_role_installs_the_device_plugin_on_the_sandbox_once(sandbox, api_cl
 
         again = run_playbook("playbooks/gpu_stack.yml", *layer, *sandbox.vars())
         assert again.returncode == 0, again.output[-5000:]
-        assert again.recap()["changed"] == 0, again.output[-5000:]
+        assert again.recap()["changed"] == 0, again.changed_tasks()
     finally:
         subprocess.run(
             [helm, "uninstall", "nvidia-device-plugin", "--namespace", "nvidia-device-plugin", "--wait"],

@@ -13,7 +13,7 @@ from kubernetes import client
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 
-from .conftest import ansible_module, run_playbook, wait_for
+from .conftest import ansible_module, run_playbook, settled, wait_for
 
 pytestmark = pytest.mark.sandbox
 TEAMS = ("team-a", "team-b", "team-c", "team-d")
@@ -60,16 +60,7 @@ def running(api, project: str) -> set[str]:
 
 def stable(api, seconds: float = 6.0, timeout: float = 90.0) -> dict[str, float]:
     """Poll until the allocation has not changed for ``seconds``; return it."""
-    last, since = None, time.monotonic()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        now = allocation(api)
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= seconds:
-            return now
-        time.sleep(1)
-    return last
+    return settled(lambda: allocation(api), seconds, timeout)
 
 
 def test_projects_exist_with_their_quota_and_weight(kai_site, api_client, sandbox):

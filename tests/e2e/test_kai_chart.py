@@ -8,58 +8,20 @@ fails here, not at a site.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-import yaml
-from kubernetes import dynamic
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
-from .conftest import REPO
+from .conftest import dry_run_apply, render_role_chart
 
 pytestmark = pytest.mark.sandbox
 
 
-def render(values: dict) -> list[dict]:
-    plan = sandbox_build.plan()
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
-    args = {
-        "chart_ref": str(plan.kai_chart),
-        "binary_path": str(plan.binary("helm")),
-        "release_name": "kai-scheduler",
-        "release_namespace": "kai-scheduler",
-        "release_values": values,
-        "include_crds": False,
-    }
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-m",
-            "kubernetes.core.helm_template",
-            "-a",
-            json.dumps(args),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads(done.stdout.split("=>", 1)[1])
-    return [doc for doc in yaml.safe_load_all(result["stdout"]) if doc]
-
-
 def test_chart_renders_with_the_role_values_and_the_api_server_accepts_it(kai_site, api_client):
-    defaults = yaml.safe_load((REPO / "roles" / "kai_scheduler" / "defaults" / "main.yml").read_text())
-    values = defaults["kai_scheduler_helm_values"]
-    objects = render(values)
+    objects = render_role_chart(
+        "kai_scheduler", sandbox_build.plan().kai_chart, "kai-scheduler", "kai-scheduler", include_crds=False
+    )
     kinds = {obj["kind"] for obj in objects}
     assert {"Deployment", "Config", "ClusterRole", "ServiceAccount"} <= kinds, kinds
     operator = next(o for o in objects if o["kind"] == "Deployment")
@@ -68,16 +30,4 @@ def test_chart_renders_with_the_role_values_and_the_api_server_accepts_it(kai_si
     config = next(o for o in objects if o["kind"] == "Config")
     assert "gpuSharing" in json.dumps(config["spec"]) or "gpu-sharing" in json.dumps(config["spec"]).lower()
 
-    client = dynamic.DynamicClient(api_client)
-    for obj in objects:
-        resource = client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        namespace = obj["metadata"].get("namespace") if resource.namespaced else None
-        if resource.namespaced and not namespace:
-            namespace = "kai-scheduler"
-        resource.server_side_apply(
-            body=obj,
-            name=obj["metadata"]["name"],
-            namespace=namespace,
-            field_manager="clusterproof-chart-check",
-            dry_run="All",
-        )
+    dry_run_apply(api_client, objects, "kai-scheduler")

@@ -9,9 +9,6 @@ holds it to that prediction, computed from the tree and the pods' requests, and 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -26,19 +23,11 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import bu
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import koordinator
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 
-from .conftest import REPO, free_port_base, run_playbook, sandbox_vars, wait_for
+from ..conftest import ALIBABA_QUOTA_TREE as TREE
+from .conftest import ad_hoc, free_port_base, module_result, run_playbook, sandbox_down, sandbox_vars, wait_for
 
 pytestmark = pytest.mark.sandbox
 
-TREE = [
-    {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}},
-    {"name": "root-a", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}},
-    {"name": "root-b", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}},
-    {"name": "root-a-1", "parent": "root-a", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace1"]},
-    {"name": "root-a-2", "parent": "root-a", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace2"]},
-    {"name": "root-b-1", "parent": "root-b", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace3"]},
-    {"name": "root-b-2", "parent": "root-b", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace4"]},
-]
 NAMESPACES = ("namespace1", "namespace2", "namespace3", "namespace4")
 REPLICAS, CPUS = 5, 5
 NODE_CPUS = 40
@@ -72,25 +61,8 @@ def _inventory(directory: Path) -> Path:
 
 def _module(args: dict, *flags: str) -> tuple[int, dict]:
     """Run koordinator_scheduler on localhost, as an admin would ad hoc; its exit status and result."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-m",
-            "clusterproof.gpu.koordinator_scheduler",
-            "-a",
-            json.dumps(args),
-            *flags,
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return done.returncode, json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
+    done = ad_hoc("clusterproof.gpu.koordinator_scheduler", args, *flags)
+    return done.returncode, module_result(done)
 
 
 def _deployment(namespace: str) -> dict:
@@ -217,11 +189,5 @@ def test_koordinator_runs_the_guides_quota_tree(tmp_path):
         assert rc == 0 and stopped["changed"] is False, stopped
     finally:
         _module({"state": "absent", "state_dir": str(state_dir)})
-        down = run_playbook(
-            "playbooks/sandbox.yml",
-            "-e",
-            "sandbox_cluster_state=down",
-            *sandbox_vars(state_dir, port_base),
-            inventory=inventory,
-        )
+        down = sandbox_down(state_dir, port_base, inventory)
         assert down.returncode == 0, down.output[-3000:]

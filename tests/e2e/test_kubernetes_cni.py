@@ -7,21 +7,9 @@ import json
 
 import pytest
 
-from .conftest import Sandbox, run_playbook
+from .conftest import Sandbox, role_after_inventory_check, run_playbook
 
-PLAYBOOK = """
-- name: Check the inventory in mode kubeadm
-  hosts: kube_control_plane[0]
-  gather_facts: false
-  roles:
-    - role: site_inventory
-
-- name: Apply the pinned CNI
-  hosts: kube_control_plane[0]
-  gather_facts: false
-  roles:
-    - role: kubernetes_cni
-"""
+PLAYBOOK = role_after_inventory_check("Apply the pinned CNI", "kubernetes_cni")
 POD_SUBNET = "10.48.0.0/16"
 
 
@@ -49,7 +37,7 @@ def test_flannel_is_applied_with_the_pod_network_and_reapplied_without_change(sa
         assert daemon_set.spec.template.spec.containers[0].image.endswith("flannel:v0.28.4")
         second = run_playbook(str(playbook), *args)
         assert second.returncode == 0, second.output[-4000:]
-        assert second.recap()["changed"] == 0, second.output[-4000:]
+        assert second.recap()["changed"] == 0, second.changed_tasks()
     finally:
         # The session's sandbox is shared: leave it as it was.
         _delete_if_present(rbac.read_cluster_role_binding, rbac.delete_cluster_role_binding, "flannel")

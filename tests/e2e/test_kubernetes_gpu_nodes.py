@@ -8,21 +8,9 @@ import json
 
 import pytest
 
-from .conftest import Sandbox, run_playbook
+from .conftest import Sandbox, role_after_inventory_check, run_playbook
 
-PLAYBOOK = """
-- name: Check the inventory in mode kubeadm
-  hosts: kube_control_plane[0]
-  gather_facts: false
-  roles:
-    - role: site_inventory
-
-- name: Label and taint the GPU nodes
-  hosts: kube_control_plane[0]
-  gather_facts: false
-  roles:
-    - role: kubernetes_gpu_nodes
-"""
+PLAYBOOK = role_after_inventory_check("Label and taint the GPU nodes", "kubernetes_gpu_nodes")
 NODES = ("dgx1-1", "dgx1-2")
 OTHER_TAINT = {"key": "site.example/maintenance", "value": "planned", "effect": "PreferNoSchedule"}
 
@@ -64,7 +52,7 @@ def test_gpu_nodes_get_the_declared_labels_and_taint(sandbox: Sandbox, api_clien
         ]
         second = run_playbook(str(playbook), *args)
         assert second.returncode == 0, second.output[-4000:]
-        assert second.recap()["changed"] == 0, second.output[-4000:]
+        assert second.recap()["changed"] == 0, second.changed_tasks()
     finally:
         # The session's sandbox is shared: give the nodes back their labels and taints.
         for name, node in before.items():

@@ -5,10 +5,6 @@ comes from the real Kueue and kube-scheduler."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +18,17 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import bu
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, workloads
 
-from .conftest import REPO, PlaybookRun, free_port_base, run_playbook, sandbox_vars, wait_for
+from .conftest import (
+    PlaybookRun,
+    dry_run_apply,
+    free_port_base,
+    render_role_chart,
+    run_playbook,
+    sandbox_down,
+    sandbox_vars,
+    settled,
+    wait_for,
+)
 
 pytestmark = pytest.mark.sandbox
 NODES = ("gpu-1", "gpu-2")
@@ -78,13 +84,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         assert first.returncode == 0, first.output[-5000:]
         yield Site(inventory, state_dir, port_base, first)
     finally:
-        run_playbook(
-            "playbooks/sandbox.yml",
-            "-e",
-            "sandbox_cluster_state=down",
-            *sandbox_vars(state_dir, port_base),
-            inventory=inventory,
-        )
+        sandbox_down(state_dir, port_base, inventory)
 
 
 @pytest.fixture
@@ -134,16 +134,7 @@ def running_gpus(api, project: str) -> int:
 
 def stable(api, seconds: float = 8.0, timeout: float = 120.0) -> dict[str, int]:
     """Poll until every team's running GPUs have not changed for ``seconds``; return them."""
-    last, since = None, time.monotonic()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        now = {team: running_gpus(api, team) for team in TEAMS}
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= seconds:
-            return now
-        time.sleep(1)
-    return last
+    return settled(lambda: {team: running_gpus(api, team) for team in TEAMS}, seconds, timeout)
 
 
 def test_projects_are_cluster_queues_and_local_queues_as_declared(site, api):
@@ -230,10 +221,10 @@ def test_second_run_changes_nothing(site):
     assert "kueue" in site.first.output
     run = run_playbook("playbooks/scheduler.yml", *site.vars(), inventory=site.inventory)
     assert run.returncode == 0, run.output[-4000:]
-    assert run.recap()["changed"] == 0, run.output[-4000:]
+    assert run.recap()["changed"] == 0, run.changed_tasks()
     checked = run_playbook("playbooks/scheduler.yml", "--check", *site.vars(), inventory=site.inventory)
     assert checked.returncode == 0, checked.output[-4000:]
-    assert checked.recap()["changed"] == 0, checked.output[-4000:]
+    assert checked.recap()["changed"] == 0, checked.changed_tasks()
 
 
 def test_lending_limit_above_the_quota_stops_before_anything_runs(tmp_path):
@@ -246,35 +237,10 @@ def test_lending_limit_above_the_quota_stops_before_anything_runs(tmp_path):
     assert not state_dir.exists()
 
 
-def render_chart(values: dict) -> list[dict]:
-    """Kueue's chart from the build cache, rendered by helm (kubernetes.core.helm_template)."""
-    plan = sandbox_build.plan()
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
-    args = {
-        "chart_ref": str(plan.share_dir / "kueue" / "chart"),
-        "binary_path": str(plan.binary("helm")),
-        "release_name": "kueue",
-        "release_namespace": kueue.SYSTEM_NAMESPACE,
-        "release_values": values,
-    }
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "kubernetes.core.helm_template"]
-        + ["-a", json.dumps(args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return [doc for doc in yaml.safe_load_all(json.loads(done.stdout.split("=>", 1)[1])["stdout"]) if doc]
-
-
 def test_chart_renders_with_the_role_values_and_the_api_server_accepts_it(site, api):
     """Real clusters get Kueue from its chart: a wrong value fails here, not at a site."""
-    defaults = yaml.safe_load((REPO / "roles" / "kueue_scheduler" / "defaults" / "main.yml").read_text())
-    objects = render_chart(defaults["kueue_scheduler_helm_values"])
+    chart = sandbox_build.plan().share_dir / "kueue" / "chart"
+    objects = render_role_chart("kueue_scheduler", chart, "kueue", kueue.SYSTEM_NAMESPACE)
     manager = next(o for o in objects if o["kind"] == "Deployment" and "controller-manager" in o["metadata"]["name"])
     image = manager["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image.endswith(":v0.16.2"), image
@@ -289,23 +255,15 @@ def test_chart_renders_with_the_role_values_and_the_api_server_accepts_it(site, 
     crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
     applied = resources_named(api, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
     assert crds and crds <= applied, crds - applied
-    resources = dynamic.DynamicClient(api).resources
+    checked = []
     for obj in objects:
         if obj["kind"] == "CustomResourceDefinition":
             continue
         if obj["kind"].endswith("WebhookConfiguration"):
             # The sandbox's registrations of the same name call Kueue by URL: check the chart's apart.
             obj = {**obj, "metadata": {**obj["metadata"], "name": obj["metadata"]["name"] + "-chart-check"}}
-        resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        namespace = (obj["metadata"].get("namespace") or kueue.SYSTEM_NAMESPACE) if resource.namespaced else None
-        resource.server_side_apply(
-            body=obj,
-            name=obj["metadata"]["name"],
-            namespace=namespace,
-            field_manager="clusterproof-chart-check",
-            force_conflicts=True,
-            dry_run="All",
-        )
+        checked.append(obj)
+    dry_run_apply(api, checked, kueue.SYSTEM_NAMESPACE, force_conflicts=True)
 
 
 def site_projects(site: Site) -> list[projects.Project]:

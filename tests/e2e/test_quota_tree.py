@@ -9,19 +9,10 @@ from kubernetes import client, config
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai, kueue
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 
+from ..conftest import ALIBABA_QUOTA_TREE as TREE
 from .conftest import ansible_module, module_result, own_sandbox, run_playbook, wait_for
 
 pytestmark = pytest.mark.sandbox
-
-TREE = [
-    {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}},
-    {"name": "root-a", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}},
-    {"name": "root-b", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}},
-    {"name": "root-a-1", "parent": "root-a", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace1"]},
-    {"name": "root-a-2", "parent": "root-a", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace2"]},
-    {"name": "root-b-1", "parent": "root-b", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace3"]},
-    {"name": "root-b-2", "parent": "root-b", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace4"]},
-]
 
 
 @pytest.mark.parametrize("scheduler", ["kai", "kueue"])

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import client, dynamic
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import chart_source, storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
-from .conftest import REPO, ansible_module, run_playbook, wait_for
+from .conftest import REPO, ansible_module, dry_run_apply, helm_render, run_playbook, wait_for
 
 pytestmark = pytest.mark.sandbox
 # helm built from its module renders for Kubernetes v1.20 unless told; the sandbox's version.
@@ -46,7 +46,7 @@ def storage_site(sandbox):
     assert first.returncode == 0, first.output[-5000:]
     second = run_playbook("playbooks/storage.yml", *sandbox.vars())
     assert second.returncode == 0, second.output[-5000:]
-    assert second.recap()["changed"] == 0, second.output[-5000:]
+    assert second.recap()["changed"] == 0, second.changed_tasks()
     return first
 
 
@@ -137,44 +137,13 @@ def test_sandbox_mode_refuses_classes_it_cannot_provision(sandbox):
 
 
 def helm_template(chart: Path | str, release: str, namespace: str, values: dict) -> list[dict]:
-    helm = sandbox_build.plan().binary("helm")
-    done = subprocess.run(
-        [
-            str(helm),
-            "template",
-            release,
-            str(chart),
-            "--namespace",
-            namespace,
-            "--include-crds",
-            "--kube-version",
-            KUBE_VERSION,
-            "-f",
-            "-",
-        ],
-        input=yaml.safe_dump(values),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return helm_render(chart, release, namespace, values, "--kube-version", KUBE_VERSION)
 
 
 def dry_run(api_client, objects: list[dict], namespace: str) -> None:
     """Server-side apply with dryRun=All: the API server validates each object, changes nothing."""
-    resources = dynamic.DynamicClient(api_client).resources
-    for obj in objects:
-        resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        resource.server_side_apply(
-            body=obj,
-            name=obj["metadata"]["name"],
-            namespace=(obj["metadata"].get("namespace") or namespace) if resource.namespaced else None,
-            field_manager="clusterproof-chart-check",
-            # The sandbox's own local-path objects (same names) belong to another field manager.
-            force_conflicts=True,
-            dry_run="All",
-        )
+    # The sandbox's own local-path objects (same names) belong to another field manager.
+    dry_run_apply(api_client, objects, namespace, force_conflicts=True)
 
 
 def ensure_namespace(api_client, name: str) -> None:

@@ -13,20 +13,11 @@ import json
 
 import pytest
 
+from ..conftest import HOST_SUITE_TESTS
 from .conftest import run_playbook
 
 pytestmark = pytest.mark.sandbox
-
-SUITE_TESTS = {
-    "driver-is-loaded-and-of-the-pinned-branch",
-    "nouveau-is-not-loaded",
-    "gpu-count-is-the-inventorys",
-    "every-gpu-runs-the-loaded-driver",
-    "persistence-mode-is-on",
-    "containerd-runs-the-nvidia-runtime",
-    "docker-runs-the-nvidia-runtime",
-    "a-container-sees-the-gpus",
-}
+SUITE_TESTS = set(HOST_SUITE_TESTS)
 
 
 def _checks_of(report: dict, section_id: str) -> dict[str, dict]:

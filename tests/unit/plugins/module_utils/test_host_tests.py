@@ -31,6 +31,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.node.host_tests i
 )
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Report, section_from_dict
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.render import to_junit_xml
+from tests.conftest import HOST_SUITE_TESTS as SUITE_NAMES
 from tests.conftest import run_module_file
 
 REPO = Path(__file__).resolve().parents[4]
@@ -39,16 +40,6 @@ SUITE = REPO / "tests" / "hosts"
 COLLECTIONS = REPO / "collections"
 MODULE = COLLECTIONS / "ansible_collections/clusterproof/gpu/plugins/modules/host_tests.py"
 H100_INVENTORY = FIXTURES / "testinfra-h100-inventory.yml"
-SUITE_NAMES = [
-    "driver-is-loaded-and-of-the-pinned-branch",
-    "nouveau-is-not-loaded",
-    "gpu-count-is-the-inventorys",
-    "every-gpu-runs-the-loaded-driver",
-    "persistence-mode-is-on",
-    "containerd-runs-the-nvidia-runtime",
-    "docker-runs-the-nvidia-runtime",
-    "a-container-sees-the-gpus",
-]
 
 
 def _fixture(name: str) -> str:

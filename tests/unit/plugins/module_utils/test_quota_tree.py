@@ -8,16 +8,7 @@ import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai, kueue
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
-
-ALIBABA = [
-    {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}},
-    {"name": "root-a", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}},
-    {"name": "root-b", "parent": "root", "min": {"cpu": 20}, "max": {"cpu": 40}},
-    {"name": "root-a-1", "parent": "root-a", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace1"]},
-    {"name": "root-a-2", "parent": "root-a", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace2"]},
-    {"name": "root-b-1", "parent": "root-b", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace3"]},
-    {"name": "root-b-2", "parent": "root-b", "min": {"cpu": 10}, "max": {"cpu": 20}, "namespaces": ["namespace4"]},
-]
+from tests.conftest import ALIBABA_QUOTA_TREE as ALIBABA
 
 
 def test_the_guides_tree_is_valid_and_maps_to_kai_queues_under_their_parents():

@@ -1,0 +1,116 @@
+"""The entry point's command line: a live view on a terminal, plain lines elsewhere, and the run's
+full log kept (beside the report when one was written)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from cli import __main__ as cli_main
+
+PLAYBOOK = """
+- name: Bring up something
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Change one thing
+      ansible.builtin.command: "true"
+      changed_when: true
+    - name: Fail on a host
+      ansible.builtin.fail:
+        msg: "what went wrong"
+      when: fail_now | default(false) | bool
+"""
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def events(*names: str) -> list[dict]:
+    kinds = {"play": "playbook_on_play_start", "task": "playbook_on_task_start"}
+    return [
+        {"event": kinds[name.split(":")[0]], "event_data": {name.split(":")[0]: name.split(":")[1]}} for name in names
+    ]
+
+
+def test_on_a_terminal_one_line_is_rewritten_in_place():
+    screen, log = Terminal(), io.StringIO()
+    view = cli_main.LiveView(screen, log, started=0.0)
+    for event in events("play:Bring up the cluster", "task:Start etcd", "task:Start kube-apiserver"):
+        view(event)
+    view.finish()
+    assert "\n" not in screen.getvalue().rstrip("\n")
+    assert screen.getvalue().count("\r\033[K") == 4
+    assert "Bring up the cluster › Start kube-apiserver" in screen.getvalue().rsplit("\r\033[K", 1)[1]
+    assert len(log.getvalue().splitlines()) == 3
+    assert json.loads(log.getvalue().splitlines()[0])["event"] == "playbook_on_play_start"
+
+
+def test_elsewhere_a_plain_line_per_stage_and_failure():
+    plain, log = io.StringIO(), io.StringIO()
+    view = cli_main.LiveView(plain, log, started=0.0)
+    for event in events("play:One", "task:a", "task:b", "play:Two", "task:c"):
+        view(event)
+    view({"event": "runner_on_failed", "event_data": {"host": "gpu-1", "task": "c", "res": {"msg": "boom"}}})
+    lines = plain.getvalue().splitlines()
+    assert [line.split("] ", 1)[1].split(" · ")[0] for line in lines[:2]] == ["One › …", "Two › …"]
+    assert lines[2] == "FAILED gpu-1: c: boom"
+    assert len(lines) == 3
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_run_keeps_its_event_log_and_output_and_ends_with_its_exit_status(tmp_path, monkeypatch, capsys, fail):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK)
+    monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setitem(cli_main.PLAYBOOKS, "site", (str(playbook), []))
+    returncode = cli_main.main(["site", "-e", "fail_now=%s" % fail])
+    assert returncode == (2 if fail else 0)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    logged = [json.loads(line) for line in (run_dir / "ansible-events.jsonl").read_text().splitlines()]
+    assert "playbook_on_stats" in [event["event"] for event in logged]
+    assert "PLAY RECAP" in (run_dir / "ansible.log").read_text()
+    shown = capsys.readouterr().out
+    assert shown.rstrip().endswith("exit status %d" % returncode)
+    assert ("FAILED localhost: Fail on a host: what went wrong" in shown) is fail
+
+
+def test_the_log_moves_beside_the_report_and_the_summary_gives_the_reports_paths(tmp_path, monkeypatch, capsys):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        """
+- name: Validate and report
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Write the site validation report
+      clusterproof.gpu.site_report:
+        site: unit-site
+        cluster_mode: sandbox
+        reports_dir: "%s"
+        sections: []
+"""
+        % (tmp_path / "reports")
+    )
+    monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setitem(cli_main.PLAYBOOKS, "site", (str(playbook), []))
+    assert cli_main.main(["site"]) == 0
+    (report_dir,) = (path for path in (tmp_path / "reports" / "unit-site").iterdir() if not path.is_symlink())
+    assert {"report.html", "ansible-events.jsonl", "ansible.log"} <= {path.name for path in report_dir.iterdir()}
+    assert list((tmp_path / "runs").iterdir()) == []
+    shown = capsys.readouterr().out
+    assert "report html  %s" % (report_dir / "report.html") in shown
+    assert "ansible log  %s" % report_dir in shown
+
+
+def test_a_run_where_no_play_starts_shows_what_ansible_printed(tmp_path, monkeypatch, capsys):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK)
+    monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setitem(cli_main.PLAYBOOKS, "site", (str(playbook), []))
+    assert cli_main.main(["site", "--list-tasks"]) == 0
+    assert "Change one thing" in capsys.readouterr().out

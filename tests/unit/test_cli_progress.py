@@ -1,0 +1,115 @@
+"""The pure half of the entry point: runner events in, a live line and structured results out."""
+
+from __future__ import annotations
+
+from cli import progress
+
+
+def play(name: str) -> dict:
+    return {"event": "playbook_on_play_start", "event_data": {"play": name}}
+
+
+def task(name: str) -> dict:
+    return {"event": "playbook_on_task_start", "event_data": {"task": name}}
+
+
+def result(kind: str, host: str, task_name: str, changed: bool = False, **data) -> dict:
+    return {
+        "event": "runner_on_" + kind,
+        "event_data": {"host": host, "task": task_name, "res": {"changed": changed, **data.pop("res", {})}, **data},
+    }
+
+
+STATS = {
+    "event": "playbook_on_stats",
+    "event_data": {
+        "processed": {"localhost": 1, "dgx1-1": 1},
+        "ok": {"localhost": 5},
+        "changed": {"localhost": 2},
+        "failures": {"dgx1-1": 1},
+        "dark": {},
+        "skipped": {"localhost": 1},
+    },
+}
+
+
+def test_the_live_line_names_stage_task_hosts_and_elapsed_time():
+    view = progress.Progress(started=100.0)
+    assert view.line(100.0) == "[00:00] starting › … · 0 hosts, 0 failed · task 0"
+    for event in (
+        play("Bring up the cluster"),
+        task("Start etcd"),
+        result("ok", "localhost", "Start etcd"),
+        task("Start kube-apiserver"),
+        result("failed", "dgx1-1", "Start kube-apiserver", res={"msg": "port in use"}),
+    ):
+        assert view.update(event)
+    assert view.line(100.0 + 125) == (
+        "[02:05] Bring up the cluster › Start kube-apiserver · 2 hosts, 1 failed · task 2"
+    )
+
+
+def test_a_new_stage_resets_the_task_and_other_events_change_nothing():
+    view = progress.Progress(started=0.0)
+    view.update(task("Old task"))
+    view.update(play("Validate and report"))
+    assert not view.update({"event": "verbose", "event_data": {}})
+    assert not view.update({"event": "runner_item_on_ok", "event_data": {"host": "localhost"}})
+    assert view.line(1.0) == "[00:01] Validate and report › … · 0 hosts, 0 failed · task 1"
+
+
+def test_the_line_is_cut_to_the_terminal_width():
+    view = progress.Progress(started=0.0, stage="A long stage name", task="a long task name")
+    line = view.line(0.0, width=20)
+    assert len(line) == 20 and line.endswith("…")
+
+
+def test_an_ignored_failure_neither_counts_nor_prints():
+    view = progress.Progress(started=0.0)
+    ignored = result("failed", "localhost", "Probe", ignore_errors=True)
+    view.update(ignored)
+    assert view.hosts_failed == set() and view.hosts_done == {"localhost"}
+    assert progress.failure_line(ignored) == ""
+
+
+def test_a_failure_line_says_host_task_and_the_first_line_of_the_message():
+    event = result("failed", "dgx1-1", "Start kube-apiserver", res={"msg": "port in use\nmore detail"})
+    assert progress.failure_line(event) == "FAILED dgx1-1: Start kube-apiserver: port in use"
+    unreachable = result("unreachable", "gpu-9", "Gathering Facts", res={"msg": "no route"})
+    assert progress.failure_line(unreachable) == "UNREACHABLE gpu-9: Gathering Facts: no route"
+    assert progress.failure_line(result("ok", "localhost", "x")) == ""
+
+
+def test_changed_tasks_per_host_in_the_order_they_ran():
+    events = [
+        result("ok", "localhost", "Write kubeconfig", changed=True),
+        result("ok", "dgx1-1", "Label node", changed=False),
+        result("skipped", "dgx1-1", "Skip me"),
+        result("ok", "dgx1-1", "Taint node", changed=True),
+        result("ok", "localhost", "Start etcd", changed=True),
+        result("failed", "localhost", "Broken", changed=True),
+    ]
+    assert progress.changed_tasks(events) == {
+        "localhost": ["Write kubeconfig", "Start etcd"],
+        "dgx1-1": ["Taint node"],
+    }
+
+
+def test_recap_from_the_stats_event_with_every_counter_present():
+    table = progress.recap([task("x"), STATS])
+    assert table["localhost"] == {
+        "ok": 5, "changed": 2, "unreachable": 0, "failed": 0, "skipped": 1, "rescued": 0, "ignored": 0,
+    }  # fmt: skip
+    assert table["dgx1-1"]["failed"] == 1 and table["dgx1-1"]["ok"] == 0
+    assert progress.recap([]) == {}
+
+
+def test_report_paths_come_from_the_site_report_task():
+    paths = {"dir": "/r/site/1", "html": "/r/site/1/report.html"}
+    events = [
+        result("ok", "localhost", "Other", res={"paths": {"dir": "/nope"}}, resolved_action="ansible.builtin.debug"),
+        result("ok", "localhost", "Write the site validation report", res={"paths": paths},
+               resolved_action="clusterproof.gpu.site_report"),
+    ]  # fmt: skip
+    assert progress.report_paths(events) == paths
+    assert progress.report_paths(events[:1]) == {}
