@@ -89,9 +89,8 @@ def main():
         if params["charts"].get(kind):
             release["chart_ref"] = params["charts"][kind]
             continue
-        source = storage.CHART_SOURCES[kind]
         try:
-            release["chart_ref"] = str(chart_source.chart_in_module(source.module, source.version, source.path))
+            release["chart_ref"] = str(chart_source.chart_in_module(storage.CHART_SOURCES[kind]))
         except chart_source.ChartSourceError as error:
             module.fail_json(
                 msg="%s; give the %s chart as a reference instead (storage_classes_charts.%s: a chart repository's "

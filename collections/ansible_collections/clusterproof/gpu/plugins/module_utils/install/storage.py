@@ -28,6 +28,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install.chart_source import ChartSource
+
 PROVISIONERS = ("local-path", "nfs", "trident")
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 RECLAIM_POLICIES = ("Delete", "Retain")
@@ -536,15 +538,6 @@ def trident_backend_objects(
             }
         )
     return objects
-
-
-@dataclasses.dataclass(frozen=True)
-class ChartSource:
-    """Where a provisioner's chart travels: a folder of a Go module version."""
-
-    module: str
-    version: str
-    path: str
 
 
 # The charts, pinned. local-path's is the version the sandbox runs. The other two projects tag
