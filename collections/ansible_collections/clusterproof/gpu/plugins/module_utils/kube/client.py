@@ -169,3 +169,52 @@ class Applier:
     def refresh_discovery(self) -> None:
         """Forget the API's resource list, after CRDs were added."""
         self.dynamic.resources.invalidate_cache()
+
+
+def name_of(manifest: dict[str, Any]) -> str:
+    """How modules name an object they report: kind/name."""
+    return "%s/%s" % (manifest["kind"], manifest["metadata"]["name"])
+
+
+class Changes:
+    """Objects made to exist through an :class:`Applier`, with what changed recorded (``applied``,
+    as kind/name) the way every module reports it."""
+
+    def __init__(self, applier: Any, check_mode: bool | None = None) -> None:
+        # Without an applier (a step that only stops processes), check mode is said outright.
+        self.applier = applier
+        self.check_mode = bool(applier.check_mode if check_mode is None else check_mode)
+        self.applied: list[str] = []
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None, context: str | None = None, check_mode: bool = False) -> Changes:
+        return cls(Applier(api_client(kubeconfig, context), check_mode=check_mode))
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.applied)
+
+    def apply(self, wanted: Iterable[dict[str, Any]]) -> None:
+        for manifest in wanted:
+            if self.applier.apply(manifest)[0]:
+                self.applied.append(name_of(manifest))
+
+    def apply_crds(self, crds: list[dict[str, Any]], others: Iterable[dict[str, Any]], timeout: float) -> None:
+        """Apply CRDs with objects that need none of them, and wait until the CRDs are served."""
+        self.apply(crds + list(others))
+        if not self.check_mode:
+            self.applier.wait_established([crd["metadata"]["name"] for crd in crds], timeout)
+            self.applier.refresh_discovery()
+
+    def apply_custom(self, wanted: Iterable[dict[str, Any]]) -> None:
+        """Apply objects of the CRDs just applied. In check mode, where CRDs would be applied the
+        server cannot compare their objects yet: they are reported as to be applied."""
+        if self.check_mode and self.applied:
+            self.applied += [name_of(manifest) for manifest in wanted]
+        else:
+            self.apply(wanted)
+
+    def delete(self, wanted: Iterable[dict[str, Any]]) -> None:
+        for manifest in wanted:
+            if self.applier.delete(manifest):
+                self.applied.append("deleted %s" % name_of(manifest))
