@@ -41,6 +41,13 @@ SANDBOX_INSTALL_ARG_SPEC: dict[str, dict[str, Any]] = {
     "timeout": {"type": "int", "default": 120},
 }
 
+# The options of a module that checks a host from the report host: whether the host is real, and
+# why it could not be reached (the host_check doc fragment documents them).
+HOST_CHECK_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "hardware": {"type": "bool", "default": True},
+    "failure": {"type": "str"},
+}
+
 
 class ModuleError(RuntimeError):
     """A failure a module reports as it is: the message already says what, where and why."""
