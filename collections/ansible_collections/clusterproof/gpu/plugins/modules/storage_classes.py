@@ -101,10 +101,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_p
 
 def _declared(params):
     """The declared classes and the objects they need, or why not."""
-    try:
-        classes = storage.from_dicts(params["classes"])
-    except TypeError as error:
-        raise runner.ModuleError("classes: expected clusterproof_site.storage_classes, found: %s" % error) from error
+    classes = storage.classes_argument(params["classes"])
     if params["mode"] == "sandbox":
         others = sorted(cls.name for cls in classes if cls.provisioner != "local-path")
         if others:
@@ -193,7 +190,7 @@ def main():
         spec,
         run,
         doing="making the storage classes",
-        expected=(SandboxError, OSError),
+        expected=(SandboxError, OSError, storage.ClassesArgumentError),
         required_if=[("mode", "sandbox", ("state_dir", "bin_dir"))],
     )
 

@@ -231,10 +231,7 @@ def _probe_checks(api, params, default, rwx):
 
 def run(module):
     params = module.params
-    try:
-        declared = storage.from_dicts(params["classes"])
-    except TypeError as error:
-        raise runner.ModuleError("classes: expected clusterproof_site.storage_classes, found: %s" % error) from error
+    declared = storage.classes_argument(params["classes"])
     api, observed = _observed_classes(params)
     checks = storage_validation.class_checks(declared, observed)
     checks.append(storage_validation.default_class_check(declared, observed))
@@ -268,7 +265,7 @@ def main():
         },
         auth=True,
     )
-    runner.run_module(spec, run, doing="probing the storage classes")
+    runner.run_module(spec, run, doing="probing the storage classes", expected=(storage.ClassesArgumentError,))
 
 
 if __name__ == "__main__":

@@ -359,6 +359,18 @@ def from_dicts(classes: Iterable[Mapping[str, Any]]) -> list[StorageClassDeclara
     return declared
 
 
+class ClassesArgumentError(ValueError):
+    """A storage module's ``classes`` option is not what ``clusterproof_site.storage_classes`` holds."""
+
+
+def classes_argument(classes: Iterable[Mapping[str, Any]]) -> list[StorageClassDeclaration]:
+    """The ``classes`` option every storage module takes, as declarations, or why it is not one."""
+    try:
+        return from_dicts(classes)
+    except TypeError as error:
+        raise ClassesArgumentError("classes: expected clusterproof_site.storage_classes, found: %s" % error) from error
+
+
 def default_class(classes: Iterable[StorageClassDeclaration]) -> StorageClassDeclaration | None:
     return next((cls for cls in classes if cls.default), None)
 
