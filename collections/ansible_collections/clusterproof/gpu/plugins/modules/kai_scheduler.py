@@ -67,7 +67,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 applied:
-  description: Objects created or changed (kind/name).
+  description: Objects created or changed (kind/name), and C(file <path>) when the scheduler configuration changed.
   returned: always
   type: list
   elements: str
@@ -77,7 +77,7 @@ started:
   type: list
   elements: str
 config:
-  description: Path of the scheduler configuration file.
+  description: Path of KAI scheduler's configuration file (its actions and plugins); empty with O(mode=cluster).
   returned: always
   type: str
 """

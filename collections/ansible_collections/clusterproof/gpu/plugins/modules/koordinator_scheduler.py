@@ -20,7 +20,7 @@ extends_documentation_fragment:
   - clusterproof.gpu.sandbox_install
 options:
   state:
-    description: present or absent.
+    description: C(present) runs koord-scheduler as declared; C(absent) stops it (its CRDs and quotas stay).
     type: str
     choices: [present, absent]
     default: present
@@ -76,7 +76,7 @@ stopped:
   type: list
   elements: str
 config:
-  description: Path of the scheduler configuration file.
+  description: Path of koord-scheduler's configuration file (profile C(koord-scheduler), ElasticQuota plugin).
   returned: always
   type: str
 """

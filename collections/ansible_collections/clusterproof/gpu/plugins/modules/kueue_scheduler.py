@@ -22,7 +22,9 @@ extends_documentation_fragment:
   - clusterproof.gpu.sandbox_install
 options:
   state:
-    description: present or absent.
+    description:
+      - C(present) runs Kueue (with O(mode=sandbox)) and makes its site-wide objects.
+      - C(absent) stops Kueue on the sandbox and removes its webhook registrations.
     type: str
     choices: [present, absent]
     default: present

@@ -19,17 +19,13 @@ description:
 version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
+  - clusterproof.gpu.storage_classes
 options:
   mode:
     description: C(sandbox) also runs local-path-provisioner on the sandbox; C(cluster) only applies objects.
     type: str
     choices: [sandbox, cluster]
     default: cluster
-  classes:
-    description: The declared classes, as C(clusterproof_site.storage_classes) holds them.
-    type: list
-    elements: dict
-    required: true
   credentials:
     description:
       - The Trident backends' credentials, by the name of the variable each backend names
@@ -174,9 +170,9 @@ def run(module):
 
 def main():
     spec = runner.argument_spec(
+        runner.STORAGE_CLASSES_ARG_SPEC,
         {
             "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "cluster"},
-            "classes": {"type": "list", "elements": "dict", "required": True},
             "credentials": {"type": "dict", "default": {}, "no_log": True},
             "state_dir": {"type": "path"},
             "bin_dir": {"type": "path"},

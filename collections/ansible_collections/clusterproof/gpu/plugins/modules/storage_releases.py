@@ -14,12 +14,9 @@ description:
   - Also names the variables the Trident backends take their credentials from.
   - Changes nothing (the Go module cache aside); C(changed) is always false.
 version_added: 0.1.0
+extends_documentation_fragment:
+  - clusterproof.gpu.storage_classes
 options:
-  classes:
-    description: The declared classes, as C(clusterproof_site.storage_classes) holds them.
-    type: list
-    elements: dict
-    required: true
   charts:
     description:
       - A chart reference per provisioner (C(local-path), C(nfs), C(trident)) to use instead of the Go module's.
@@ -61,7 +58,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.install import ch
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 
 ARGUMENT_SPEC = {
-    "classes": {"type": "list", "elements": "dict", "required": True},
     "charts": {"type": "dict", "default": {}},
     "namespaces": {"type": "dict", "default": {}},
     "helper_image": {"type": "str", "default": "busybox:1.36"},
@@ -98,7 +94,12 @@ def run(module):
 
 
 def main():
-    runner.run_module(ARGUMENT_SPEC, run, doing="finding the storage charts", expected=(storage.ClassesArgumentError,))
+    runner.run_module(
+        runner.argument_spec(runner.STORAGE_CLASSES_ARG_SPEC, ARGUMENT_SPEC),
+        run,
+        doing="finding the storage charts",
+        expected=(storage.ClassesArgumentError,),
+    )
 
 
 if __name__ == "__main__":

@@ -18,12 +18,8 @@ description:
 version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
+  - clusterproof.gpu.storage_classes
 options:
-  classes:
-    description: The declared classes, as C(clusterproof_site.storage_classes) holds them.
-    type: list
-    elements: dict
-    required: true
   probe_image:
     description: Image of the probe pods (on the sandbox no container runs).
     type: str
@@ -256,8 +252,8 @@ def run(module):
 
 def main():
     spec = runner.argument_spec(
+        runner.STORAGE_CLASSES_ARG_SPEC,
         {
-            "classes": {"type": "list", "elements": "dict", "required": True},
             "probe_image": {"type": "str", "default": "busybox:1.36"},
             "claim_size": {"type": "str", "default": "1Mi"},
             "timeout": {"type": "int", "default": 180},

@@ -48,6 +48,12 @@ HOST_CHECK_ARG_SPEC: dict[str, dict[str, Any]] = {
     "failure": {"type": "str"},
 }
 
+# The inventory's declared storage classes, as the storage modules take them (the storage_classes
+# doc fragment documents the option; install/storage.py classes_argument reads it).
+STORAGE_CLASSES_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "classes": {"type": "list", "elements": "dict", "required": True},
+}
+
 
 class ModuleError(RuntimeError):
     """A failure a module reports as it is: the message already says what, where and why."""
