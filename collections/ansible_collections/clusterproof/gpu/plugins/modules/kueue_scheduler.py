@@ -129,12 +129,16 @@ def run(module):
     on_sandbox, present = params["mode"] == "sandbox", params["state"] == "present"
     if on_sandbox and present and not (params["bin_dir"] and params["share_dir"]):
         raise runner.ModuleError("mode sandbox, state present: bin_dir and share_dir are required")
-    layout = Layout(Path(params["state_dir"])) if on_sandbox else None
+    nothing = {"applied": [], "started": [], "stopped": []}
     if not on_sandbox:
-        step = kube.Changes.connect(params["kubeconfig"], check_mode=module.check_mode)
-        if present:
-            step.apply(kueue.site_manifests())
-    elif present:
+        # On a cluster Kueue comes from its Helm chart: only the site-wide objects are clusterproof's.
+        if not present:
+            return nothing
+        objects = kube.Changes.connect(params["kubeconfig"], check_mode=module.check_mode)
+        objects.apply(kueue.site_manifests())
+        return {**nothing, "changed": objects.changed, "applied": objects.applied}
+    layout = Layout(Path(params["state_dir"]))
+    if present:
         step = install.InstallStep.on(layout, module.check_mode)
         _sandbox_present(step, params)
         step.apply_custom(kueue.site_manifests())
@@ -143,7 +147,7 @@ def run(module):
         step.stop(["kueue"])
         step.delete({"apiVersion": v, "kind": k, "metadata": {"name": n}} for v, k, n in WEBHOOK_CONFIGURATIONS)
     else:
-        return {"applied": [], "started": [], "stopped": []}
+        return nothing
     return {"changed": step.changed, "applied": step.applied, "started": step.started, "stopped": step.stopped}
 
 

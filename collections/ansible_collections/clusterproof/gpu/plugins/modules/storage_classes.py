@@ -150,20 +150,23 @@ def run(module):
     params = module.params
     classes, wanted = _declared(params)
     default = storage.default_class(classes)
+    started = []
     if params["mode"] == "sandbox":
         layout = Layout(Path(params["state_dir"]))
         step = install.InstallStep.on(layout, module.check_mode, params["kubeconfig"], params["context"])
         local_path.install(step, classes, Path(params["bin_dir"]), params["helper_image"], params["timeout"])
+        started = step.started
     else:
+        # On a cluster the provisioners come from their charts: only the objects are clusterproof's.
         step = kube.Changes.connect(params["kubeconfig"], params["context"], module.check_mode)
     for manifest in wanted:
         _apply(step, manifest)
     undefaulted = _undefault_others(step.applier, {cls.name for cls in classes}) if default else []
     return {
-        "changed": bool(step.applied or step.started or undefaulted),
+        "changed": bool(step.applied or started or undefaulted),
         "applied": step.applied,
         "undefaulted": undefaulted,
-        "started": step.started,
+        "started": started,
         "default_class": default.name if default else "",
     }
 
