@@ -17,7 +17,7 @@ class FakeModule:
         raise Failed(result)
 
 
-class FakeApiError(Exception):
+class ApiException(Exception):  # named as the client library names it
     def __init__(self, status, reason, body):
         super().__init__(reason)
         self.status, self.reason, self.body = status, reason, body
@@ -39,7 +39,7 @@ def test_pieces_are_copied_so_a_module_cannot_change_another_ones_spec():
 
 
 def test_an_api_error_says_what_was_done_and_what_the_api_said():
-    error = FakeApiError(403, "Forbidden", b'{"message": "queues is forbidden"}')
+    error = ApiException(403, "Forbidden", b'{"message": "queues is forbidden"}')
     assert runner.api_error_message(error, "applying the queue", "check the RBAC") == (
         "applying the queue failed: 403 Forbidden: queues is forbidden (check the RBAC)"
     )
@@ -51,3 +51,13 @@ def test_module_errors_keep_their_details_and_client_errors_say_what_was_done():
         "msg": "applying the queue failed: kubeconfig /x does not exist"
     }
     assert failure(ValueError("odd")) == {"msg": "applying the queue failed: ValueError: odd"}
+
+
+def test_an_api_error_fails_the_module_with_what_the_api_said():
+    assert failure(ApiException(422, "Unprocessable Entity", '{"message": "field is immutable"}')) == {
+        "msg": "applying the queue failed: 422 Unprocessable Entity: field is immutable"
+    }
+
+
+def test_the_runner_needs_no_client_library():
+    assert "client" not in vars(runner)

@@ -11,6 +11,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube.base import AUTH_ARG_SPEC, KubeError
+
+__all__ = ["AUTH_ARG_SPEC", "KubeError"]  # re-exported: modules name them through the client layer
+
 KUBERNETES_IMPORT_ERROR: str | None
 try:
     from kubernetes import client as k8s_client
@@ -23,17 +27,6 @@ except ImportError as error:  # the module reports this through fail_json
     k8s_config = None  # type: ignore[assignment]
     ApiException = Exception  # type: ignore[assignment,misc]
     KUBERNETES_IMPORT_ERROR = str(error)
-
-# Shared module arguments for anything that reaches a cluster (copied into each module's spec).
-AUTH_ARG_SPEC: dict[str, dict[str, Any]] = {
-    "kubeconfig": {"type": "path", "required": False},
-    "context": {"type": "str", "required": False},
-    "request_timeout": {"type": "int", "default": 30},
-}
-
-
-class KubeError(RuntimeError):
-    """A cluster could not be reached or answered with an error; the message says which."""
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:

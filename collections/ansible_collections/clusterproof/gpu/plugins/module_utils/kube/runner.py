@@ -7,7 +7,8 @@ error on the way goes through :func:`fail_from_exception`, so an API error, an u
 and a bad argument read the same in every module: what was being done, what the API said, and
 where to look.
 
-May import: Ansible's module API, ``kube.client``. Touches nothing itself.
+May import: Ansible's module API and ``kube.base`` (never the client layer: host-side modules go
+through here too, and their payload stays free of it). Touches nothing itself.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from ansible.module_utils import basic
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import base
 
 # Options every module that acts on the sandbox shares (the sandbox doc fragment documents them).
 SANDBOX_ARG_SPEC: dict[str, dict[str, Any]] = {
@@ -69,7 +70,7 @@ def argument_spec(*pieces: Mapping[str, Mapping[str, Any]], auth: bool = False) 
     for piece in pieces:
         spec.update(copy.deepcopy(dict(piece)))
     if auth:
-        spec.update(copy.deepcopy(kube.AUTH_ARG_SPEC))
+        spec.update(copy.deepcopy(base.AUTH_ARG_SPEC))
     return spec
 
 
@@ -97,9 +98,9 @@ def fail_from_exception(module: AnsibleModule, error: BaseException, doing: str 
     """The one place a module turns an exception into its failure (it does not return)."""
     if isinstance(error, ModuleError):
         module.fail_json(msg=str(error), **error.details)
-    if isinstance(error, kube.KubeError):
+    if isinstance(error, base.KubeError):
         module.fail_json(msg=f"{doing} failed: {error}" if doing else str(error))
-    if kube.ApiException is not Exception and isinstance(error, kube.ApiException):
+    if base.is_api_error(error):
         module.fail_json(msg=api_error_message(error, doing or "the API request", hint))
     module.fail_json(msg=f"{doing or 'the module'} failed: {type(error).__name__}: {error}")
 
@@ -126,7 +127,9 @@ def run_module(
         result = dict(work(module))
     except expected as error:  # type: ignore[misc]
         module.fail_json(msg=str(error))
-    except (ModuleError, kube.KubeError, kube.ApiException) as error:  # type: ignore[misc]
+    except Exception as error:
+        if not isinstance(error, (ModuleError, base.KubeError)) and not base.is_api_error(error):
+            raise  # a bug: its traceback says more than a message would
         fail_from_exception(module, error, doing, hint)
     result.setdefault("changed", False)
     module.exit_json(**result)
