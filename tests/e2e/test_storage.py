@@ -154,9 +154,8 @@ def chart(kind: str, env: str) -> Path:
     given = os.environ.get(env)
     if given:
         return Path(given)
-    source = storage.CHART_SOURCES[kind]
     try:
-        return chart_source.chart_in_module(source.module, source.version, source.path)
+        return chart_source.chart_in_module(storage.CHART_SOURCES[kind])
     except chart_source.ChartSourceError as error:
         pytest.skip("%s (set %s to a folder holding the chart to run this test)" % (error, env))
 

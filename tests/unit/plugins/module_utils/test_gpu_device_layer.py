@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_charts
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import chart_source, gpu_charts
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.gpu_device_layer import (
     DeviceLayerDeclaration,
     TimeSlicing,
@@ -154,11 +154,11 @@ def test_vouched_sums_takes_the_two_lines_of_the_pinned_version():
             "example.com/b v1.0.0 h1:b=",
         ]
     )
-    assert gpu_charts.vouched_sums(go_sum, "example.com/a", "v1.0.0") == (
+    assert chart_source.vouched_sums(go_sum, "example.com/a", "v1.0.0") == (
         "example.com/a v1.0.0 h1:zip=\nexample.com/a v1.0.0/go.mod h1:mod=\n"
     )
     with pytest.raises(RuntimeError, match="example.com/a v2.0.0's two checksums"):
-        gpu_charts.vouched_sums(go_sum, "example.com/a", "v2.0.0")
+        chart_source.vouched_sums(go_sum, "example.com/a", "v2.0.0")
 
 
 def test_a_cached_chart_is_current_only_for_the_pinned_module_version(tmp_path):

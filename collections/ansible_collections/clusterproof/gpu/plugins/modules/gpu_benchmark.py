@@ -8,6 +8,8 @@ DOCUMENTATION = r"""
 module: gpu_benchmark
 short_description: Benchmark the NVIDIA GPUs of a host against a reference for their model
 version_added: "0.1.0"
+extends_documentation_fragment:
+  - clusterproof.gpu.host_check
 description:
   - Runs the benchmark runner (C(gpu_benchmark_runner.py), shipped with this module) on the host with
     the interpreter O(python), and judges what it measured against the reference table for the GPU
@@ -127,27 +129,15 @@ options:
   host:
     description: The host's name in check ids and the report section; defaults to the host's hostname.
     type: str
-  hardware:
-    description:
-      - Whether the host is real. V(false) for simulated hosts (the sandbox's KWOK nodes) runs nothing
-        and returns every check as needs-hardware.
-    type: bool
-    default: true
   failure:
     description:
       - Why the benchmarks cannot run on the host (it was unreachable, or the module failed there).
         Nothing runs; every requested benchmark is a failed check with this message. Run the task
         on another host (the report host) with this set.
-    type: str
   timeout:
     description: Seconds the runner may take in all.
     type: int
     default: 1800
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
 requirements:
   - On the host, an interpreter with PyTorch and torchvision (or CuPy) for GPU figures; C(dcgmi) for DCGM.
 author:
@@ -224,12 +214,8 @@ runner_stderr:
   type: str
 """
 
-import platform
-
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_benchmark
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_facts import gather
 
 SIZE_OPTIONS = {
     name: {"type": "float" if name == "warmup_seconds" else "int"}
@@ -258,84 +244,16 @@ ARGUMENT_SPEC = {
     "thresholds": {"type": "dict", "default": {}},
     "gpu_model": {"type": "str"},
     "host": {"type": "str"},
-    "hardware": {"type": "bool", "default": True},
-    "failure": {"type": "str"},
     "timeout": {"type": "int", "default": 1800},
 }
 
-STDERR_TAIL = 4000
-
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = module.params
-    host = params["host"] or platform.node()
-    benchmarks, dtypes = params["benchmarks"], params["matmul_dtypes"]
-    try:
-        gpu_benchmark.thresholds_with(params["thresholds"])
-        if params["gpu_model"] and gpu_benchmark.match_reference(params["gpu_model"]) is None:
-            raise ValueError(
-                f"gpu_model {params['gpu_model']!r} matches no reference; known: "
-                + ", ".join(sorted(gpu_benchmark.REFERENCES_BY_KEY))
-            )
-        arguments = gpu_benchmark.runner_arguments(
-            benchmarks,
-            backend=params["backend"],
-            gpus=params["gpus"],
-            matmul_dtypes=dtypes,
-            sizes=params["sizes"],
-            dcgm_level=params["dcgm_level"],
-            resnet50_precision=params["resnet50_precision"],
-        )
-    except ValueError as error:
-        module.fail_json(msg=f"invalid options: {error}")
-
-    runner_document, stderr = None, ""
-    if params["failure"]:
-        outcome = gpu_benchmark.not_run(host, benchmarks, dtypes, "fail", params["failure"])
-    elif not params["hardware"]:
-        outcome = gpu_benchmark.not_run(
-            host,
-            benchmarks,
-            dtypes,
-            "needs-hardware",
-            f"{host} is a simulated host (hardware=false): GPU benchmarks need a real GPU host",
-        )
-    elif module.check_mode:
-        outcome = gpu_benchmark.not_run(host, benchmarks, dtypes, "skip", "check mode: the benchmarks were not run")
-    else:
-        try:
-            output, stderr = gpu_benchmark.run_runner(
-                params["python"], arguments, timeout=params["timeout"], workdir=module.tmpdir
-            )
-        except gpu_benchmark.BenchmarkError as error:
-            outcome = gpu_benchmark.not_run(
-                host,
-                benchmarks,
-                dtypes,
-                "skip",
-                "skipped: the benchmark runner produced no results",
-                runner_failure=f"the GPU benchmark runner failed on {host}: {error}",
-            )
-        else:
-            runner_document = output.document
-            # NVML or nvidia-smi say whether the host has GPUs the runner should have used.
-            facts = gather() if output.device_type != "cuda" else None
-            names = [gpu.name or "unknown" for gpu in facts.gpus] if facts else []
-            outcome = gpu_benchmark.judge(
-                output, host, params["thresholds"], gpu_model=params["gpu_model"], host_gpu_names=names
-            )
-
-    module.exit_json(
-        changed=False,
-        checks=[check.to_dict() for check in outcome.checks],
-        results=[result.to_dict() for result in outcome.results],
-        failed_checks=len(outcome.failed),
-        section=outcome.section_dict(),
-        gpu_model=outcome.gpu_model,
-        reference=outcome.reference,
-        runner=runner_document,
-        runner_stderr=stderr[-STDERR_TAIL:],
+    runner.run_module(
+        runner.argument_spec(ARGUMENT_SPEC, runner.HOST_CHECK_ARG_SPEC),
+        lambda module: gpu_benchmark.benchmark_host(module.params, module.check_mode, module.tmpdir),
+        doing="benchmarking the host's GPUs",
+        expected=(gpu_benchmark.OptionsError,),
     )
 
 

@@ -94,32 +94,41 @@ release_values:
   type: dict
 """
 
-import subprocess
 from pathlib import Path
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_charts, gpu_device_layer
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 # Option names are the inventory variables' without the clusterproof_gpu_ prefix.
 _PREFIX = "clusterproof_gpu_"
 _SETTINGS = ("device_layer", "driver_by", "toolkit_by", "mig_strategy", "time_slicing")
 
+ARGUMENT_SPEC = {
+    "device_layer": {"type": "str", "required": True, "choices": list(gpu_device_layer.LAYERS)},
+    "driver_by": {"type": "str", "default": "hosts"},
+    "toolkit_by": {"type": "str", "default": "hosts"},
+    "mig_strategy": {"type": "str", "default": "none"},
+    "time_slicing": {"type": "dict"},
+    "operator_version": {"type": "str", "default": gpu_device_layer.OPERATOR_IMAGE_VERSION},
+    "cache_dir": {"type": "path"},
+}
 
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "device_layer": {"type": "str", "required": True, "choices": list(gpu_device_layer.LAYERS)},
-            "driver_by": {"type": "str", "default": "hosts"},
-            "toolkit_by": {"type": "str", "default": "hosts"},
-            "mig_strategy": {"type": "str", "default": "none"},
-            "time_slicing": {"type": "dict"},
-            "operator_version": {"type": "str", "default": gpu_device_layer.OPERATOR_IMAGE_VERSION},
-            "cache_dir": {"type": "path"},
-        },
-        supports_check_mode=True,
-    )
+
+def _chart(release, cache_dir, check_mode):
+    """The release's chart in the build cache (fetched unless check mode), and whether it was (or would be) fetched."""
+    try:
+        plan = sandbox_build.plan(cache_root=Path(cache_dir) if cache_dir else None)
+        if gpu_charts.is_current(plan.share_dir, gpu_charts.CHARTS[release.chart]):
+            return gpu_charts.chart_dir(plan.share_dir, release.chart), False
+        if check_mode:
+            return gpu_charts.chart_dir(plan.share_dir, release.chart), True
+        return gpu_charts.ensure_chart(plan, release.chart, lambda message: None)
+    except (RuntimeError, OSError) as error:
+        raise runner.ModuleError("cannot fetch the %s chart from its Go module: %s" % (release.chart, error)) from error
+
+
+def run(module):
     params = module.params
     settings = {_PREFIX + name: params[name] for name in _SETTINGS if params[name] is not None}
     # The same checks as the inventory's, so a role called with other variables is held to them too.
@@ -129,30 +138,26 @@ def main():
             "%s: expected %s, found %r" % (error.field.removeprefix(_PREFIX), error.expected, error.found)
             for error in errors
         ]
-        module.fail_json(msg="; ".join(messages), errors=messages)
+        raise runner.ModuleError("; ".join(messages), errors=messages)
     release = gpu_device_layer.release_for(declaration, params["operator_version"])
     if release is None:
-        module.exit_json(changed=False, release=False)
-    source = gpu_charts.CHARTS[release.chart]
-    try:
-        plan = sandbox_build.plan(cache_root=Path(params["cache_dir"]) if params["cache_dir"] else None)
-        chart = gpu_charts.chart_dir(plan.share_dir, release.chart)
-        fetched = not gpu_charts.is_current(plan.share_dir, source)
-        if fetched and not module.check_mode:
-            chart, fetched = gpu_charts.ensure_chart(plan, release.chart, lambda message: None)
-    except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
-        module.fail_json(msg="cannot fetch the %s chart from its Go module: %s" % (release.chart, error))
-    module.exit_json(
-        changed=fetched,
-        release=True,
-        chart_ref=str(chart),
+        return {"release": False}
+    chart, fetched = _chart(release, params["cache_dir"], module.check_mode)
+    return {
+        "changed": fetched,
+        "release": True,
+        "chart_ref": str(chart),
         # In check mode a chart not yet fetched has no Chart.yaml to read; the pin stands for it.
-        chart_version=gpu_charts.chart_version(chart) if (chart / "Chart.yaml").is_file() else None,
-        chart_module="%s@%s" % (source.module, source.version),
-        release_name=release.name,
-        release_namespace=release.namespace,
-        release_values=release.values,
-    )
+        "chart_version": gpu_charts.chart_version(chart) if (chart / "Chart.yaml").is_file() else None,
+        "chart_module": gpu_charts.CHARTS[release.chart].pin,
+        "release_name": release.name,
+        "release_namespace": release.namespace,
+        "release_values": release.values,
+    }
+
+
+def main():
+    runner.run_module(ARGUMENT_SPEC, run, doing="planning the GPU device layer")
 
 
 if __name__ == "__main__":

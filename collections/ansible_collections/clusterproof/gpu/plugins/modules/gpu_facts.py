@@ -171,8 +171,7 @@ ansible_facts:
 
 import sys
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_facts import gather
 
 ARGUMENT_SPEC = {
@@ -181,24 +180,22 @@ ARGUMENT_SPEC = {
 }
 
 
-def main() -> None:
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+def run(module):
     source = module.params["source"]
-    if source == "auto":
-        facts = gather(prefer="nvml", fallback=True)
-    else:
-        facts = gather(prefer=source, fallback=False)
+    facts = gather(prefer="nvml", fallback=True) if source == "auto" else gather(prefer=source, fallback=False)
     result = facts.to_dict()
     if module.params["required"] and facts.gpu_count == 0:
-        module.fail_json(
-            msg=(
-                f"Expected at least one NVIDIA GPU (required=true, source={source}), found none: {facts.reason}. "
-                "Check that the NVIDIA driver is loaded (nvidia-smi, lsmod | grep nvidia) and, for NVML, "
-                f"that nvidia-ml-py is installed for {sys.executable}."
-            ),
+        raise runner.ModuleError(
+            f"Expected at least one NVIDIA GPU (required=true, source={source}), found none: {facts.reason}. "
+            "Check that the NVIDIA driver is loaded (nvidia-smi, lsmod | grep nvidia) and, for NVML, "
+            f"that nvidia-ml-py is installed for {sys.executable}.",
             clusterproof_gpus=result,
         )
-    module.exit_json(changed=False, ansible_facts={"clusterproof_gpus": result})
+    return {"ansible_facts": {"clusterproof_gpus": result}}
+
+
+def main() -> None:
+    runner.run_module(ARGUMENT_SPEC, run, doing="gathering the GPU facts")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ DOCUMENTATION = r"""
 module: host_tests
 short_description: Run the GPU host suite against a host and return its results as report checks
 version_added: "0.1.0"
+extends_documentation_fragment:
+  - clusterproof.gpu.host_check
 description:
   - Runs C(python -m pytest <suite> --hosts=ansible://<host> --ansible-inventory=<inventory>) on the
     machine the module runs on (the Ansible controller; delegate the task to it), and turns the
@@ -63,24 +65,14 @@ options:
   junit_file:
     description: Read the results from this JUnit XML file (written by the suite before) instead of running it.
     type: path
-  hardware:
-    description: V(false) for a simulated host (the sandbox's KWOK nodes); nothing runs, every check is needs-hardware.
-    type: bool
-    default: true
   failure:
     description:
       - Why the suite cannot run against the host (it was unreachable, or an earlier task failed
         there). Nothing runs; every test of the suite is a failed check with this message.
-    type: str
   timeout:
     description: Seconds pytest may take.
     type: int
     default: 900
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
 requirements:
   - pytest and pytest-testinfra on the controller (requirements.txt), and ansible-inventory beside them.
 author:
@@ -142,11 +134,7 @@ pytest_output:
   type: str
 """
 
-import os
-import sys
-
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node import host_tests
 
 ARGUMENT_SPEC = {
@@ -158,73 +146,16 @@ ARGUMENT_SPEC = {
     "sudo": {"type": "bool", "default": False},
     "pytest_args": {"type": "list", "elements": "str", "default": []},
     "junit_file": {"type": "path"},
-    "hardware": {"type": "bool", "default": True},
-    "failure": {"type": "str"},
     "timeout": {"type": "int", "default": 900},
 }
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = module.params
-    host, suite = params["host"], params["suite"]
-    if not os.path.isdir(suite):
-        module.fail_json(msg=f"suite {suite} is not a directory: point it at the project's tests/hosts")
-    tests = host_tests.suite_tests(suite)
-    titles = host_tests.titles_of(tests)
-    command: list[str] = []
-    returncode, output = None, ""
-
-    if params["failure"]:
-        checks = host_tests.not_run(host, tests, "fail", params["failure"])
-    elif not params["hardware"]:
-        checks = host_tests.not_run(
-            host,
-            tests,
-            "needs-hardware",
-            f"{host} is a simulated host (hardware=false): the GPU host suite needs a real GPU host",
-        )
-    elif params["junit_file"]:
-        try:
-            with open(params["junit_file"], encoding="utf-8") as handle:
-                text = handle.read()
-            checks = host_tests.checks_from_junit(text, host, titles)
-        except (OSError, ValueError) as error:
-            module.fail_json(msg=f"cannot read the GPU host suite's results from {params['junit_file']}: {error}")
-    elif module.check_mode:
-        checks = host_tests.not_run(host, tests, "skip", "check mode: the GPU host suite was not run")
-    else:
-        if not params["inventory"]:
-            module.fail_json(msg="inventory is required to run the suite: the inventory that declares %s" % host)
-        try:
-            run = host_tests.run_suite(
-                params["python"] or sys.executable,
-                suite,
-                host,
-                params["inventory"],
-                params["project_dir"] or os.path.dirname(os.path.dirname(os.path.abspath(suite))),
-                timeout=params["timeout"],
-                sudo=params["sudo"],
-                extra_args=params["pytest_args"],
-                workdir=module.tmpdir,
-            )
-        except host_tests.HostTestsError as error:
-            checks = [host_tests.suite_failure(host, str(error), observed="not run")]
-        else:
-            command, returncode, output = run.command, run.returncode, run.output
-            try:
-                checks = host_tests.checks_from_junit(run.junit, host, titles)
-            except ValueError as error:
-                checks = [host_tests.suite_failure(host, f"pytest wrote no readable JUnit XML: {error}")]
-
-    module.exit_json(
-        changed=False,
-        checks=[check.to_dict() for check in checks],
-        failed_checks=sum(1 for check in checks if check.status == "fail"),
-        section=host_tests.section(host, checks),
-        command=command,
-        pytest_rc=returncode,
-        pytest_output=output,
+    runner.run_module(
+        runner.argument_spec(ARGUMENT_SPEC, runner.HOST_CHECK_ARG_SPEC),
+        lambda module: host_tests.host_suite_result(module.params, module.check_mode, module.tmpdir),
+        doing="running the GPU host suite",
+        expected=(host_tests.SuiteOptionsError,),
     )
 
 

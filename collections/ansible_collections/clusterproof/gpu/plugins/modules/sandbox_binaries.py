@@ -86,48 +86,42 @@ build_log:
 
 from pathlib import Path
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
+# One option per pinned version, named <component>_version, defaulting to the pin.
+VERSION_OPTIONS = (
+    "kubernetes",
+    "etcd",
+    "kwok",
+    "kai_scheduler",
+    "helm",
+    "kueue",
+    "koordinator",
+    "local_path_provisioner",
+)
+ARGUMENT_SPEC = {
+    "cache_dir": {"type": "path"},
+    **{
+        name + "_version": {"type": "str", "default": getattr(sandbox_build.SandboxVersions, name)}
+        for name in VERSION_OPTIONS
+    },
+}
 
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "cache_dir": {"type": "path"},
-            "kubernetes_version": {"type": "str", "default": sandbox_build.SandboxVersions.kubernetes},
-            "etcd_version": {"type": "str", "default": sandbox_build.SandboxVersions.etcd},
-            "kwok_version": {"type": "str", "default": sandbox_build.SandboxVersions.kwok},
-            "kai_scheduler_version": {"type": "str", "default": sandbox_build.SandboxVersions.kai_scheduler},
-            "helm_version": {"type": "str", "default": sandbox_build.SandboxVersions.helm},
-            "kueue_version": {"type": "str", "default": sandbox_build.SandboxVersions.kueue},
-            "koordinator_version": {"type": "str", "default": sandbox_build.SandboxVersions.koordinator},
-            "local_path_provisioner_version": {
-                "type": "str",
-                "default": sandbox_build.SandboxVersions.local_path_provisioner,
-            },
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
+
+def _plan(params):
     try:
-        versions = sandbox_build.SandboxVersions(
-            params["kubernetes_version"],
-            params["etcd_version"],
-            params["kwok_version"],
-            params["kai_scheduler_version"],
-            params["helm_version"],
-            kueue=params["kueue_version"],
-            koordinator=params["koordinator_version"],
-            local_path_provisioner=params["local_path_provisioner_version"],
-        )
+        versions = sandbox_build.SandboxVersions(**{name: params[name + "_version"] for name in VERSION_OPTIONS})
         sandbox_build.staging_version(versions.kubernetes)
-        cache_root = Path(params["cache_dir"]) if params["cache_dir"] else None
-        plan = sandbox_build.plan(versions, cache_root)
+        return sandbox_build.plan(versions, Path(params["cache_dir"]) if params["cache_dir"] else None)
     except (ValueError, OSError) as error:
-        module.fail_json(msg=str(error))
+        raise runner.ModuleError(str(error)) from error
     except Exception as error:  # go missing or broken: say so rather than a traceback
-        module.fail_json(msg=f"cannot plan the sandbox build (is Go installed?): {error}")
+        raise runner.ModuleError(f"cannot plan the sandbox build (is Go installed?): {error}") from error
+
+
+def run(module):
+    plan = _plan(module.params)
     missing = plan.missing()
     result = {
         "changed": bool(missing),
@@ -141,9 +135,13 @@ def main():
         try:
             sandbox_build.ensure_built(plan, messages.append)
         except (RuntimeError, OSError) as error:
-            module.fail_json(msg=f"sandbox build failed: {error}", progress=messages, **result)
+            raise runner.ModuleError(f"sandbox build failed: {error}", progress=messages, **result) from error
         result["progress"] = messages
-    module.exit_json(**result)
+    return result
+
+
+def main():
+    runner.run_module(ARGUMENT_SPEC, run, doing="building the sandbox binaries")
 
 
 if __name__ == "__main__":

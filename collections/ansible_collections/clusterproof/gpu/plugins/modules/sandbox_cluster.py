@@ -99,56 +99,43 @@ nodes:
   type: dict
 """
 
-import time
 from pathlib import Path
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, lifecycle
 
 
-def _node_api(layout):
-    return kube.core_v1(kube.api_client(str(layout.kubeconfig)))
+def run(module):
+    params = module.params
+    layout = control_plane.Layout(Path(params["state_dir"]))
+    # Only 'up' runs the binaries; the other states need the component names alone.
+    bin_dir = Path(params["bin_dir"] or "/nonexistent")
+    ports = control_plane.Ports(params["port_base"])
+    highest = 65535 - len(ports.all())
+    if not 1024 <= ports.base <= highest:
+        raise runner.ModuleError("port_base: expected a port from 1024 to %d, found %d" % (highest, ports.base))
+    result = {
+        "changed": False,
+        "kubeconfig": str(layout.kubeconfig),
+        "api_server": "https://%s:%d" % (control_plane.LOOPBACK, ports.apiserver),
+    }
+    if params["state"] == "down":
+        names = [component.name for component in control_plane.components(layout, bin_dir, ports)]
+        result.update(lifecycle.down(layout, names, module.check_mode))
+    elif params["state"] == "status":
+        result["nodes"] = lifecycle.node_status(layout)
+    else:
+        stages = Path(params["kwok_stages"]).read_text()
+        result.update(
+            lifecycle.up(layout, bin_dir, ports, params["nodes"], stages, params["timeout"], module.check_mode)
+        )
+    result["components"] = control_plane.status(layout, bin_dir, ports)
+    return result
 
 
-def _existing_nodes(core):
-    items = core.list_node(label_selector=f"{sandbox.SANDBOX_NODE_LABEL}=true").items
-    return [core.api_client.sanitize_for_serialization(item) for item in items]
-
-
-def _apply_node_plan(core, plan):
-    for manifest in plan.create:
-        core.create_node(manifest)
-    for manifest in plan.replace:
-        name = manifest["metadata"]["name"]
-        core.patch_node(name, {"metadata": {"labels": manifest["metadata"]["labels"]}, "spec": manifest["spec"]})
-        core.patch_node_status(name, {"status": manifest["status"]})
-    for name in plan.delete:
-        core.delete_node(name)
-
-
-def _ready_count(nodes):
-    ready = 0
-    for node in nodes:
-        for condition in (node.get("status") or {}).get("conditions") or []:
-            if condition.get("type") == "Ready" and condition.get("status") == "True":
-                ready += 1
-    return ready
-
-
-def _wait_nodes_ready(core, expected, timeout):
-    deadline = time.monotonic() + timeout
-    while True:
-        ready = _ready_count(_existing_nodes(core))
-        if ready >= expected or time.monotonic() > deadline:
-            return ready
-        time.sleep(0.5)
-
-
-def run_module():
-    module = AnsibleModule(
-        argument_spec={
+def main():
+    spec = runner.argument_spec(
+        {
             "state": {"type": "str", "choices": ["up", "status", "down"], "default": "up"},
             "state_dir": {"type": "path", "required": True},
             "bin_dir": {"type": "path"},
@@ -156,89 +143,15 @@ def run_module():
             "nodes": {"type": "list", "elements": "dict"},
             "kwok_stages": {"type": "path"},
             "timeout": {"type": "int", "default": 120},
-        },
-        required_if=[("state", "up", ("bin_dir", "nodes", "kwok_stages"))],
-        supports_check_mode=True,
+        }
     )
-    params = module.params
-    layout = sandbox.Layout(Path(params["state_dir"]))
-    # Only 'up' runs the binaries; the other states need the component names alone.
-    bin_dir = Path(params["bin_dir"] or "/nonexistent")
-    ports = sandbox.Ports(params["port_base"])
-    if not 1024 <= ports.base <= 65535 - len(ports.all()):
-        module.fail_json(
-            msg="port_base: expected a port from 1024 to %d, found %d" % (65535 - len(ports.all()), ports.base)
-        )
-    result = {
-        "changed": False,
-        "kubeconfig": str(layout.kubeconfig),
-        "api_server": "https://%s:%d" % (sandbox.LOOPBACK, ports.apiserver),
-    }
-    names = [component.name for component in sandbox.components(layout, bin_dir, ports)]
-    try:
-        if params["state"] == "down":
-            every = names + [name for name in sandbox.recorded_components(layout) if name not in names]
-            running = [name for name in every if sandbox.running_pid(layout, name) is not None]
-            result["changed"] = bool(running) or layout.root.exists()
-            result["stopped"] = running
-            if not module.check_mode:
-                result["stopped"] = sandbox.tear_down(layout, names)
-        elif params["state"] == "status":
-            result["nodes"] = {}
-            if sandbox.running_pid(layout, "kube-apiserver") is not None:
-                nodes = _existing_nodes(_node_api(layout))
-                result["nodes"] = {"simulated": len(nodes), "ready": _ready_count(nodes)}
-        else:
-            result.update(_up(module, layout, bin_dir, ports))
-        result["components"] = sandbox.status(layout, bin_dir, ports)
-    except (sandbox.SandboxError, kube.KubeError, OSError) as error:
-        module.fail_json(msg=str(error), **result)
-    except kube.ApiException as error:
-        module.fail_json(msg=f"the sandbox API server refused a request: {error.status} {error.reason}", **result)
-    module.exit_json(**result)
-
-
-def _up(module, layout, bin_dir, ports):
-    params = module.params
-    kwok_stages = Path(params["kwok_stages"]).read_text()
-    wanted = sandbox.components(layout, bin_dir, ports)
-    not_running = [c.name for c in wanted if sandbox.running_pid(layout, c.name, c.argv) is None]
-    if module.check_mode:
-        changed = bool(not_running)
-        if not changed:
-            changed = sandbox.plan_nodes(params["nodes"], _existing_nodes(_node_api(layout))).changed
-        return {"changed": changed, "started": not_running}
-    busy = sandbox.ports_taken_by_others(layout, ports)
-    if busy:
-        raise sandbox.SandboxError(
-            "ports %s on 127.0.0.1 are in use by another program; "
-            "set clusterproof_sandbox_port_base to a free range" % ", ".join(str(port) for port in busy)
-        )
-    changed = sandbox.prepare_state(layout, kwok_stages, ports)
-    started = sandbox.bring_up(layout, bin_dir, ports, params["timeout"])
-    core = _node_api(layout)
-    plan = sandbox.plan_nodes(params["nodes"], _existing_nodes(core))
-    _apply_node_plan(core, plan)
-    ready = _wait_nodes_ready(core, len(params["nodes"]), params["timeout"])
-    if ready < len(params["nodes"]):
-        raise sandbox.SandboxError(
-            "%d of %d simulated nodes became Ready within %d s; see %s"
-            % (ready, len(params["nodes"]), params["timeout"], layout.log("kwok"))
-        )
-    return {
-        "changed": changed or bool(started) or plan.changed,
-        "started": started,
-        "nodes": {
-            "created": [m["metadata"]["name"] for m in plan.create],
-            "updated": [m["metadata"]["name"] for m in plan.replace],
-            "deleted": plan.delete,
-            "ready": ready,
-        },
-    }
-
-
-def main():
-    run_module()
+    runner.run_module(
+        spec,
+        run,
+        doing="running the sandbox",
+        expected=(control_plane.SandboxError, OSError),
+        required_if=[("state", "up", ("bin_dir", "nodes", "kwok_stages"))],
+    )
 
 
 if __name__ == "__main__":

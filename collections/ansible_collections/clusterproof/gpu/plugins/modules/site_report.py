@@ -121,32 +121,26 @@ failed_checks:
 
 import datetime
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Report, section_from_dict
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.render import write_report
 
 # How many failed checks the failure message lists by name; the report has them all.
 _FAILED_IN_MESSAGE = 10
 
+ARGUMENT_SPEC = {
+    "site": {"type": "str", "required": True},
+    "cluster_mode": {"type": "str", "required": True},
+    "reports_dir": {"type": "path", "required": True},
+    "sections": {"type": "list", "elements": "dict", "required": True},
+    "started": {"type": "str"},
+    "fail_on_failed_checks": {"type": "bool", "default": True},
+}
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "site": {"type": "str", "required": True},
-            "cluster_mode": {"type": "str", "required": True},
-            "reports_dir": {"type": "path", "required": True},
-            "sections": {"type": "list", "elements": "dict", "required": True},
-            "started": {"type": "str"},
-            "fail_on_failed_checks": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
-    now = datetime.datetime.now(datetime.UTC)
-    finished = now.isoformat(timespec="seconds")
+
+def _report(params, finished):
     try:
-        report = Report(
+        return Report(
             site=params["site"],
             cluster_mode=params["cluster_mode"],
             started=params["started"] or finished,
@@ -154,27 +148,36 @@ def main() -> None:
             sections=[section_from_dict(section) for section in params["sections"]],
         )
     except (ValueError, TypeError, KeyError) as error:
-        module.fail_json(msg=f"invalid report sections: {error}")
+        raise runner.ModuleError(f"invalid report sections: {error}") from error
 
+
+def run(module):
+    params = module.params
+    now = datetime.datetime.now(datetime.UTC)
+    report = _report(params, now.isoformat(timespec="seconds"))
     failed = [check.id for check in report.failed_checks]
     result = {"changed": True, "paths": {}, "verdict": report.verdict, "counts": report.counts, "failed_checks": failed}
     if not module.check_mode:
         try:
             result["paths"] = write_report(report, params["reports_dir"], now)
         except (OSError, ValueError) as error:
-            module.fail_json(msg=f"cannot write the report under {params['reports_dir']}: {error}", **result)
-
+            message = f"cannot write the report under {params['reports_dir']}: {error}"
+            raise runner.ModuleError(message, **result) from error
     if params["fail_on_failed_checks"] and report.verdict == "fail":
         listed = ", ".join(failed[:_FAILED_IN_MESSAGE])
         if len(failed) > _FAILED_IN_MESSAGE:
             listed += f" and {len(failed) - _FAILED_IN_MESSAGE} more"
         where = result["paths"].get("html") or "not written (check mode)"
-        module.fail_json(
-            msg=f"site validation of {report.site} failed: {len(failed)} of {report.counts['total']} checks "
+        raise runner.ModuleError(
+            f"site validation of {report.site} failed: {len(failed)} of {report.counts['total']} checks "
             f"failed ({listed}). Report: {where}",
             **result,
         )
-    module.exit_json(**result)
+    return result
+
+
+def main() -> None:
+    runner.run_module(ARGUMENT_SPEC, run, doing="writing the site report")
 
 
 if __name__ == "__main__":

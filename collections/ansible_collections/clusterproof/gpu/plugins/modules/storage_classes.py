@@ -19,17 +19,13 @@ description:
 version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
+  - clusterproof.gpu.storage_classes
 options:
   mode:
     description: C(sandbox) also runs local-path-provisioner on the sandbox; C(cluster) only applies objects.
     type: str
     choices: [sandbox, cluster]
     default: cluster
-  classes:
-    description: The declared classes, as C(clusterproof_site.storage_classes) holds them.
-    type: list
-    elements: dict
-    required: true
   credentials:
     description:
       - The Trident backends' credentials, by the name of the variable each backend names
@@ -90,52 +86,23 @@ default_class:
   type: str
 """
 
-import copy
 from pathlib import Path
-
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import local_path as storage_sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import install, local_path
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout, SandboxError
 
 
-def _name(manifest):
-    return "%s/%s" % (manifest["kind"], manifest["metadata"]["name"])
-
-
-def main():
-    argument_spec = copy.deepcopy(kube.AUTH_ARG_SPEC)
-    argument_spec.update(
-        mode={"type": "str", "choices": ["sandbox", "cluster"], "default": "cluster"},
-        classes={"type": "list", "elements": "dict", "required": True},
-        credentials={"type": "dict", "default": {}, "no_log": True},
-        state_dir={"type": "path"},
-        bin_dir={"type": "path"},
-        helper_image={"type": "str", "default": "busybox:1.36"},
-        trident_namespace={"type": "str", "default": storage.TRIDENT_NAMESPACE},
-        timeout={"type": "int", "default": 60},
-    )
-    module = AnsibleModule(
-        argument_spec=argument_spec,
-        required_if=[("mode", "sandbox", ("state_dir", "bin_dir"))],
-        supports_check_mode=True,
-    )
-    params = module.params
-    result = {"changed": False, "applied": [], "undefaulted": [], "started": [], "default_class": ""}
-    try:
-        classes = storage.from_dicts(params["classes"])
-    except TypeError as error:
-        module.fail_json(msg="classes: expected clusterproof_site.storage_classes, found: %s" % error, **result)
-    default = storage.default_class(classes)
-    result["default_class"] = default.name if default else ""
+def _declared(params):
+    """The declared classes and the objects they need, or why not."""
+    classes = storage.classes_argument(params["classes"])
     if params["mode"] == "sandbox":
         others = sorted(cls.name for cls in classes if cls.provisioner != "local-path")
         if others:
-            module.fail_json(
-                msg="the sandbox provisions local-path classes only; these need a real cluster: %s" % ", ".join(others),
-                **result,
+            raise runner.ModuleError(
+                "the sandbox provisions local-path classes only; these need a real cluster: %s" % ", ".join(others)
             )
     wanted = []
     for cls in classes:
@@ -143,74 +110,24 @@ def main():
             try:
                 wanted += storage.trident_backend_objects(cls, params["credentials"], params["trident_namespace"])
             except ValueError as error:
-                module.fail_json(msg=str(error), **result)
-    wanted += [storage.storage_class_manifest(cls) for cls in classes]
+                raise runner.ModuleError(str(error)) from error
+    return classes, wanted + [storage.storage_class_manifest(cls) for cls in classes]
 
-    kubeconfig = params["kubeconfig"]
-    layout = None
-    if params["mode"] == "sandbox":
-        layout = sandbox.Layout(Path(params["state_dir"]))
-        kubeconfig = kubeconfig or str(layout.kubeconfig)
-        if not layout.kubeconfig.exists():
-            module.fail_json(
-                msg="no sandbox at %s: bring it up first (clusterproof.gpu.sandbox_cluster state=up)" % layout.root,
-                **result,
-            )
+
+def _apply(step, manifest):
     try:
-        applier = kube.Applier(kube.api_client(kubeconfig, params["context"]), check_mode=module.check_mode)
-        if layout is not None:
-            _run_local_path(module, applier, layout, classes, result)
-        for manifest in wanted:
-            try:
-                changed = applier.apply(manifest)[0]
-            except kube.ApiException as error:
-                if manifest["kind"] == "StorageClass" and error.status == 422:
-                    # A class's provisioner, parameters, reclaim policy and binding mode are fixed
-                    # once it exists; only the operator can decide to replace it.
-                    module.fail_json(
-                        msg="StorageClass %s exists with settings that cannot change in place (provisioner, "
-                        "parameters, reclaimPolicy, volumeBindingMode); the inventory asks for %s. Delete the "
-                        "class (its volumes stay) and run again. The API server said: %s"
-                        % (
-                            manifest["metadata"]["name"],
-                            {key: manifest.get(key) for key in ("provisioner", "reclaimPolicy", "volumeBindingMode")},
-                            error.body or error.reason,
-                        ),
-                        **result,
-                    )
-                raise
-            if changed:
-                result["applied"].append(_name(manifest))
-        declared = {cls.name for cls in classes}
-        if default is not None:
-            result["undefaulted"] = _undefault_others(applier, declared)
-    except (sandbox.SandboxError, kube.KubeError, OSError) as error:
-        module.fail_json(msg=str(error), **result)
+        step.apply([manifest])
     except kube.ApiException as error:
-        module.fail_json(
-            msg="the API server refused a request: %s %s %s" % (error.status, error.reason, error.body or ""), **result
-        )
-    result["changed"] = bool(result["applied"] or result["undefaulted"] or result["started"])
-    module.exit_json(**result)
-
-
-def _run_local_path(module, applier, layout, classes, result):
-    contents = storage_sandbox.files(classes, module.params["helper_image"])
-    for manifest in storage_sandbox.cluster_objects(contents):
-        if applier.apply(manifest)[0]:
-            result["applied"].append(_name(manifest))
-    written = storage_sandbox.write_files(layout, contents, module.check_mode)
-    result["applied"] += ["file %s" % path for path in written]
-    process = storage_sandbox.component(layout, Path(module.params["bin_dir"]))
-    running = sandbox.running_pid(layout, process.name, process.argv) is not None
-    if module.check_mode:
-        if not running or written:
-            result["started"].append(process.name)
-        return
-    if running and written:
-        # It reads its helper pod template only when it starts.
-        sandbox.stop(layout, process.name)
-    result["started"] = sandbox.run_components(layout, [process], module.params["timeout"])
+        if manifest["kind"] != "StorageClass" or error.status != 422:
+            raise
+        # A class's provisioner, parameters, reclaim policy and binding mode are fixed once it
+        # exists; only the operator can decide to replace it.
+        fixed = {key: manifest.get(key) for key in ("provisioner", "reclaimPolicy", "volumeBindingMode")}
+        raise runner.ModuleError(
+            "StorageClass %s exists with settings that cannot change in place (provisioner, parameters, "
+            "reclaimPolicy, volumeBindingMode); the inventory asks for %s. Delete the class (its volumes stay) "
+            "and run again. The API server said: %s" % (manifest["metadata"]["name"], fixed, error.body or error.reason)
+        ) from error
 
 
 def _undefault_others(applier, declared):
@@ -227,6 +144,54 @@ def _undefault_others(applier, declared):
             patch = {"metadata": {"annotations": {storage.DEFAULT_CLASS_ANNOTATION: "false"}}}
             resource.patch(name=name, body=patch, content_type="application/merge-patch+json")
     return undefaulted
+
+
+def run(module):
+    params = module.params
+    classes, wanted = _declared(params)
+    default = storage.default_class(classes)
+    started = []
+    if params["mode"] == "sandbox":
+        layout = Layout(Path(params["state_dir"]))
+        step = install.InstallStep.on(layout, module.check_mode, params["kubeconfig"], params["context"])
+        local_path.install(step, classes, Path(params["bin_dir"]), params["helper_image"], params["timeout"])
+        started = step.started
+    else:
+        # On a cluster the provisioners come from their charts: only the objects are clusterproof's.
+        step = kube.Changes.connect(params["kubeconfig"], params["context"], module.check_mode)
+    for manifest in wanted:
+        _apply(step, manifest)
+    undefaulted = _undefault_others(step.applier, {cls.name for cls in classes}) if default else []
+    return {
+        "changed": bool(step.applied or started or undefaulted),
+        "applied": step.applied,
+        "undefaulted": undefaulted,
+        "started": started,
+        "default_class": default.name if default else "",
+    }
+
+
+def main():
+    spec = runner.argument_spec(
+        runner.STORAGE_CLASSES_ARG_SPEC,
+        {
+            "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "cluster"},
+            "credentials": {"type": "dict", "default": {}, "no_log": True},
+            "state_dir": {"type": "path"},
+            "bin_dir": {"type": "path"},
+            "helper_image": {"type": "str", "default": "busybox:1.36"},
+            "trident_namespace": {"type": "str", "default": storage.TRIDENT_NAMESPACE},
+            "timeout": {"type": "int", "default": 60},
+        },
+        auth=True,
+    )
+    runner.run_module(
+        spec,
+        run,
+        doing="making the storage classes",
+        expected=(SandboxError, OSError, storage.ClassesArgumentError),
+        required_if=[("mode", "sandbox", ("state_dir", "bin_dir"))],
+    )
 
 
 if __name__ == "__main__":

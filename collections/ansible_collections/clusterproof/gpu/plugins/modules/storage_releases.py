@@ -14,12 +14,9 @@ description:
   - Also names the variables the Trident backends take their credentials from.
   - Changes nothing (the Go module cache aside); C(changed) is always false.
 version_added: 0.1.0
+extends_documentation_fragment:
+  - clusterproof.gpu.storage_classes
 options:
-  classes:
-    description: The declared classes, as C(clusterproof_site.storage_classes) holds them.
-    type: list
-    elements: dict
-    required: true
   charts:
     description:
       - A chart reference per provisioner (C(local-path), C(nfs), C(trident)) to use instead of the Go module's.
@@ -57,48 +54,52 @@ credential_variables:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import chart_source, storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+
+ARGUMENT_SPEC = {
+    "charts": {"type": "dict", "default": {}},
+    "namespaces": {"type": "dict", "default": {}},
+    "helper_image": {"type": "str", "default": "busybox:1.36"},
+}
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "classes": {"type": "list", "elements": "dict", "required": True},
-            "charts": {"type": "dict", "default": {}},
-            "namespaces": {"type": "dict", "default": {}},
-            "helper_image": {"type": "str", "default": "busybox:1.36"},
-        },
-        supports_check_mode=True,
-    )
+def _chart_ref(kind, charts, releases):
+    """The chart the inventory gives for ``kind``, or the one inside its pinned Go module."""
+    if charts.get(kind):
+        return charts[kind]
+    try:
+        return str(chart_source.chart_in_module(storage.CHART_SOURCES[kind]))
+    except chart_source.ChartSourceError as error:
+        raise runner.ModuleError(
+            "%s; give the %s chart as a reference instead (storage_classes_charts.%s: a chart repository's "
+            "repo/chart, a path or a URL)" % (error, kind, kind),
+            releases=releases,
+        ) from error
+
+
+def run(module):
     params = module.params
     for argument in ("charts", "namespaces"):
         unknown = sorted(set(params[argument]) - set(storage.PROVISIONERS))
         if unknown:
-            module.fail_json(
-                msg="%s: expected keys among %s, found %s" % (argument, ", ".join(storage.PROVISIONERS), unknown[0])
+            raise runner.ModuleError(
+                "%s: expected keys among %s, found %s" % (argument, ", ".join(storage.PROVISIONERS), unknown[0])
             )
-    try:
-        classes = storage.from_dicts(params["classes"])
-    except TypeError as error:
-        module.fail_json(msg="classes: expected clusterproof_site.storage_classes, found: %s" % error)
+    classes = storage.classes_argument(params["classes"])
     releases = storage.releases(classes, params["helper_image"], params["namespaces"])
     for release in releases:
-        kind = release["provisioner"]
-        if params["charts"].get(kind):
-            release["chart_ref"] = params["charts"][kind]
-            continue
-        source = storage.CHART_SOURCES[kind]
-        try:
-            release["chart_ref"] = str(chart_source.chart_in_module(source.module, source.version, source.path))
-        except chart_source.ChartSourceError as error:
-            module.fail_json(
-                msg="%s; give the %s chart as a reference instead (storage_classes_charts.%s: a chart repository's "
-                "repo/chart, a path or a URL)" % (error, kind, kind),
-                releases=releases,
-            )
-    module.exit_json(changed=False, releases=releases, credential_variables=storage.credential_variables(classes))
+        release["chart_ref"] = _chart_ref(release["provisioner"], params["charts"], releases)
+    return {"releases": releases, "credential_variables": storage.credential_variables(classes)}
+
+
+def main():
+    runner.run_module(
+        runner.argument_spec(runner.STORAGE_CLASSES_ARG_SPEC, ARGUMENT_SPEC),
+        run,
+        doing="finding the storage charts",
+        expected=(storage.ClassesArgumentError,),
+    )
 
 
 if __name__ == "__main__":

@@ -163,11 +163,8 @@ nodes_in_cluster:
   sample: 3
 """
 
-import copy
-
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import (
     advertised_per_gpu,
     validate_gpu_nodes,
@@ -186,36 +183,43 @@ NODE_OPTIONS = {
 }
 
 
-def main() -> None:
-    argument_spec = copy.deepcopy(kube.AUTH_ARG_SPEC)
-    argument_spec["nodes"] = {"type": "list", "elements": "dict", "required": True, "options": NODE_OPTIONS}
-    argument_spec["device_layer"] = {"type": "dict"}
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    params = module.params
-
+def _observed_nodes(params):
     try:
         api = kube.api_client(params["kubeconfig"], params["context"])
-        observed = kube.list_nodes(api, request_timeout=params["request_timeout"])
+        return kube.list_nodes(api, request_timeout=params["request_timeout"])
     except Exception as error:  # any client or connection error: say which cluster could not be read
-        module.fail_json(
-            msg=f"cannot read the cluster's Nodes (kubeconfig {params['kubeconfig'] or 'default'}, context "
+        raise runner.ModuleError(
+            f"cannot read the cluster's Nodes (kubeconfig {params['kubeconfig'] or 'default'}, context "
             f"{params['context'] or 'current'}): {error}. Check that the API server is up and that the "
             "kubeconfig points at it."
-        )
+        ) from error
 
+
+def run(module):
+    params = module.params
+    observed = _observed_nodes(params)
     try:
         outcome = validate_gpu_nodes(params["nodes"], observed, advertised_per_gpu(params["device_layer"]))
     except ValueError as error:
-        module.fail_json(msg=f"invalid nodes argument: {error}")
+        raise runner.ModuleError(f"invalid nodes argument: {error}") from error
+    return {
+        "checks": [check.to_dict() for check in outcome.checks],
+        "node_table": [row.to_dict() for row in outcome.node_table],
+        "failed_checks": len(outcome.failed),
+        "section": outcome.section_dict(),
+        "nodes_in_cluster": len(observed),
+    }
 
-    module.exit_json(
-        changed=False,
-        checks=[check.to_dict() for check in outcome.checks],
-        node_table=[row.to_dict() for row in outcome.node_table],
-        failed_checks=len(outcome.failed),
-        section=outcome.section_dict(),
-        nodes_in_cluster=len(observed),
+
+def main() -> None:
+    spec = runner.argument_spec(
+        {
+            "nodes": {"type": "list", "elements": "dict", "required": True, "options": NODE_OPTIONS},
+            "device_layer": {"type": "dict"},
+        },
+        auth=True,
     )
+    runner.run_module(spec, run, doing="validating the GPU nodes")
 
 
 if __name__ == "__main__":

@@ -18,12 +18,8 @@ description:
 version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
+  - clusterproof.gpu.storage_classes
 options:
-  classes:
-    description: The declared classes, as C(clusterproof_site.storage_classes) holds them.
-    type: list
-    elements: dict
-    required: true
   probe_image:
     description: Image of the probe pods (on the sandbox no container runs).
     type: str
@@ -74,14 +70,12 @@ namespace:
   type: str
 """
 
-import copy
 import secrets
 import time
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
 
@@ -193,38 +187,51 @@ class Probe:
         return True
 
 
-def main():
-    argument_spec = copy.deepcopy(kube.AUTH_ARG_SPEC)
-    argument_spec.update(
-        classes={"type": "list", "elements": "dict", "required": True},
-        probe_image={"type": "str", "default": "busybox:1.36"},
-        claim_size={"type": "str", "default": "1Mi"},
-        timeout={"type": "int", "default": 180},
-        cleanup_timeout={"type": "int", "default": 180},
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    params = module.params
-    try:
-        declared = storage.from_dicts(params["classes"])
-    except TypeError as error:
-        module.fail_json(msg="classes: expected clusterproof_site.storage_classes, found: %s" % error)
+def _observed_classes(params):
+    """An API client and the cluster's StorageClasses as JSON, or why they cannot be read."""
     try:
         api = kube.api_client(params["kubeconfig"], params["context"])
-        observed = [
-            api.sanitize_for_serialization(item)
-            for item in kube.k8s_client.StorageV1Api(api)
-            .list_storage_class(_request_timeout=params["request_timeout"])
-            .items
-        ]
+        items = kube.k8s_client.StorageV1Api(api).list_storage_class(_request_timeout=params["request_timeout"]).items
     except (kube.KubeError, kube.ApiException, OSError) as error:
-        module.fail_json(
-            msg="cannot read the cluster's StorageClasses (kubeconfig %s): %s. Check that the API server is up "
+        raise runner.ModuleError(
+            "cannot read the cluster's StorageClasses (kubeconfig %s): %s. Check that the API server is up "
             "and that the kubeconfig points at it." % (params["kubeconfig"] or "default", error)
-        )
+        ) from error
+    return api, [api.sanitize_for_serialization(item) for item in items]
+
+
+def _probe_checks(api, params, default, rwx):
+    """Claims on the default class and on the ReadWriteMany class, in a namespace made and removed
+    here: the probe namespace and the binding, sharing and cleanup checks."""
+    namespace = "clusterproof-storage-probe-%s" % secrets.token_hex(3)
+    probe = Probe(api, namespace, params)
+    default_probe = rwx_probe = None
+    try:
+        probe.create_namespace()
+        mode = "ReadWriteOnce" if "ReadWriteOnce" in default.access_modes else default.access_modes[0]
+        consumers = ["default-consumer"] if default.volume_binding_mode == "WaitForFirstConsumer" else []
+        default_probe = probe.claim("default-claim", default, mode, consumers)
+        if rwx is not None:
+            rwx_probe = probe.claim("shared-claim", rwx, "ReadWriteMany", ["shared-a", "shared-b"])
+    except kube.ApiException as error:
+        default_probe = default_probe or storage_validation.ClaimProbe(default.name, "ReadWriteOnce")
+        default_probe.error = default_probe.error or "%s %s" % (error.status, error.reason)
+    finally:
+        cleanup = probe.clean_up()
+    return namespace, [
+        storage_validation.bind_check(default, default_probe, params["timeout"]),
+        storage_validation.rwx_check(rwx, rwx_probe, params["timeout"]),
+        storage_validation.cleanup_check(namespace, cleanup),
+    ]
+
+
+def run(module):
+    params = module.params
+    declared = storage.classes_argument(params["classes"])
+    api, observed = _observed_classes(params)
     checks = storage_validation.class_checks(declared, observed)
     checks.append(storage_validation.default_class_check(declared, observed))
     default = storage.default_class(declared)
-    rwx = storage.rwx_class(declared)
     namespace = ""
     if module.check_mode or default is None:
         reason = "check mode creates nothing" if module.check_mode else "the inventory declares no storage classes"
@@ -233,32 +240,28 @@ def main():
             Check("storage/rwx-shared", "Two pods share one ReadWriteMany claim", "skip", message=reason),
         ]
     else:
-        namespace = "clusterproof-storage-probe-%s" % secrets.token_hex(3)
-        probe = Probe(api, namespace, params)
-        default_probe = rwx_probe = None
-        try:
-            probe.create_namespace()
-            mode = "ReadWriteOnce" if "ReadWriteOnce" in default.access_modes else default.access_modes[0]
-            consumers = ["default-consumer"] if default.volume_binding_mode == "WaitForFirstConsumer" else []
-            default_probe = probe.claim("default-claim", default, mode, consumers)
-            if rwx is not None:
-                rwx_probe = probe.claim("shared-claim", rwx, "ReadWriteMany", ["shared-a", "shared-b"])
-        except kube.ApiException as error:
-            default_probe = default_probe or storage_validation.ClaimProbe(default.name, "ReadWriteOnce")
-            default_probe.error = default_probe.error or "%s %s" % (error.status, error.reason)
-        finally:
-            cleanup = probe.clean_up()
-        checks.append(storage_validation.bind_check(default, default_probe, params["timeout"]))
-        checks.append(storage_validation.rwx_check(rwx, rwx_probe, params["timeout"]))
-        checks.append(storage_validation.cleanup_check(namespace, cleanup))
-    table = storage_validation.class_table(declared, observed)
-    module.exit_json(
-        changed=False,
-        checks=[check.to_dict() for check in checks],
-        failed_checks=sum(1 for check in checks if check.status == "fail"),
-        section=storage_validation.section(checks, table),
-        namespace=namespace,
+        namespace, probed = _probe_checks(api, params, default, storage.rwx_class(declared))
+        checks += probed
+    return {
+        "checks": [check.to_dict() for check in checks],
+        "failed_checks": sum(1 for check in checks if check.status == "fail"),
+        "section": storage_validation.section(checks, storage_validation.class_table(declared, observed)),
+        "namespace": namespace,
+    }
+
+
+def main():
+    spec = runner.argument_spec(
+        runner.STORAGE_CLASSES_ARG_SPEC,
+        {
+            "probe_image": {"type": "str", "default": "busybox:1.36"},
+            "claim_size": {"type": "str", "default": "1Mi"},
+            "timeout": {"type": "int", "default": 180},
+            "cleanup_timeout": {"type": "int", "default": 180},
+        },
+        auth=True,
     )
+    runner.run_module(spec, run, doing="probing the storage classes", expected=(storage.ClassesArgumentError,))
 
 
 if __name__ == "__main__":

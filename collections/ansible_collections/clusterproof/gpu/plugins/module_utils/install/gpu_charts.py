@@ -13,30 +13,16 @@ the Go module cache. The repository never holds a chart.
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install.chart_source import ChartSource, chart_in_module
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
-
-
-@dataclasses.dataclass(frozen=True)
-class ChartSource:
-    """Where a chart lives: a Go module at a version, and the chart's directory inside it."""
-
-    name: str
-    module: str
-    version: str
-    path: str
-    # A module version whose go.sum vouches for ``version``: needed where the checksum database
-    # does not answer for ``version`` (a pseudo-version), so the download is still verified.
-    vouched_by: tuple[str, str] | None = None
-
 
 CHARTS = {
     "gpu-operator": ChartSource(
-        "gpu-operator",
         "github.com/NVIDIA/gpu-operator",
         # v25.x tags are not Go module versions (no /v25 suffix); this commit is the one KAI
         # scheduler v0.12.0 builds against, and its go.sum holds the checksums.
@@ -45,7 +31,6 @@ CHARTS = {
         vouched_by=(sandbox_build.KAI_MODULE, "v0.12.0"),
     ),
     "nvidia-device-plugin": ChartSource(
-        "nvidia-device-plugin",
         "github.com/NVIDIA/k8s-device-plugin",
         "v0.18.2",
         "deployments/helm/nvidia-device-plugin",
@@ -69,58 +54,17 @@ def is_current(share_dir: Path, source: ChartSource) -> bool:
     return (
         (chart_dir(share_dir, source.name) / "Chart.yaml").is_file()
         and stamp.is_file()
-        and stamp.read_text().strip() == "%s@%s" % (source.module, source.version)
+        and stamp.read_text().strip() == source.pin
     )
-
-
-def vouched_sums(go_sum: str, module: str, version: str) -> str:
-    """The lines of ``go_sum`` for ``module`` at ``version`` (its zip and its go.mod)."""
-    lines = [
-        line for line in go_sum.splitlines() if line.split()[:2] in ([module, version], [module, version + "/go.mod"])
-    ]
-    if len(lines) != 2:
-        raise RuntimeError(
-            "expected the go.sum to hold %s %s's two checksums (h1 of the module and of its go.mod), found %d line(s)"
-            % (module, version, len(lines))
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _module_dir(source: ChartSource, work: Path) -> Path:
-    env = sandbox_build._go_env()
-    if source.vouched_by is None:
-        return Path(sandbox_build._download(source.module, source.version, work, env)["Dir"])
-    # A wrapper module whose go.sum carries the voucher's checksums for the pinned version: `go mod
-    # download` then verifies against them instead of asking the checksum database.
-    voucher = Path(sandbox_build._download(*source.vouched_by, work, env)["Dir"])
-    sums = vouched_sums((voucher / "go.sum").read_text(), source.module, source.version)
-    (work / "go.mod").write_text(
-        "module clusterproof.local/charts/%s\n\ngo 1.24\n\nrequire %s %s\n"
-        % (source.name, source.module, source.version)
-    )
-    (work / "go.sum").write_text(sums)
-    downloaded = sandbox_build._download(source.module, source.version, work, env)
-    if "Error" in downloaded:
-        raise RuntimeError("go mod download %s@%s: %s" % (source.module, source.version, downloaded["Error"]))
-    return Path(downloaded["Dir"])
 
 
 def fetch_chart(share_dir: Path, src_dir: Path, source: ChartSource, progress: Progress = print) -> Path:
     """Copy ``source``'s chart out of the Go module cache into the share directory; return its directory."""
     work = src_dir / "charts" / source.name
-    work.mkdir(parents=True, exist_ok=True)
-    progress("copying the %s chart from %s@%s" % (source.name, source.module, source.version))
-    chart = _module_dir(source, work) / source.path
-    if not (chart / "Chart.yaml").is_file():
-        raise RuntimeError("%s@%s has no chart at %s" % (source.module, source.version, source.path))
-    target = chart_dir(share_dir, source.name)
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(chart, target)
-    # The module cache is read-only; the copy must be ours to replace later.
-    for path in target.rglob("*"):
-        path.chmod(0o644 if path.is_file() else 0o755)
-    target.chmod(0o755)
-    _stamp(share_dir, source).write_text("%s@%s\n" % (source.module, source.version))
+    progress("copying the %s chart from %s" % (source.name, source.pin))
+    chart = chart_in_module(source, work)
+    target = go_modules.copy_out(chart, chart_dir(share_dir, source.name))
+    _stamp(share_dir, source).write_text(source.pin + "\n")
     return target
 
 

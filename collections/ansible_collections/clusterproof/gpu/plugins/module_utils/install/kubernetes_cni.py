@@ -12,12 +12,11 @@ copy of the manifest instead (kubernetes_cni_manifest_file). The rest is pure.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.kubeadm_config import CNI_MANIFESTS
 
 FLANNEL_CONFIG_MAP = "kube-flannel-cfg"
@@ -28,21 +27,7 @@ def manifest_file(cni: str, version: str) -> Path:
     if cni not in CNI_MANIFESTS:
         raise ValueError("no manifest is known for CNI %r; known: %s" % (cni, ", ".join(CNI_MANIFESTS)))
     module, path = CNI_MANIFESTS[cni]
-    env = {**os.environ, "GOFLAGS": "-mod=mod"}
-    done = subprocess.run(
-        ["go", "mod", "download", "-json", "%s@%s" % (module, version)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    try:
-        info = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        info = {"Error": done.stderr.strip() or "no output"}
-    if done.returncode != 0 or "Error" in info:
-        raise RuntimeError("go mod download %s@%s failed: %s" % (module, version, info.get("Error")))
-    return Path(info["Dir"]) / path
+    return go_modules.download(module, version).dir / path
 
 
 def fit_flannel(documents: list[Mapping[str, Any]], pod_subnet: str) -> list[dict[str, Any]]:

@@ -28,6 +28,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install.chart_source import ChartSource
+
 PROVISIONERS = ("local-path", "nfs", "trident")
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 RECLAIM_POLICIES = ("Delete", "Retain")
@@ -357,6 +359,18 @@ def from_dicts(classes: Iterable[Mapping[str, Any]]) -> list[StorageClassDeclara
     return declared
 
 
+class ClassesArgumentError(ValueError):
+    """A storage module's ``classes`` option is not what ``clusterproof_site.storage_classes`` holds."""
+
+
+def classes_argument(classes: Iterable[Mapping[str, Any]]) -> list[StorageClassDeclaration]:
+    """The ``classes`` option every storage module takes, as declarations, or why it is not one."""
+    try:
+        return from_dicts(classes)
+    except TypeError as error:
+        raise ClassesArgumentError("classes: expected clusterproof_site.storage_classes, found: %s" % error) from error
+
+
 def default_class(classes: Iterable[StorageClassDeclaration]) -> StorageClassDeclaration | None:
     return next((cls for cls in classes if cls.default), None)
 
@@ -536,15 +550,6 @@ def trident_backend_objects(
             }
         )
     return objects
-
-
-@dataclasses.dataclass(frozen=True)
-class ChartSource:
-    """Where a provisioner's chart travels: a folder of a Go module version."""
-
-    module: str
-    version: str
-    path: str
 
 
 # The charts, pinned. local-path's is the version the sandbox runs. The other two projects tag

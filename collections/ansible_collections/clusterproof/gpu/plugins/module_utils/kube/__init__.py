@@ -1,8 +1,10 @@
-"""The one Kubernetes client layer, and the runner every cluster module goes through.
+"""The one Kubernetes client layer, and the runner every module goes through.
 
-``client``: authentication, API clients, server-side apply (``Applier``), waiting for CRDs.
-``runner``: the shared ``kube_auth`` argument spec, ``run_module`` and ``fail_from_exception``,
-the one place that turns API and client errors into a module's failure message.
+``base``: the auth options, ``KubeError`` and what an API error is, without the client library;
+``client``: authentication, API clients, server-side apply (``Applier``), what a module applied
+(``Changes``), waiting for CRDs; ``runner``: argument specs from shared pieces, ``run_module`` and
+``fail_from_exception``, the one place that turns API and client errors into a module's failure
+message (it imports ``base`` only, so host-side modules carry no client layer).
 
 May import: the ``kubernetes`` client library (lazily, with a clear error when it is missing) and
 Ansible's module API in ``runner``. Touches: the cluster named by the kubeconfig. Nothing under

@@ -11,6 +11,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube.base import AUTH_ARG_SPEC, KubeError
+
+__all__ = ["AUTH_ARG_SPEC", "KubeError"]  # re-exported: modules name them through the client layer
+
 KUBERNETES_IMPORT_ERROR: str | None
 try:
     from kubernetes import client as k8s_client
@@ -23,17 +27,6 @@ except ImportError as error:  # the module reports this through fail_json
     k8s_config = None  # type: ignore[assignment]
     ApiException = Exception  # type: ignore[assignment,misc]
     KUBERNETES_IMPORT_ERROR = str(error)
-
-# Shared module arguments for anything that reaches a cluster (copied into each module's spec).
-AUTH_ARG_SPEC: dict[str, dict[str, Any]] = {
-    "kubeconfig": {"type": "path", "required": False},
-    "context": {"type": "str", "required": False},
-    "request_timeout": {"type": "int", "default": 30},
-}
-
-
-class KubeError(RuntimeError):
-    """A cluster could not be reached or answered with an error; the message says which."""
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
@@ -169,3 +162,52 @@ class Applier:
     def refresh_discovery(self) -> None:
         """Forget the API's resource list, after CRDs were added."""
         self.dynamic.resources.invalidate_cache()
+
+
+def name_of(manifest: dict[str, Any]) -> str:
+    """How modules name an object they report: kind/name."""
+    return "%s/%s" % (manifest["kind"], manifest["metadata"]["name"])
+
+
+class Changes:
+    """Objects made to exist through an :class:`Applier`, with what changed recorded (``applied``,
+    as kind/name) the way every module reports it."""
+
+    def __init__(self, applier: Any, check_mode: bool | None = None) -> None:
+        # Without an applier (a step that only stops processes), check mode is said outright.
+        self.applier = applier
+        self.check_mode = bool(applier.check_mode if check_mode is None else check_mode)
+        self.applied: list[str] = []
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None, context: str | None = None, check_mode: bool = False) -> Changes:
+        return cls(Applier(api_client(kubeconfig, context), check_mode=check_mode))
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.applied)
+
+    def apply(self, wanted: Iterable[dict[str, Any]]) -> None:
+        for manifest in wanted:
+            if self.applier.apply(manifest)[0]:
+                self.applied.append(name_of(manifest))
+
+    def apply_crds(self, crds: list[dict[str, Any]], others: Iterable[dict[str, Any]], timeout: float) -> None:
+        """Apply CRDs with objects that need none of them, and wait until the CRDs are served."""
+        self.apply(crds + list(others))
+        if not self.check_mode:
+            self.applier.wait_established([crd["metadata"]["name"] for crd in crds], timeout)
+            self.applier.refresh_discovery()
+
+    def apply_custom(self, wanted: Iterable[dict[str, Any]]) -> None:
+        """Apply objects of the CRDs just applied. In check mode, where CRDs would be applied the
+        server cannot compare their objects yet: they are reported as to be applied."""
+        if self.check_mode and self.applied:
+            self.applied += [name_of(manifest) for manifest in wanted]
+        else:
+            self.apply(wanted)
+
+    def delete(self, wanted: Iterable[dict[str, Any]]) -> None:
+        for manifest in wanted:
+            if self.applier.delete(manifest):
+                self.applied.append("deleted %s" % name_of(manifest))

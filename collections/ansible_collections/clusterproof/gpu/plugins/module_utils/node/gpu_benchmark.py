@@ -42,6 +42,7 @@ import inspect
 import json
 import os
 import pkgutil
+import platform
 import re
 import subprocess
 import tempfile
@@ -49,6 +50,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_benchmark_runner as runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_facts import gather
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check, Table
 
 BENCHMARKS = runner.BENCHMARKS
@@ -1019,3 +1021,74 @@ def run_runner(
             os.unlink(path)
         except OSError:
             pass
+
+
+# ---------------------------------------------------------------------------------------------
+# The gpu_benchmark module's run
+
+# How much of the runner's stderr a result carries.
+STDERR_TAIL = 4000
+
+
+class OptionsError(ValueError):
+    """The module's options, refused; the message says which and why."""
+
+
+def _checked_arguments(params: Mapping[str, Any]) -> list[str]:
+    try:
+        thresholds_with(params["thresholds"])
+        if params["gpu_model"] and match_reference(params["gpu_model"]) is None:
+            raise ValueError(
+                f"gpu_model {params['gpu_model']!r} matches no reference; known: "
+                + ", ".join(sorted(REFERENCES_BY_KEY))
+            )
+        return runner_arguments(
+            params["benchmarks"],
+            backend=params["backend"],
+            gpus=params["gpus"],
+            matmul_dtypes=params["matmul_dtypes"],
+            sizes=params["sizes"],
+            dcgm_level=params["dcgm_level"],
+            resnet50_precision=params["resnet50_precision"],
+        )
+    except ValueError as error:
+        raise OptionsError(f"invalid options: {error}") from error
+
+
+def benchmark_host(params: Mapping[str, Any], check_mode: bool, workdir: str | None = None) -> dict[str, Any]:
+    """What the gpu_benchmark module returns for its options: the runner run (unless the host is
+    simulated, failed before, or this is check mode) and its figures judged."""
+    host = params["host"] or platform.node()
+    benchmarks, dtypes = params["benchmarks"], params["matmul_dtypes"]
+    arguments = _checked_arguments(params)
+    document, stderr = None, ""
+    if params["failure"]:
+        outcome = not_run(host, benchmarks, dtypes, "fail", params["failure"])
+    elif not params["hardware"]:
+        reason = f"{host} is a simulated host (hardware=false): GPU benchmarks need a real GPU host"
+        outcome = not_run(host, benchmarks, dtypes, "needs-hardware", reason)
+    elif check_mode:
+        outcome = not_run(host, benchmarks, dtypes, "skip", "check mode: the benchmarks were not run")
+    else:
+        try:
+            output, stderr = run_runner(params["python"], arguments, timeout=params["timeout"], workdir=workdir)
+        except BenchmarkError as error:
+            failure = f"the GPU benchmark runner failed on {host}: {error}"
+            reason = "skipped: the benchmark runner produced no results"
+            outcome = not_run(host, benchmarks, dtypes, "skip", reason, runner_failure=failure)
+        else:
+            document = output.document
+            # NVML or nvidia-smi say whether the host has GPUs the runner should have used.
+            facts = gather() if output.device_type != "cuda" else None
+            names = [gpu.name or "unknown" for gpu in facts.gpus] if facts else []
+            outcome = judge(output, host, params["thresholds"], gpu_model=params["gpu_model"], host_gpu_names=names)
+    return {
+        "checks": [check.to_dict() for check in outcome.checks],
+        "results": [result.to_dict() for result in outcome.results],
+        "failed_checks": len(outcome.failed),
+        "section": outcome.section_dict(),
+        "gpu_model": outcome.gpu_model,
+        "reference": outcome.reference,
+        "runner": document,
+        "runner_stderr": stderr[-STDERR_TAIL:],
+    }

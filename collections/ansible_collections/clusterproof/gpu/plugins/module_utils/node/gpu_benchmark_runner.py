@@ -49,6 +49,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 FORMAT = "clusterproof-gpu-benchmark"
@@ -457,6 +458,29 @@ def _make_backend(name: str, strict: bool) -> Backend:
 # Benchmarks
 
 
+def _attempt(backend: Backend, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """One measurement: its figures with status ok, or why it was skipped or failed; the device's
+    memory is freed after it either way, so one failure does not starve the next."""
+    try:
+        return {"status": "ok", **measure()}
+    except Skip as skip:
+        return {"status": "skip", "reason": str(skip)}
+    except Exception as error:
+        return {"status": "error", "reason": _error(error)}
+    finally:
+        backend.release()
+
+
+def _rates(summary: dict[str, float], unit: str) -> dict[str, float]:
+    """A timing summary as a benchmark reports it: mean and best rate in ``unit``, mean and best time."""
+    return {
+        unit: summary["rate_mean"],
+        unit + "_best": summary["rate_best"],
+        "mean_ms": summary["mean_ms"],
+        "best_ms": summary["best_ms"],
+    }
+
+
 def bench_matmul(backend: Backend, devices: list[int], options: argparse.Namespace) -> dict[str, Any]:
     size = options.matmul_size
     flop = 2.0 * size**3
@@ -464,25 +488,15 @@ def bench_matmul(backend: Backend, devices: list[int], options: argparse.Namespa
     for device in devices:
         dtypes: dict[str, Any] = {}
         for dtype in options.matmul_dtypes:
-            try:
+
+            def product(dtype: str = dtype, device: int = device) -> dict[str, Any]:
                 step = backend.matmul_step(device, size, dtype)
                 times = backend.time_ms(
                     device, step, options.matmul_iterations, options.matmul_warmup, options.warmup_seconds
                 )
-                summary = _summary(times, flop, 1e12)
-                dtypes[dtype] = {
-                    "status": "ok",
-                    "tflops": summary["rate_mean"],
-                    "tflops_best": summary["rate_best"],
-                    "mean_ms": summary["mean_ms"],
-                    "best_ms": summary["best_ms"],
-                }
-            except Skip as skip:
-                dtypes[dtype] = {"status": "skip", "reason": str(skip)}
-            except Exception as error:
-                dtypes[dtype] = {"status": "error", "reason": _error(error)}
-            finally:
-                backend.release()
+                return _rates(_summary(times, flop, 1e12), "tflops")
+
+            dtypes[dtype] = _attempt(backend, product)
         results.append({"index": device, "dtypes": dtypes})
     return {
         "status": "ok",
@@ -500,26 +514,13 @@ def bench_copy(backend: Backend, devices: list[int], options: argparse.Namespace
     moved = 2.0 * nbytes
     results = []
     for device in devices:
-        try:
+
+        def copies(device: int = device) -> dict[str, Any]:
             step = backend.copy_step(device, nbytes)
             times = backend.time_ms(device, step, options.copy_iterations, options.copy_warmup, options.warmup_seconds)
-            summary = _summary(times, moved, GB)
-            results.append(
-                {
-                    "index": device,
-                    "status": "ok",
-                    "gbps": summary["rate_mean"],
-                    "gbps_best": summary["rate_best"],
-                    "mean_ms": summary["mean_ms"],
-                    "best_ms": summary["best_ms"],
-                }
-            )
-        except Skip as skip:
-            results.append({"index": device, "status": "skip", "reason": str(skip)})
-        except Exception as error:
-            results.append({"index": device, "status": "error", "reason": _error(error)})
-        finally:
-            backend.release()
+            return _rates(_summary(times, moved, GB), "gbps")
+
+        results.append({"index": device, **_attempt(backend, copies)})
     return {
         "status": "ok",
         "buffer_bytes": nbytes,
@@ -541,13 +542,11 @@ def bench_resnet50(backend: Backend, devices: list[int], options: argparse.Names
     torch = backend.torch
     results = []
     for device in devices:
-        try:
-            images_per_s = _resnet50_throughput(torch, torchvision, backend, device, options)
-            results.append({"index": device, "status": "ok", "images_per_s": images_per_s})
-        except Exception as error:
-            results.append({"index": device, "status": "error", "reason": _error(error)})
-        finally:
-            backend.release()
+
+        def training(device: int = device) -> dict[str, Any]:
+            return {"images_per_s": _resnet50_throughput(torch, torchvision, backend, device, options)}
+
+        results.append({"index": device, **_attempt(backend, training)})
     return {
         "status": "ok",
         "model": "torchvision resnet50 (v1.5), random weights",

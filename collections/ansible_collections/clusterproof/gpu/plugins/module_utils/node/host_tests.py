@@ -18,10 +18,12 @@ import dataclasses
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 
@@ -409,3 +411,70 @@ def run_suite(
             os.unlink(junit)
         except OSError:
             pass
+
+
+class SuiteOptionsError(ValueError):
+    """The module's options cannot run or read the suite; the message says what to set."""
+
+
+def _run_checks(
+    params: Mapping[str, Any], host: str, titles: Mapping[str, str], workdir: str | None
+) -> tuple[list[Check], list[str], int | None, str]:
+    """The suite run against ``host``: its checks, command, pytest's exit status and last output."""
+    if not params["inventory"]:
+        raise SuiteOptionsError("inventory is required to run the suite: the inventory that declares %s" % host)
+    suite = params["suite"]
+    try:
+        run = run_suite(
+            params["python"] or sys.executable,
+            suite,
+            host,
+            params["inventory"],
+            params["project_dir"] or os.path.dirname(os.path.dirname(os.path.abspath(suite))),
+            timeout=params["timeout"],
+            sudo=params["sudo"],
+            extra_args=params["pytest_args"],
+            workdir=workdir,
+        )
+    except HostTestsError as error:
+        return [suite_failure(host, str(error), observed="not run")], [], None, ""
+    try:
+        checks = checks_from_junit(run.junit, host, titles)
+    except ValueError as error:
+        checks = [suite_failure(host, f"pytest wrote no readable JUnit XML: {error}")]
+    return checks, run.command, run.returncode, run.output
+
+
+def host_suite_result(params: Mapping[str, Any], check_mode: bool, workdir: str | None = None) -> dict[str, Any]:
+    """What the host_tests module returns for its options: the suite run against the host, or read
+    from a JUnit file CI wrote, or every test not run (a simulated host, an earlier failure, check mode)."""
+    host, suite = params["host"], params["suite"]
+    if not os.path.isdir(suite):
+        raise SuiteOptionsError(f"suite {suite} is not a directory: point it at the project's tests/hosts")
+    tests = suite_tests(suite)
+    command: list[str] = []
+    returncode, output = None, ""
+    if params["failure"]:
+        checks = not_run(host, tests, "fail", params["failure"])
+    elif not params["hardware"]:
+        reason = f"{host} is a simulated host (hardware=false): the GPU host suite needs a real GPU host"
+        checks = not_run(host, tests, "needs-hardware", reason)
+    elif params["junit_file"]:
+        try:
+            checks = checks_from_junit(Path(params["junit_file"]).read_text(encoding="utf-8"), host, titles_of(tests))
+        except (OSError, ValueError) as error:
+            raise SuiteOptionsError(
+                f"cannot read the GPU host suite's results from {params['junit_file']}: {error}"
+            ) from error
+    elif check_mode:
+        checks = not_run(host, tests, "skip", "check mode: the GPU host suite was not run")
+    else:
+        checks, command, returncode, output = _run_checks(params, host, titles_of(tests), workdir)
+    return {
+        "checks": [check.to_dict() for check in checks],
+        "failed_checks": sum(1 for check in checks if check.status == "fail"),
+        "section": section(host, checks),
+        "command": command,
+        "pytest_rc": returncode,
+        "pytest_output": output,
+    }

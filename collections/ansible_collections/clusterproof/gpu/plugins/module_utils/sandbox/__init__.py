@@ -1,10 +1,13 @@
 """The sandbox site: a real control plane and engines as local processes, KWOK for the GPU nodes.
 
-``control_plane``: processes, ports, the simulated nodes; ``pki``: its CA and kubeconfigs;
-``build``: the binaries from their Go modules into the per-machine cache; ``gpu_agent`` and
-``local_path``: the sandbox's stand-ins for what a node runs.
+``control_plane``: processes, ports, the simulated nodes; ``lifecycle``: up, status and down
+through the API server; ``install``: the one install step (CRDs, files, processes) every engine
+on the sandbox goes through; ``pki``: its CA and kubeconfigs; ``build``: the binaries from their
+Go modules into the per-machine cache; ``gpu_agent`` and ``local_path``: the sandbox's stand-ins
+for what a node runs.
 
 SANDBOX ONLY: real sites never run anything from here. May import: ``install/`` (for what the
-sandbox runs of it), the standard library and ``cryptography``. Touches: the sandbox state
-directory, the build cache, the Go caches and the processes it started itself.
+sandbox runs of it), ``kube.client`` (in ``install`` and ``lifecycle``), the standard library and
+``cryptography``. Touches: the sandbox state directory, the build cache, the Go caches and the
+processes it started itself.
 """

@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules
+
 # Bump when the way binaries are built changes, so old caches are not reused.
 RECIPE_REVISION = "2"
 
@@ -346,40 +348,17 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
         )
 
 
-def _go_env(gobin: Path | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["CGO_ENABLED"] = "0"
-    env["GOFLAGS"] = "-mod=mod -trimpath"
-    env["GOTOOLCHAIN"] = "local"
-    if gobin is not None:
-        env["GOBIN"] = str(gobin)
-    return env
-
-
-def _download(module: str, version: str, cwd: Path, env: dict[str, str]) -> dict[str, str]:
-    """`go mod download -json` of one module version: its go.mod path (GoMod) and source (Dir)."""
-    out = subprocess.run(
-        ["go", "mod", "download", "-json", f"{module}@{version}"],
-        cwd=cwd,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout)
-
-
-def _download_gomod(module: str, version: str, cwd: Path, env: dict[str, str]) -> str:
-    return Path(_download(module, version, cwd, env)["GoMod"]).read_text()
+def _download_gomod(module: str, version: str, cwd: Path) -> str:
+    return go_modules.download(module, version, cwd).go_mod.read_text()
 
 
 def _build_kubernetes(plan_: BuildPlan, log: Path, progress: Progress, wanted: Iterable[str]) -> None:
     version = plan_.versions.kubernetes
     work = plan_.src_dir / "kubernetes"
     work.mkdir(parents=True, exist_ok=True)
-    env = _go_env()
+    env = go_modules.go_env()
     progress(f"downloading k8s.io/kubernetes {version} go.mod")
-    upstream = _download_gomod("k8s.io/kubernetes", version, work, env)
+    upstream = _download_gomod("k8s.io/kubernetes", version, work)
     gomod = kubernetes_wrapper_gomod(version, upstream, go_directive_of(upstream))
     (work / "go.mod").write_text(gomod)
     build_date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -395,7 +374,7 @@ def _build_etcd(plan_: BuildPlan, log: Path, progress: Progress) -> None:
     version = plan_.versions.etcd
     work = plan_.src_dir / "etcd"
     work.mkdir(parents=True, exist_ok=True)
-    env = _go_env()
+    env = go_modules.go_env()
     (work / "go.mod").write_text(
         f"module clusterproof.local/sandbox/etcd\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 {version}\n"
     )
@@ -413,7 +392,7 @@ def _go_install(plan_: BuildPlan, log: Path, progress: Progress, name: str, pack
     work = plan_.src_dir
     work.mkdir(parents=True, exist_ok=True)
     gobin = plan_.src_dir / "gobin"
-    env = _go_env(gobin=gobin)
+    env = go_modules.go_env(gobin=gobin)
     env["GOFLAGS"] = "-trimpath"
     progress(f"building {name} {version}")
     ldflags = f"-s -w -X {version_var}={version}"
@@ -430,7 +409,7 @@ def _wrapper_module(plan_: BuildPlan, name: str, module: str, version: str, repl
     ignores them in a dependency), generated from its go.mod."""
     work = plan_.src_dir / name
     work.mkdir(parents=True, exist_ok=True)
-    upstream = _download_gomod(module, version, work, _go_env())
+    upstream = _download_gomod(module, version, work)
     if replaces:
         gomod = replacing_wrapper_gomod(name, module, version, upstream)
     else:
@@ -449,7 +428,7 @@ def _build_in(
 ) -> None:
     progress("building %s %s" % (binary, plan_.versions.version_of(binary)))
     out = plan_.bin_dir / (binary + ".tmp")
-    _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, _go_env(), log)
+    _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, go_modules.go_env(), log)
     plan_.install(out, binary)
 
 
@@ -458,15 +437,11 @@ def _copy_share(plan_: BuildPlan, name: str, module: str, version: str, folders:
     the share folder, stamped with the version (Kustomize files left out)."""
     work = plan_.src_dir / name
     work.mkdir(parents=True, exist_ok=True)
-    module_dir = Path(_download(module, version, work, _go_env())["Dir"])
+    module_dir = go_modules.download(module, version, work).dir
     target = plan_.share_dir / name
     shutil.rmtree(target, ignore_errors=True)
     for into, source in folders.items():
-        shutil.copytree(module_dir / source, target / into, ignore=shutil.ignore_patterns("kustomiz*"))
-    # The module cache is read-only; the copy must be ours to replace later.
-    for path in target.rglob("*"):
-        path.chmod(0o644 if path.is_file() else 0o755)
-    target.chmod(0o755)
+        go_modules.copy_out(module_dir / source, target / into, ignore=shutil.ignore_patterns("kustomiz*"))
     (target / ".version").write_text(version + "\n")
 
 

@@ -13,7 +13,7 @@ Files in the sandbox's state directory::
     local-path/helperPod.yaml   the helper pod template
 
 The process is recorded like every sandbox process (``run/local-path-provisioner.json``), so the
-sandbox's ``down`` stops it. Pure apart from ``write_files``.
+sandbox's ``down`` stops it. Pure apart from ``write_files`` and ``install``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Component, Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.install import InstallStep
 
 COMPONENT = "local-path-provisioner"
 # The chart's scripts; on the sandbox no helper pod runs them, but the ConfigMap is as on a cluster.
@@ -98,3 +99,19 @@ def cluster_objects(contents: dict[str, str]) -> list[dict[str, Any]]:
             "data": {"setup": SETUP_SCRIPT, "teardown": TEARDOWN_SCRIPT, **contents},
         },
     ]
+
+
+def install(
+    step: InstallStep,
+    classes: Iterable[storage.StorageClassDeclaration],
+    bin_dir: Path,
+    helper_image: str,
+    timeout: float,
+) -> None:
+    """The provisioner on the sandbox: its objects, its two files and its process, restarted when
+    the files changed (it reads its helper pod template only when it starts)."""
+    contents = files(classes, helper_image)
+    step.apply(cluster_objects(contents))
+    written = write_files(step.layout, contents, step.check_mode)
+    step.applied += ["file %s" % path for path in written]
+    step.start([component(step.layout, bin_dir)], timeout, restart=bool(written))

@@ -222,14 +222,17 @@ def _node_checks(want: DeclaredNode, found: ObservedNode | None) -> list[Check]:
     if want.labels:
         wanted.append(("labels", f"{want.name} carries its declared labels"))
 
-    present_title = f"{want.name} is in the cluster"
+    # The one check that says whether the node is there at all; every other check needs it.
+    present = {
+        "id": prefix + "/present",
+        "title": f"{want.name} is in the cluster",
+        "expected": f"a Node named {want.name}",
+    }
     if found is None:
         checks = [
             Check(
-                id=prefix + "/present",
-                title=present_title,
+                **present,
                 status="fail",
-                expected=f"a Node named {want.name}",
                 observed="no Node of that name",
                 message=(
                     f"declared GPU node {want.name} is not in the cluster: expected a Node named {want.name}, "
@@ -250,13 +253,7 @@ def _node_checks(want: DeclaredNode, found: ObservedNode | None) -> list[Check]:
         return checks
 
     checks = [
-        Check(
-            id=prefix + "/present",
-            title=present_title,
-            status="pass",
-            expected=f"a Node named {want.name}",
-            observed="found",
-        ),
+        Check(**present, status="pass", observed="found"),
         _ready_check(prefix, wanted[0][1], want, found),
         _count_check(prefix, wanted[1][1], want, found),
     ]

@@ -1,0 +1,63 @@
+"""kube.runner: one argument spec from shared pieces, one way a module fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+
+
+class Failed(Exception):
+    pass
+
+
+class FakeModule:
+    def fail_json(self, **result):
+        raise Failed(result)
+
+
+class ApiException(Exception):  # named as the client library names it
+    def __init__(self, status, reason, body):
+        super().__init__(reason)
+        self.status, self.reason, self.body = status, reason, body
+
+
+def failure(error, doing="applying the queue", hint=""):
+    with pytest.raises(Failed) as failed:
+        runner.fail_from_exception(FakeModule(), error, doing, hint)
+    return failed.value.args[0]
+
+
+def test_pieces_are_copied_so_a_module_cannot_change_another_ones_spec():
+    spec = runner.argument_spec(runner.SANDBOX_INSTALL_ARG_SPEC, {"state_dir": {"type": "path", "required": True}})
+    assert spec["state_dir"]["required"] is True
+    assert "required" not in runner.SANDBOX_INSTALL_ARG_SPEC["state_dir"]
+    spec["port_base"]["default"] = 1
+    assert runner.SANDBOX_INSTALL_ARG_SPEC["port_base"]["default"] == 16440
+    assert set(runner.argument_spec(auth=True)) == set(kube.AUTH_ARG_SPEC)
+
+
+def test_an_api_error_says_what_was_done_and_what_the_api_said():
+    error = ApiException(403, "Forbidden", b'{"message": "queues is forbidden"}')
+    assert runner.api_error_message(error, "applying the queue", "check the RBAC") == (
+        "applying the queue failed: 403 Forbidden: queues is forbidden (check the RBAC)"
+    )
+
+
+def test_module_errors_keep_their_details_and_client_errors_say_what_was_done():
+    assert failure(runner.ModuleError("bad classes", releases=[])) == {"msg": "bad classes", "releases": []}
+    assert failure(kube.KubeError("kubeconfig /x does not exist")) == {
+        "msg": "applying the queue failed: kubeconfig /x does not exist"
+    }
+    assert failure(ValueError("odd")) == {"msg": "applying the queue failed: ValueError: odd"}
+
+
+def test_an_api_error_fails_the_module_with_what_the_api_said():
+    assert failure(ApiException(422, "Unprocessable Entity", '{"message": "field is immutable"}')) == {
+        "msg": "applying the queue failed: 422 Unprocessable Entity: field is immutable"
+    }
+
+
+def test_the_runner_needs_no_client_library():
+    assert "client" not in vars(runner)
