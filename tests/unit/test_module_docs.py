@@ -126,17 +126,10 @@ def drift(documented: dict[str, Any], spec: dict[str, Any], where: str = "") -> 
     return problems
 
 
-# Drift found when this check was written, in modules another change is reworking; listed so that
-# the check holds against any new drift meanwhile. Remove a line when its module is fixed.
-KNOWN_DRIFT = {
-    "validate_gpu_nodes": ["nodes.taints.default: documented None, argument spec []"],
-}
-
-
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: path.stem)
 def test_documented_options_are_the_argument_spec(path, monkeypatch):
     found = drift(documented_options(path), argument_spec(path, monkeypatch))
-    assert [problem for problem in found if problem not in KNOWN_DRIFT.get(path.stem, [])] == []
+    assert found == []
 
 
 def test_the_check_finds_drift():

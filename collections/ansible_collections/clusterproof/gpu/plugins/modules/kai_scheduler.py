@@ -33,13 +33,18 @@ options:
     description:
       - The sandbox's state directory (as for C(clusterproof.gpu.sandbox_cluster)).
       - Required with O(mode=sandbox).
+    type: path
   bin_dir:
     description: Directory with the kai-* binaries from the sandbox build; required with O(mode=sandbox).
+    type: path
   share_dir:
     description:
       - The build's share directory, holding KAI's Helm chart in C(kai-scheduler/chart) (CRDs, priority classes).
+    type: path
   port_base:
     description: The sandbox's port base; KAI's components listen on base+10 to base+18 of 127.0.0.1.
+    type: int
+    default: 16440
   department_gpu_quota:
     description: GPU quota of the department queue that holds the projects' queues (the site's GPUs).
     type: float
@@ -51,6 +56,8 @@ options:
     type: path
   timeout:
     description: Seconds to wait for each component to become ready.
+    type: int
+    default: 120
 author:
   - clusterproof developers
 """

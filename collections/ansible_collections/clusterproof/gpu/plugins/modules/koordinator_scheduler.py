@@ -26,14 +26,19 @@ options:
     default: present
   state_dir:
     required: true
+    type: path
   bin_dir:
     description: Directory with the C(koord-scheduler) binary from the sandbox build; required with O(state=present).
+    type: path
   share_dir:
     description:
       - The build's share directory, holding Koordinator's CRDs in C(koordinator/crds).
       - Required with O(state=present).
+    type: path
   port_base:
     description: The sandbox's port base; koord-scheduler listens on base+22 (HTTPS) and base+23 (plain health).
+    type: int
+    default: 16440
   delay_evict_seconds:
     description:
       - Seconds a quota may use more than its runtime quota before koord-scheduler evicts its pods
@@ -42,6 +47,8 @@ options:
     default: 5
   timeout:
     description: Seconds to wait for CRDs and for koord-scheduler to become ready.
+    type: int
+    default: 120
 author:
   - clusterproof developers
 """

@@ -40,16 +40,23 @@ options:
     type: path
   state_dir:
     description: The sandbox's state directory; required with O(mode=sandbox).
+    type: path
   bin_dir:
     description: Directory with the C(kueue) binary from the sandbox build; required with O(mode=sandbox).
+    type: path
   share_dir:
     description:
       - The build's share directory, holding Kueue's CRDs in C(kueue/crds) and webhooks in C(kueue/webhook).
       - Required with O(mode=sandbox).
+    type: path
   port_base:
     description: The sandbox's port base; Kueue listens on base+19 (webhooks), base+20 (health), base+21 (metrics).
+    type: int
+    default: 16440
   timeout:
     description: Seconds to wait for Kueue to become ready.
+    type: int
+    default: 120
 author:
   - clusterproof developers
 """

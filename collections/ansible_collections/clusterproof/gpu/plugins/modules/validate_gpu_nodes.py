@@ -58,6 +58,7 @@ options:
         description: Taints the inventory declares; recorded, not compared.
         type: list
         elements: dict
+        default: []
       labels:
         description: Labels the Node must carry, with these values.
         type: dict
