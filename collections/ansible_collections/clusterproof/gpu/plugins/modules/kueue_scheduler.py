@@ -101,7 +101,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import clien
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import install
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout, SandboxError
-from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue, registry
 
 WEBHOOK_CONFIGURATIONS = (
     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "kueue-mutating-webhook-configuration"),
@@ -122,7 +122,7 @@ def _sandbox_present(step, params):
     ca_pem = layout.pki.ca_cert.read_bytes()
     crds = [kueue.with_conversion_webhook(crd, ports, ca_pem) for crd in install.load_crds(share / "crds")]
     step.apply_crds(crds, kueue.system_objects(), params["timeout"])
-    step.stop(kueue.KAI_PROCESSES)  # one backend schedules at a time
+    step.stop(registry.sandbox_processes(other_than=kueue.BACKEND.name))  # one backend schedules at a time
     # Kueue reads its configuration and certificates only when it starts.
     restart = step.serving_certificate(paths.cert_dir, "kueue-webhook", copy_to=paths.metrics_cert_dir)
     restart |= step.write(paths.config, yaml.safe_dump(kueue.configuration(ports, paths.cert_dir), sort_keys=False))
@@ -151,7 +151,7 @@ def run(module):
         step.apply_custom(kueue.site_manifests())
     elif layout.kubeconfig.exists():
         step = install.InstallStep.on(layout, module.check_mode)
-        step.stop(["kueue"])
+        step.stop(kueue.SANDBOX_PROCESSES)
         step.delete({"apiVersion": v, "kind": k, "metadata": {"name": n}} for v, k, n in WEBHOOK_CONFIGURATIONS)
     else:
         return nothing

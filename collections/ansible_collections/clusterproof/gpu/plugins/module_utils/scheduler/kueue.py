@@ -480,10 +480,8 @@ def components(layout: Layout, kueue_binary: Path, unshare: str, ports: KueuePor
     ]
 
 
-# The sandbox processes of the other backend; they must not run while Kueue schedules. Kept for
-# modules/kueue_scheduler.py, which is to ask ``registry.sandbox_processes`` instead (it is the
-# registry that knows every engine's processes: ``kai.SANDBOX_PROCESSES``).
-KAI_PROCESSES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "sandbox-gpu-agent")
+# Kueue's process on the sandbox; the registry hands out every engine's, so that installing one
+# stops the others (``registry.sandbox_processes``).
 SANDBOX_PROCESSES = ("kueue",)
 
 
