@@ -68,11 +68,40 @@ def down(inventory: Path | None, state_dir: Path, port_base: int) -> None:
     )
 
 
+def pure_node_checks(count: int) -> float:
+    """Seconds the node comparison alone takes for ``count`` 8-GPU nodes (one of them short a GPU)."""
+    sys.path.insert(0, str(REPO / "collections"))
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import validate_gpu_nodes
+
+    names = ["gpu-%05d" % index for index in range(count)]
+    declared = [{"name": name, "gpu_count": 8} for name in names]
+    observed = [
+        {
+            "metadata": {"name": name, "labels": {}},
+            "status": {
+                "allocatable": {"nvidia.com/gpu": "7" if index == count // 2 else "8"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+        for index, name in enumerate(names)
+    ]
+    started = time.perf_counter()
+    outcome = validate_gpu_nodes(declared, observed)
+    elapsed = time.perf_counter() - started
+    assert len(outcome.failed) == 2, [check.id for check in outcome.failed]
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--projects", type=int, default=100)
+    parser.add_argument("--pure-only", action="store_true", help="only the comparisons, no sandbox")
     args = parser.parse_args()
+    for count in (1000, 10000):
+        print("node comparison alone, %d nodes: %.3f s" % (count, pure_node_checks(count)))
+    if args.pure_only:
+        return
     with tempfile.TemporaryDirectory() as scratch:
         state, base = Path(scratch) / "default", free_port_base()
         up(None, state, base)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import (
@@ -235,15 +233,14 @@ def test_invalid_declarations_are_refused(nodes, error):
         validate_gpu_nodes(nodes, [])
 
 
-def test_a_thousand_eight_gpu_nodes_take_well_under_a_second():
+def test_a_thousand_eight_gpu_nodes_name_the_one_short_node():
+    # How fast this is, is bench/validation_bench.py's figure (a timed assertion here would flake
+    # on a loaded 2-core machine).
     names = ["gpu-%04d" % index for index in range(1000)]
     wanted = [declared(name) for name in names]
     observed = [api_node(name) for name in names]
     observed[500] = api_node(names[500], 7)
-    start = time.perf_counter()
     outcome = validate_gpu_nodes(wanted, observed)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.5, elapsed
     assert [check.id for check in outcome.failed] == ["gpu-nodes/gpu-0500/gpu-count", "cluster/gpu-total"]
     assert by_id(outcome)["cluster/gpu-total"].expected == 8000
     assert len(outcome.node_table) == 1000
