@@ -46,6 +46,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_p
     Layout,
     port_block,
 )
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below, PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import base
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree, workloads
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.projects import MANAGED_BY, Project
@@ -319,17 +320,9 @@ class KueuePorts:
 
     base: int
 
-    @property
-    def webhook(self) -> int:
-        return self.base + port_block("kueue").start
-
-    @property
-    def health(self) -> int:
-        return self.base + port_block("kueue").start + 1
-
-    @property
-    def metrics(self) -> int:
-        return self.base + port_block("kueue").start + 2
+    webhook = PortAt(port_block("kueue"), 0)
+    health = PortAt(port_block("kueue"), 1)
+    metrics = PortAt(port_block("kueue"), 2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,22 +335,11 @@ class SandboxPaths:
     def of(cls, layout: Layout) -> SandboxPaths:
         return cls(layout.root / "kueue")
 
-    @property
-    def config(self) -> Path:
-        return self.root / "config.yaml"
-
-    @property
-    def cert_dir(self) -> Path:
-        return self.root / "webhook-certs"
-
-    @property
-    def etc_overlay(self) -> Path:
-        """Laid over /etc for the Kueue process: holds ``METRICS_CERT_SUBDIR``."""
-        return self.root / "etc"
-
-    @property
-    def metrics_cert_dir(self) -> Path:
-        return self.etc_overlay / METRICS_CERT_SUBDIR
+    config = Below("root", "config.yaml")
+    cert_dir = Below("root", "webhook-certs")
+    # Laid over /etc for the Kueue process: holds ``METRICS_CERT_SUBDIR``.
+    etc_overlay = Below("root", "etc")
+    metrics_cert_dir = Below("etc_overlay", METRICS_CERT_SUBDIR)
 
 
 def configuration(ports: KueuePorts, cert_dir: Path) -> dict[str, Any]:
