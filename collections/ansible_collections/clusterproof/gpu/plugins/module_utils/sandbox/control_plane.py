@@ -93,6 +93,9 @@ class Ports:
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
+    """The sandbox's state directory: kubeconfig, PKI, etcd's data, the components' configuration,
+    and a log and a run record per process."""
+
     root: Path
 
     kubeconfig = Below("root", "kubeconfig")

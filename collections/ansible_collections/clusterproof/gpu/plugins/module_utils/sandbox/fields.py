@@ -11,27 +11,37 @@ May import: the standard library only (``pki`` and ``control_plane`` import it).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Generic, TypeVar, overload
+
+T = TypeVar("T")
 
 
-class Below:
+class _Derived(Generic[T]):
+    """A read-only attribute computed from the instance (``value``); the class itself gets the descriptor."""
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> _Derived[T]: ...
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> T: ...
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        return self if instance is None else self.value(instance)
+
+    def value(self, instance: Any) -> T:
+        raise NotImplementedError
+
+
+class Below(_Derived[Path]):
     """A path below another attribute: ``bin_dir = Below("key_dir", "bin")`` is ``self.key_dir / "bin"``."""
 
     def __init__(self, base: str, *parts: str) -> None:
         self.base = base
         self.parts = parts
 
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> Below: ...
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> Path: ...
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
+    def value(self, instance: Any) -> Path:
         return getattr(instance, self.base).joinpath(*self.parts)
 
 
-class PortAt:
+class PortAt(_Derived[int]):
     """A port at ``offset`` in a block of loopback ports: ``webhook = PortAt(port_block("kueue"), 0)``
     is ``self.base + port_block("kueue").start``; the instance holds the sandbox's port base."""
 
@@ -41,11 +51,5 @@ class PortAt:
         self.block = block
         self.offset = offset
 
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> PortAt: ...
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> int: ...
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
+    def value(self, instance: Any) -> int:
         return instance.base + self.block.start + self.offset

@@ -124,6 +124,9 @@ def _cert_pem(cert: x509.Certificate) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class PkiPaths:
+    """The sandbox's PKI folder: the CA, the API server's serving pair, the service-account key
+    pair, and a certificate and key per client (``CLIENTS``)."""
+
     root: Path
 
     ca_cert = Below("root", "ca.crt")
