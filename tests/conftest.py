@@ -66,3 +66,15 @@ HOST_SUITE_TESTS = [
 
 # Alibaba Cloud's elastic quota tree, the guide's 40 cores (scenarios/alibaba-elastic-quota-tree.yml).
 ALIBABA_QUOTA_TREE = quota_tree_of_scenario("alibaba-elastic-quota-tree")
+
+# Team A of NetApp's Run:AI validation (SCENARIOS.md 4.8 - 4.10) as the engines' unit tests declare it,
+# as ``Project`` keyword arguments; each engine's tests add what that engine reads.
+TEAM_A = {
+    "name": "team-a",
+    "gpu_quota": 4,
+    "over_quota_weight": 4,
+    "gpu_limit": 8,
+    "training_nodes": ("dgx1-1",),
+    "interactive_time_limit_seconds": 3600,
+    "users": ("alice",),
+}

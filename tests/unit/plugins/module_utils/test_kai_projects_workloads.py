@@ -13,18 +13,9 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import co
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import gpu_agent as sandbox_gpu_agent
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, workloads
+from tests import conftest
 
-TEAM_A = projects.Project(
-    "team-a",
-    gpu_quota=4,
-    over_quota_weight=4,
-    gpu_limit=8,
-    training_nodes=("dgx1-1",),
-    interactive_nodes=("dgx1-2",),
-    interactive_time_limit_seconds=3600,
-    users=("alice",),
-    groups=("team-a-researchers",),
-)
+TEAM_A = projects.Project(**conftest.TEAM_A, interactive_nodes=("dgx1-2",), groups=("team-a-researchers",))
 SETTINGS = workloads.ProjectSettings.from_namespace(projects.namespace_manifest(TEAM_A))
 
 

@@ -10,17 +10,9 @@ import pytest
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai, kueue
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, workloads
+from tests import conftest
 
-TEAM_A = projects.Project(
-    "team-a",
-    gpu_quota=4,
-    over_quota_weight=4,
-    gpu_limit=8,
-    training_nodes=("dgx1-1",),
-    interactive_time_limit_seconds=3600,
-    users=("alice",),
-    gpu_lending_limit=1.5,
-)
+TEAM_A = projects.Project(**conftest.TEAM_A, gpu_lending_limit=1.5)
 SETTINGS = workloads.ProjectSettings.from_namespace(projects.namespace_manifest(TEAM_A))
 PORTS = kueue.KueuePorts(20000)
 

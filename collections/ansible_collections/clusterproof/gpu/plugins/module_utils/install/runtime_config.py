@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 try:
@@ -78,15 +78,8 @@ class MergeResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "changed": self.changed,
-            "runtimes": self.runtimes,
-            "default_runtime": self.default_runtime,
-            "runtimes_before": self.runtimes_before,
-            "default_runtime_before": self.default_runtime_before,
-            "config_version": self.config_version,
-            "warnings": self.warnings,
-        }
+        """Every field but the text, which the caller writes to the file."""
+        return {name: value for name, value in asdict(self).items() if name != "text"}
 
 
 # containerd ---------------------------------------------------------------------------------------

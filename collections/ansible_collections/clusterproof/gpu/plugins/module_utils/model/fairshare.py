@@ -831,7 +831,8 @@ class _Engine:
                     and self.leaf[w] not in claimant_path
                     and self._eligible(w, {}, claimant_path, level)
                 ]
-                if not self._could_fit(j, n, candidates):
+                # A quick necessary test: could job j fit on node n if every candidate went?
+                if not self._gpus_fit(j, n, candidates):
                     continue
                 victims = self._victims_on(j, n, candidates, claimant_path, level)
                 if victims is None:
@@ -842,25 +843,26 @@ class _Engine:
                 return True
         return False
 
-    def _could_fit(self, j: int, n: int, candidates: list[int]) -> bool:
-        """A quick necessary test: could job ``j`` fit on node ``n`` if every candidate went?"""
-        free = self.free[n]
+    def _gpus_fit(self, j: int, n: int, victims: list[int]) -> bool:
+        """Whether job ``j`` finds GPUs on node ``n`` once ``victims`` are gone (quota aside): whole GPUs
+        for a whole-GPU job, else room on a shared GPU or a free one."""
         freed_whole = 0
-        on_shared: dict[int, int] = {}
-        for v in candidates:
+        freed_shared: dict[int, int] = {}
+        for v in victims:
             if self.whole[v]:
                 freed_whole += self.whole[v]
             else:
                 gpu = self.place[v][1][0]  # type: ignore[index]
-                on_shared[gpu] = on_shared.get(gpu, 0) + self.units[v]
+                freed_shared[gpu] = freed_shared.get(gpu, 0) + self.units[v]
         partial = self.node_partial[n]
-        emptied = sum(1 for gpu, amount in on_shared.items() if amount == partial[gpu])
+        emptied = sum(1 for gpu, amount in freed_shared.items() if amount == partial[gpu])
+        whole_free = self.free[n] + freed_whole + emptied
         if self.whole[j]:
-            return free + freed_whole + emptied >= self.whole[j]
-        if free or freed_whole or emptied:
+            return whole_free >= self.whole[j]
+        if whole_free >= 1:
             return True
         units = self.units[j]
-        return any(used - on_shared.get(gpu, 0) + units <= UNITS_PER_GPU for gpu, used in partial.items())
+        return any(used - freed_shared.get(gpu, 0) + units <= UNITS_PER_GPU for gpu, used in partial.items())
 
     def _removed_in(self, victims: list[int]) -> dict[int, int]:
         removed: dict[int, int] = {}
@@ -903,23 +905,7 @@ class _Engine:
         for a in tree.path[self.leaf[j]]:
             if alloc[a] - removed.get(a, 0) + units > tree.limit[a] + _EPS:
                 return False
-        freed_whole = 0
-        freed_shared: dict[int, int] = {}
-        for v in victims:
-            if self.whole[v]:
-                freed_whole += self.whole[v]
-            else:
-                gpu = self.place[v][1][0]  # type: ignore[index]
-                freed_shared[gpu] = freed_shared.get(gpu, 0) + self.units[v]
-        partial = self.node_partial[n]
-        emptied = sum(1 for gpu, amount in freed_shared.items() if amount == partial[gpu])
-        whole_free = self.free[n] + freed_whole + emptied
-        g = self.whole[j]
-        if g:
-            return whole_free >= g
-        if whole_free >= 1:
-            return True
-        return any(used - freed_shared.get(gpu, 0) + units <= UNITS_PER_GPU for gpu, used in partial.items())
+        return self._gpus_fit(j, n, victims)
 
     def _victims_on(
         self, j: int, n: int, candidates: list[int], claimant_path: set[int], level: list[float]

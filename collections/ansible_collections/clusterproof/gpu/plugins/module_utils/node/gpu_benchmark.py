@@ -130,214 +130,102 @@ _NVLINK = (
 )
 _NO_RESNET = "no published single-GPU ResNet-50 training throughput for this model was found"
 _NO_NVLINK = "PCIe card: its NVLink bridges (if any) pair GPUs, so the node's all-reduce ceiling depends on the host"
+_PCIE_ONLY = "no NVLink: GPUs exchange data over PCIe, whose ceiling depends on the host"
 
 
-def _dense(
-    fp64: float | None, fp32: float, tf32: float | None, bf16: float | None, fp16: float
-) -> dict[str, float | None]:
-    return {"bf16": bf16, "fp16": fp16, "fp32": fp32, "tf32": tf32, "fp64": fp64}
-
-
-REFERENCES: tuple[GpuReference, ...] = (
-    GpuReference(
-        key="v100-sxm2-32gb",
-        model="NVIDIA Tesla V100 SXM2 32GB",
-        patterns=(r"\bv100\b.*\bsxm2\b.*\b32gb\b",),
-        # Volta has no bf16 or tf32 tensor cores; fp16 is the tensor-core figure (fp32 accumulate).
-        matmul_tflops=_dense(fp64=7.8, fp32=15.7, tf32=None, bf16=None, fp16=125.0),
-        memory_bandwidth_gbps=900.0,
-        resnet50_images_per_s=1156.0,
-        allreduce_busbw_gbps=150.0,
-        source={
-            "compute": _V100_DATASHEET + ", SXM2: double 7.8, single 15.7, tensor (fp16) 125 TFLOPS; no bf16 or tf32",
-            "memory": _V100_DATASHEET + ": 900 GB/s HBM2",
-            "resnet50": _DLE_RESNET50.format(system="NVIDIA DGX-1 32GB (8x V100 32GB): 1156 img/s"),
-            "allreduce": _NVLINK.format(link="NVLink 2.0, 6 links", total=300, half=150),
-        },
-    ),
-    GpuReference(
-        key="v100-sxm2-16gb",
-        model="NVIDIA Tesla V100 SXM2 16GB",
-        patterns=(r"\bv100\b.*\bsxm2\b",),
-        matmul_tflops=_dense(fp64=7.8, fp32=15.7, tf32=None, bf16=None, fp16=125.0),
-        memory_bandwidth_gbps=900.0,
-        resnet50_images_per_s=1200.0,
-        allreduce_busbw_gbps=150.0,
-        source={
-            "compute": _V100_DATASHEET + ", SXM2: double 7.8, single 15.7, tensor (fp16) 125 TFLOPS; no bf16 or tf32",
-            "memory": _V100_DATASHEET + ": 900 GB/s HBM2",
-            "resnet50": _DLE_RESNET50.format(system="NVIDIA DGX-1 16GB (8x V100 16GB): 1200 img/s"),
-            "allreduce": _NVLINK.format(link="NVLink 2.0, 6 links", total=300, half=150),
-        },
-    ),
-    GpuReference(
-        key="v100-pcie",
-        model="NVIDIA Tesla V100 PCIe (16GB or 32GB)",
-        patterns=(r"\bv100\b.*\bpcie\b",),
-        matmul_tflops=_dense(fp64=7.0, fp32=14.0, tf32=None, bf16=None, fp16=112.0),
-        memory_bandwidth_gbps=900.0,
-        resnet50_images_per_s=None,
-        allreduce_busbw_gbps=None,
-        source={
-            "compute": _V100_DATASHEET + ", PCIe: double 7, single 14, tensor (fp16) 112 TFLOPS; no bf16 or tf32",
-            "memory": _V100_DATASHEET + ": 900 GB/s HBM2",
-            "resnet50": _NO_RESNET,
-            "allreduce": _NO_NVLINK,
-        },
-    ),
-    GpuReference(
-        key="a100-pcie-80gb",
-        model="NVIDIA A100 PCIe 80GB",
-        patterns=(r"\ba100\b.*\bpcie\b.*\b80gb\b", r"\ba100\b.*\b80gb\b.*\bpcie\b"),
-        matmul_tflops=_dense(fp64=19.5, fp32=19.5, tf32=156.0, bf16=312.0, fp16=312.0),
-        memory_bandwidth_gbps=1935.0,
-        resnet50_images_per_s=None,
-        allreduce_busbw_gbps=None,
-        source={
-            "compute": _A100_DATASHEET + "; " + _DENSE,
-            "memory": _A100_DATASHEET + ": 1,935 GB/s HBM2e (80GB PCIe)",
-            "resnet50": _NO_RESNET,
-            "allreduce": _NO_NVLINK,
-        },
-    ),
-    GpuReference(
-        key="a100-pcie-40gb",
-        model="NVIDIA A100 PCIe 40GB",
-        patterns=(r"\ba100\b.*\bpcie\b",),
-        matmul_tflops=_dense(fp64=19.5, fp32=19.5, tf32=156.0, bf16=312.0, fp16=312.0),
-        memory_bandwidth_gbps=1555.0,
-        resnet50_images_per_s=None,
-        allreduce_busbw_gbps=None,
-        source={
-            "compute": _A100_DATASHEET + "; " + _DENSE,
-            "memory": _A100_DATASHEET + ": 1,555 GB/s HBM2 (40GB)",
-            "resnet50": _NO_RESNET,
-            "allreduce": _NO_NVLINK,
-        },
-    ),
-    GpuReference(
-        key="a100-sxm4-80gb",
-        model="NVIDIA A100 SXM4 80GB",
-        patterns=(r"\ba100\b.*\b80gb\b",),
-        matmul_tflops=_dense(fp64=19.5, fp32=19.5, tf32=156.0, bf16=312.0, fp16=312.0),
-        memory_bandwidth_gbps=2039.0,
-        resnet50_images_per_s=2470.0,
-        allreduce_busbw_gbps=300.0,
-        source={
-            "compute": _A100_DATASHEET + "; " + _DENSE,
-            "memory": _A100_DATASHEET + ": 2,039 GB/s HBM2e (80GB SXM)",
-            "resnet50": _DLE_RESNET50.format(system="NVIDIA DGX A100 (8x A100 80GB): 2470 img/s"),
-            "allreduce": _NVLINK.format(link="NVLink 3.0, 12 links", total=600, half=300),
-        },
-    ),
-    GpuReference(
-        key="a100-sxm4-40gb",
-        model="NVIDIA A100 SXM4 40GB",
-        patterns=(r"\ba100\b.*(\bsxm\d?\b|\b40gb\b)",),
-        matmul_tflops=_dense(fp64=19.5, fp32=19.5, tf32=156.0, bf16=312.0, fp16=312.0),
-        memory_bandwidth_gbps=1555.0,
-        resnet50_images_per_s=None,
-        allreduce_busbw_gbps=300.0,
-        source={
-            "compute": _A100_DATASHEET + "; " + _DENSE,
-            "memory": _A100_DATASHEET + ": 1,555 GB/s HBM2 (40GB)",
-            "resnet50": _NO_RESNET,
-            "allreduce": _NVLINK.format(link="NVLink 3.0, 12 links", total=600, half=300),
-        },
-    ),
-    GpuReference(
-        key="h100-pcie",
-        model="NVIDIA H100 PCIe 80GB",
-        patterns=(r"\bh100\b.*\bpcie\b",),
-        matmul_tflops=_dense(fp64=51.0, fp32=51.0, tf32=378.0, bf16=756.5, fp16=756.5),
-        memory_bandwidth_gbps=2000.0,
-        resnet50_images_per_s=None,
-        allreduce_busbw_gbps=None,
-        source={
-            "compute": _H100_DATASHEET + ", H100 PCIe column; " + _DENSE,
-            "memory": _H100_DATASHEET + ": 2 TB/s (H100 PCIe)",
-            "resnet50": _NO_RESNET,
-            "allreduce": _NO_NVLINK,
-        },
-    ),
-    GpuReference(
-        key="h100-nvl",
-        model="NVIDIA H100 NVL 94GB",
-        patterns=(r"\bh100\b.*\bnvl\b",),
-        matmul_tflops=_dense(fp64=60.0, fp32=60.0, tf32=417.5, bf16=835.5, fp16=835.5),
-        memory_bandwidth_gbps=3900.0,
-        resnet50_images_per_s=None,
-        allreduce_busbw_gbps=None,
-        source={
-            "compute": _H100_DATASHEET + ", H100 NVL column; " + _DENSE,
-            "memory": _H100_DATASHEET + ": 3.9 TB/s (H100 NVL)",
-            "resnet50": _NO_RESNET,
-            "allreduce": _NO_NVLINK,
-        },
-    ),
-    GpuReference(
-        key="h100-sxm5-80gb",
-        model="NVIDIA H100 SXM5 80GB",
-        # NVML names the SXM5 part "NVIDIA H100 80GB HBM3"; the PCIe and NVL parts name themselves.
-        patterns=(r"\bh100\b.*(\bsxm\d?\b|\bhbm3\b)",),
-        matmul_tflops=_dense(fp64=67.0, fp32=67.0, tf32=494.5, bf16=989.5, fp16=989.5),
-        memory_bandwidth_gbps=3350.0,
-        resnet50_images_per_s=None,
-        allreduce_busbw_gbps=450.0,
-        source={
-            "compute": _H100_DATASHEET + ", H100 SXM column; " + _DENSE,
-            "memory": _H100_DATASHEET + ": 3.35 TB/s HBM3 (H100 SXM)",
-            "resnet50": _NO_RESNET,
-            "allreduce": _NVLINK.format(link="NVLink 4.0, 18 links", total=900, half=450),
-        },
-    ),
-    GpuReference(
-        key="h200-nvl",
-        model="NVIDIA H200 NVL 141GB",
-        patterns=(r"\bh200\b.*\bnvl\b",),
-        matmul_tflops=_dense(fp64=60.0, fp32=60.0, tf32=417.5, bf16=835.5, fp16=835.5),
-        memory_bandwidth_gbps=4800.0,
-        resnet50_images_per_s=None,
-        allreduce_busbw_gbps=None,
-        source={
-            "compute": _H200_DATASHEET + ", H200 NVL column; " + _DENSE,
-            "memory": _H200_DATASHEET + ": 4.8 TB/s HBM3e",
-            "resnet50": _NO_RESNET,
-            "allreduce": _NO_NVLINK,
-        },
-    ),
-    GpuReference(
-        key="h200-sxm-141gb",
-        model="NVIDIA H200 SXM 141GB",
-        # NVML names the SXM part "NVIDIA H200".
-        patterns=(r"\bh200\b",),
-        matmul_tflops=_dense(fp64=67.0, fp32=67.0, tf32=494.5, bf16=989.5, fp16=989.5),
-        memory_bandwidth_gbps=4800.0,
-        resnet50_images_per_s=None,
-        allreduce_busbw_gbps=450.0,
-        source={
-            "compute": _H200_DATASHEET + ", H200 SXM column; " + _DENSE,
-            "memory": _H200_DATASHEET + ": 4.8 TB/s HBM3e",
-            "resnet50": _NO_RESNET,
-            "allreduce": _NVLINK.format(link="NVLink 4.0, 18 links", total=900, half=450),
-        },
-    ),
-    GpuReference(
-        key="l40s",
-        model="NVIDIA L40S 48GB",
-        patterns=(r"\bl40s\b",),
-        matmul_tflops=_dense(fp64=None, fp32=91.6, tf32=183.0, bf16=362.05, fp16=362.05),
-        memory_bandwidth_gbps=864.0,
-        resnet50_images_per_s=None,
-        allreduce_busbw_gbps=None,
-        source={
-            "compute": _L40S_DATASHEET + "; dense = the first of each 'dense | sparse' pair; it gives no FP64 figure",
-            "memory": _L40S_DATASHEET + ": 864 GB/s GDDR6",
-            "resnet50": _NO_RESNET,
-            "allreduce": "no NVLink: GPUs exchange data over PCIe, whose ceiling depends on the host",
-        },
-    ),
+# fmt: off
+# One GPU model a row, in the order ``match_reference`` tries the patterns (more specific first):
+#   key, model, NVML name patterns;
+#   dense TFLOP/s (fp64, fp32, tf32, bf16, fp16), memory GB/s, ResNet-50 img/s, all-reduce GB/s per direction;
+#   where the compute figures stand in the datasheet (after its name);
+#   the datasheet, its memory line, the ResNet-50 system measured (None: no published figure), and the NVLink
+#   generation (or why the model has no all-reduce figure).
+_ROWS: tuple[tuple[Any, ...], ...] = (
+    # Volta has no bf16 or tf32 tensor cores; fp16 is the tensor-core figure (fp32 accumulate).
+    ("v100-sxm2-32gb", "NVIDIA Tesla V100 SXM2 32GB", (r"\bv100\b.*\bsxm2\b.*\b32gb\b",),
+     (7.8, 15.7, None, None, 125.0), 900.0, 1156.0, 150.0,
+     ", SXM2: double 7.8, single 15.7, tensor (fp16) 125 TFLOPS; no bf16 or tf32",
+     _V100_DATASHEET, "900 GB/s HBM2", "NVIDIA DGX-1 32GB (8x V100 32GB)", "NVLink 2.0, 6 links"),
+    ("v100-sxm2-16gb", "NVIDIA Tesla V100 SXM2 16GB", (r"\bv100\b.*\bsxm2\b",),
+     (7.8, 15.7, None, None, 125.0), 900.0, 1200.0, 150.0,
+     ", SXM2: double 7.8, single 15.7, tensor (fp16) 125 TFLOPS; no bf16 or tf32",
+     _V100_DATASHEET, "900 GB/s HBM2", "NVIDIA DGX-1 16GB (8x V100 16GB)", "NVLink 2.0, 6 links"),
+    ("v100-pcie", "NVIDIA Tesla V100 PCIe (16GB or 32GB)", (r"\bv100\b.*\bpcie\b",),
+     (7.0, 14.0, None, None, 112.0), 900.0, None, None,
+     ", PCIe: double 7, single 14, tensor (fp16) 112 TFLOPS; no bf16 or tf32",
+     _V100_DATASHEET, "900 GB/s HBM2", None, _NO_NVLINK),
+    ("a100-pcie-80gb", "NVIDIA A100 PCIe 80GB", (r"\ba100\b.*\bpcie\b.*\b80gb\b", r"\ba100\b.*\b80gb\b.*\bpcie\b"),
+     (19.5, 19.5, 156.0, 312.0, 312.0), 1935.0, None, None,
+     "; " + _DENSE,
+     _A100_DATASHEET, "1,935 GB/s HBM2e (80GB PCIe)", None, _NO_NVLINK),
+    ("a100-pcie-40gb", "NVIDIA A100 PCIe 40GB", (r"\ba100\b.*\bpcie\b",),
+     (19.5, 19.5, 156.0, 312.0, 312.0), 1555.0, None, None,
+     "; " + _DENSE,
+     _A100_DATASHEET, "1,555 GB/s HBM2 (40GB)", None, _NO_NVLINK),
+    ("a100-sxm4-80gb", "NVIDIA A100 SXM4 80GB", (r"\ba100\b.*\b80gb\b",),
+     (19.5, 19.5, 156.0, 312.0, 312.0), 2039.0, 2470.0, 300.0,
+     "; " + _DENSE,
+     _A100_DATASHEET, "2,039 GB/s HBM2e (80GB SXM)", "NVIDIA DGX A100 (8x A100 80GB)", "NVLink 3.0, 12 links"),
+    ("a100-sxm4-40gb", "NVIDIA A100 SXM4 40GB", (r"\ba100\b.*(\bsxm\d?\b|\b40gb\b)",),
+     (19.5, 19.5, 156.0, 312.0, 312.0), 1555.0, None, 300.0,
+     "; " + _DENSE,
+     _A100_DATASHEET, "1,555 GB/s HBM2 (40GB)", None, "NVLink 3.0, 12 links"),
+    ("h100-pcie", "NVIDIA H100 PCIe 80GB", (r"\bh100\b.*\bpcie\b",),
+     (51.0, 51.0, 378.0, 756.5, 756.5), 2000.0, None, None,
+     ", H100 PCIe column; " + _DENSE,
+     _H100_DATASHEET, "2 TB/s (H100 PCIe)", None, _NO_NVLINK),
+    ("h100-nvl", "NVIDIA H100 NVL 94GB", (r"\bh100\b.*\bnvl\b",),
+     (60.0, 60.0, 417.5, 835.5, 835.5), 3900.0, None, None,
+     ", H100 NVL column; " + _DENSE,
+     _H100_DATASHEET, "3.9 TB/s (H100 NVL)", None, _NO_NVLINK),
+    # NVML names the SXM5 part "NVIDIA H100 80GB HBM3"; the PCIe and NVL parts name themselves.
+    ("h100-sxm5-80gb", "NVIDIA H100 SXM5 80GB", (r"\bh100\b.*(\bsxm\d?\b|\bhbm3\b)",),
+     (67.0, 67.0, 494.5, 989.5, 989.5), 3350.0, None, 450.0,
+     ", H100 SXM column; " + _DENSE,
+     _H100_DATASHEET, "3.35 TB/s HBM3 (H100 SXM)", None, "NVLink 4.0, 18 links"),
+    ("h200-nvl", "NVIDIA H200 NVL 141GB", (r"\bh200\b.*\bnvl\b",),
+     (60.0, 60.0, 417.5, 835.5, 835.5), 4800.0, None, None,
+     ", H200 NVL column; " + _DENSE,
+     _H200_DATASHEET, "4.8 TB/s HBM3e", None, _NO_NVLINK),
+    # NVML names the SXM part "NVIDIA H200".
+    ("h200-sxm-141gb", "NVIDIA H200 SXM 141GB", (r"\bh200\b",),
+     (67.0, 67.0, 494.5, 989.5, 989.5), 4800.0, None, 450.0,
+     ", H200 SXM column; " + _DENSE,
+     _H200_DATASHEET, "4.8 TB/s HBM3e", None, "NVLink 4.0, 18 links"),
+    ("l40s", "NVIDIA L40S 48GB", (r"\bl40s\b",),
+     (None, 91.6, 183.0, 362.05, 362.05), 864.0, None, None,
+     "; dense = the first of each 'dense | sparse' pair; it gives no FP64 figure",
+     _L40S_DATASHEET, "864 GB/s GDDR6", None, _PCIE_ONLY),
 )
+# fmt: on
+
+
+def _reference(row: tuple[Any, ...]) -> GpuReference:
+    """A row of ``_ROWS`` as a reference, its sources spelled out in full."""
+    key, model, patterns, dense, memory, resnet50, allreduce, compute_note, datasheet, memory_note, system, nvlink = row
+    fp64, fp32, tf32, bf16, fp16 = dense
+    return GpuReference(
+        key=key,
+        model=model,
+        patterns=patterns,
+        matmul_tflops={"bf16": bf16, "fp16": fp16, "fp32": fp32, "tf32": tf32, "fp64": fp64},
+        memory_bandwidth_gbps=memory,
+        resnet50_images_per_s=resnet50,
+        allreduce_busbw_gbps=allreduce,
+        source={
+            "compute": datasheet + compute_note,
+            "memory": datasheet + ": " + memory_note,
+            "resnet50": _NO_RESNET
+            if system is None
+            else _DLE_RESNET50.format(system="%s: %d img/s" % (system, resnet50)),
+            "allreduce": nvlink
+            if allreduce is None
+            else _NVLINK.format(link=nvlink, total=round(2 * allreduce), half=round(allreduce)),
+        },
+    )
+
+
+REFERENCES: tuple[GpuReference, ...] = tuple(_reference(row) for row in _ROWS)
 
 REFERENCES_BY_KEY: dict[str, GpuReference] = {reference.key: reference for reference in REFERENCES}
 

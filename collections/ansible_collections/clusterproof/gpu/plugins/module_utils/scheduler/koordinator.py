@@ -40,6 +40,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_p
     Layout,
     port_block,
 )
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.quota_tree import MANAGED_BY, TreeNode
 
 SCHEDULER_NAME = "koord-scheduler"
@@ -236,15 +237,10 @@ class KoordinatorPorts:
 
     base: int
 
-    @property
-    def secure(self) -> int:
-        return self.base + port_block("koordinator").start
-
-    @property
-    def healthz(self) -> int:
-        """Koordinator's scheduler still serves the deprecated plain-HTTP health port (on 0.0.0.0:10251
-        unless told otherwise), so it is pinned to loopback too."""
-        return self.base + port_block("koordinator").start + 1
+    secure = PortAt(port_block("koordinator"), 0)
+    # Koordinator's scheduler still serves the deprecated plain-HTTP health port (on 0.0.0.0:10251
+    # unless told otherwise), so it is pinned to loopback too.
+    healthz = PortAt(port_block("koordinator"), 1)
 
 
 def quota_url(ports: KoordinatorPorts, name: str) -> str:

@@ -46,6 +46,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_p
     Layout,
     port_block,
 )
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below, PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import base
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree, workloads
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.projects import MANAGED_BY, Project
@@ -93,23 +94,19 @@ def quantity(value: float | Decimal) -> str:
 # The site's and the projects' objects
 
 
+def _manifest(kind: str, name: str, spec: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    """A Kueue object of clusterproof's: labelled as managed by it, in ``namespace`` if namespaced."""
+    metadata = {"name": name, "namespace": namespace} if namespace else {"name": name}
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": {**metadata, "labels": dict(MANAGED_BY)}, "spec": spec}
+
+
 def cohort_manifest() -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Cohort",
-        "metadata": {"name": COHORT, "labels": dict(MANAGED_BY)},
-        "spec": {},
-    }
+    return _manifest("Cohort", COHORT, {})
 
 
 def resource_flavor_manifest() -> dict[str, Any]:
     """One flavor for every node: the quota is the site's, not a node model's."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ResourceFlavor",
-        "metadata": {"name": FLAVOR, "labels": dict(MANAGED_BY)},
-        "spec": {},
-    }
+    return _manifest("ResourceFlavor", FLAVOR, {})
 
 
 def priority_class_manifests() -> list[dict[str, Any]]:
@@ -151,11 +148,10 @@ def cluster_queue_manifest(project: Project, cohort: str = COHORT) -> dict[str, 
     if project.gpu_lending_limit is not None:
         gpu["lendingLimit"] = quantity(project.gpu_lending_limit)
     resources = [{"name": name, "nominalQuota": amount} for name, amount in UNLIMITED.items()] + [gpu]
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ClusterQueue",
-        "metadata": {"name": project.name, "labels": dict(MANAGED_BY)},
-        "spec": {
+    return _manifest(
+        "ClusterQueue",
+        project.name,
+        {
             "cohortName": cohort,
             # Only the project's own namespace submits to its quota.
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": project.name}},
@@ -171,16 +167,11 @@ def cluster_queue_manifest(project: Project, cohort: str = COHORT) -> dict[str, 
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
             "fairSharing": {"weight": quantity(project.over_quota_weight)},
         },
-    }
+    )
 
 
 def local_queue_manifest(project: Project) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "LocalQueue",
-        "metadata": {"name": project.name, "namespace": project.name, "labels": dict(MANAGED_BY)},
-        "spec": {"clusterQueue": project.name},
-    }
+    return _manifest("LocalQueue", project.name, {"clusterQueue": project.name}, namespace=project.name)
 
 
 def project_manifests(project: Project, cohort: str = COHORT) -> list[dict[str, Any]]:
@@ -319,17 +310,9 @@ class KueuePorts:
 
     base: int
 
-    @property
-    def webhook(self) -> int:
-        return self.base + port_block("kueue").start
-
-    @property
-    def health(self) -> int:
-        return self.base + port_block("kueue").start + 1
-
-    @property
-    def metrics(self) -> int:
-        return self.base + port_block("kueue").start + 2
+    webhook = PortAt(port_block("kueue"), 0)
+    health = PortAt(port_block("kueue"), 1)
+    metrics = PortAt(port_block("kueue"), 2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,22 +325,11 @@ class SandboxPaths:
     def of(cls, layout: Layout) -> SandboxPaths:
         return cls(layout.root / "kueue")
 
-    @property
-    def config(self) -> Path:
-        return self.root / "config.yaml"
-
-    @property
-    def cert_dir(self) -> Path:
-        return self.root / "webhook-certs"
-
-    @property
-    def etc_overlay(self) -> Path:
-        """Laid over /etc for the Kueue process: holds ``METRICS_CERT_SUBDIR``."""
-        return self.root / "etc"
-
-    @property
-    def metrics_cert_dir(self) -> Path:
-        return self.etc_overlay / METRICS_CERT_SUBDIR
+    config = Below("root", "config.yaml")
+    cert_dir = Below("root", "webhook-certs")
+    # Laid over /etc for the Kueue process: holds ``METRICS_CERT_SUBDIR``.
+    etc_overlay = Below("root", "etc")
+    metrics_cert_dir = Below("etc_overlay", METRICS_CERT_SUBDIR)
 
 
 def configuration(ports: KueuePorts, cert_dir: Path) -> dict[str, Any]:
