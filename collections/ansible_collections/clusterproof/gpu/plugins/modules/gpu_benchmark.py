@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: gpu_benchmark
 short_description: Benchmark the NVIDIA GPUs of a host against a reference for their model
-version_added: "0.1.0"
+version_added: 0.1.0
+author:
+  - clusterproof developers
 extends_documentation_fragment:
   - clusterproof.gpu.host_check
 description:
@@ -140,8 +141,6 @@ options:
     default: 1800
 requirements:
   - On the host, an interpreter with PyTorch and torchvision (or CuPy) for GPU figures; C(dcgmi) for DCGM.
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -9,10 +9,11 @@ suite wrote earlier. The parsing is ``module_utils/node/host_tests.py``.
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: host_tests
 short_description: Run the GPU host suite against a host and return its results as report checks
-version_added: "0.1.0"
+version_added: 0.1.0
+author:
+  - clusterproof developers
 extends_documentation_fragment:
   - clusterproof.gpu.host_check
 description:
@@ -75,8 +76,6 @@ options:
     default: 900
 requirements:
   - pytest and pytest-testinfra on the controller (requirements.txt), and ansible-inventory beside them.
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: kai_scheduler
 short_description: Run KAI scheduler on the clusterproof sandbox
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Applies KAI scheduler's CRDs and priority classes (from its Go module, copied into the sandbox
     cache by the build), its namespaces, the reservation service account and the department queue
@@ -14,7 +17,6 @@ description:
     that answers GPU reservation pods (fractions) for the simulated nodes.
   - Re-running on a sandbox where all of that is in place changes nothing.
   - On a real cluster KAI is installed with its Helm chart instead (not this module).
-version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.sandbox_install
 options:
@@ -58,8 +60,6 @@ options:
     description: Seconds to wait for each component to become ready.
     type: int
     default: 120
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: koordinator_scheduler
 short_description: Run Koordinator's koord-scheduler on the clusterproof sandbox
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - With O(state=present), applies Koordinator's CRDs (from its Go module, copied into the sandbox cache
     by the build; among them the C(ElasticQuota) of C(scheduling.sigs.k8s.io)) and the
@@ -15,7 +18,6 @@ description:
   - With O(state=absent), stops koord-scheduler; the CRDs and quotas stay.
   - Re-running where all of that is in place changes nothing.
   - Only the sandbox is supported; on a real cluster Koordinator is installed from its Helm chart.
-version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.sandbox_install
 options:
@@ -49,8 +51,6 @@ options:
     description: Seconds to wait for CRDs and for koord-scheduler to become ready.
     type: int
     default: 120
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

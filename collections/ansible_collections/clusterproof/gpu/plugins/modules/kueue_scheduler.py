@@ -5,6 +5,9 @@ make the objects every project's Kueue queue refers to (flavor, cohort, priority
 DOCUMENTATION = r"""
 module: kueue_scheduler
 short_description: Run Kueue on the clusterproof sandbox and make its site-wide objects
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - With O(mode=sandbox), applies Kueue's CRDs (from its Go module, copied into the sandbox cache by the
     build) with their version conversion served by Kueue on 127.0.0.1, writes Kueue's configuration
@@ -17,7 +20,6 @@ description:
     switch back to KAI leaves nothing of Kueue in the way of Jobs.
   - On a real cluster Kueue itself is installed with its Helm chart (the kueue_scheduler role).
   - Re-running where all of that is in place changes nothing.
-version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.sandbox_install
 options:
@@ -57,8 +59,6 @@ options:
     description: Seconds to wait for Kueue to become ready.
     type: int
     default: 120
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: quota_tree
 short_description: Make an elastic quota tree (min/max per resource, namespaces on leaves) exist on KAI or Kueue
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Takes the checked tree (C(clusterproof_site.quota_tree), module_utils/tenancy/quota_tree.py says the rules)
     and makes each node a KAI Queue under its parent queue (quota = min, limit = max, over-quota
@@ -13,7 +16,6 @@ description:
     cohort (nominal quota = min, borrowing limit = max - min), admitting the leaf's namespaces, each
     with a LocalQueue named after the leaf.
   - Server-side apply, changing only what differs; check mode reports what would change.
-version_added: 0.1.0
 options:
   tree:
     description: The tree's nodes, parents first (name, parent, min, max, namespaces).
@@ -23,8 +25,6 @@ options:
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: validate_quota_tree
 short_description: Check an elastic quota tree against the inventory and show used / min / max per node
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - For each node of the declared tree, checks that the scheduler's object for it (a KAI Queue, a Kueue
     Cohort or ClusterQueue) exists under the declared parent with the declared min (quota) and max
@@ -11,7 +14,6 @@ description:
   - Adds a table like the Alibaba quota dashboard (node, namespaces, resource, max, min, used), where
     used is read from the running pods in the leaves' namespaces (requests), summed up the tree.
   - Reads only; reports C(changed=false).
-version_added: 0.1.0
 options:
   tree:
     description: The tree's nodes, parents first (name, parent, min, max, namespaces).
@@ -21,8 +23,6 @@ options:
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""
