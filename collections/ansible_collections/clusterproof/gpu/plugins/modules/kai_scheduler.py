@@ -95,9 +95,8 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
-from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import install
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout, SandboxError
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 
 AGENT_MODULE = "ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.gpu_agent"
@@ -135,20 +134,16 @@ def run(module):
 
 
 def main():
-    spec = runner.argument_spec(
-        runner.SANDBOX_INSTALL_ARG_SPEC,
-        {
-            "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
-            "kubeconfig": {"type": "path"},
-            "department_gpu_quota": {"type": "float", "required": True},
-            "agent_pythonpath": {"type": "path"},
-        },
-    )
-    runner.run_module(
-        spec,
+    options = {
+        "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
+        "kubeconfig": {"type": "path"},
+        "department_gpu_quota": {"type": "float", "required": True},
+        "agent_pythonpath": {"type": "path"},
+    }
+    install.run_module(
+        options,
         run,
         doing="installing KAI scheduler",
-        expected=(SandboxError, OSError),
         required_if=[("mode", "sandbox", ("state_dir", "bin_dir", "share_dir", "agent_pythonpath"))],
     )
 

@@ -94,7 +94,7 @@ import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import install
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout, SandboxError
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import koordinator
 
 
@@ -121,29 +121,19 @@ def run(module):
         ports = koordinator.KoordinatorPorts(params["port_base"])
         components = koordinator.components(layout, Path(params["bin_dir"]), ports, config_path)
         step.start(components, params["timeout"], restart=restart)
-    return {
-        "changed": step.changed,
-        "applied": step.applied,
-        "started": step.started,
-        "stopped": step.stopped,
-        "config": str(config_path),
-    }
+    return step.result(config=str(config_path))
 
 
 def main():
-    spec = runner.argument_spec(
-        runner.SANDBOX_INSTALL_ARG_SPEC,
-        {
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "state_dir": {"type": "path", "required": True},
-            "delay_evict_seconds": {"type": "int", "default": 5},
-        },
-    )
-    runner.run_module(
-        spec,
+    options = {
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "state_dir": {"type": "path", "required": True},
+        "delay_evict_seconds": {"type": "int", "default": 5},
+    }
+    install.run_module(
+        options,
         run,
         doing="installing Koordinator",
-        expected=(SandboxError, OSError),
         required_if=[("state", "present", ("bin_dir", "share_dir"))],
     )
 

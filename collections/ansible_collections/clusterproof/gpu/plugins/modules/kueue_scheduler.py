@@ -155,23 +155,19 @@ def run(module):
         step.delete({"apiVersion": v, "kind": k, "metadata": {"name": n}} for v, k, n in WEBHOOK_CONFIGURATIONS)
     else:
         return nothing
-    return {"changed": step.changed, "applied": step.applied, "started": step.started, "stopped": step.stopped}
+    return step.result()
 
 
 def main():
-    spec = runner.argument_spec(
-        runner.SANDBOX_INSTALL_ARG_SPEC,
-        {
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
-            "kubeconfig": {"type": "path"},
-        },
-    )
-    runner.run_module(
-        spec,
+    options = {
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
+        "kubeconfig": {"type": "path"},
+    }
+    install.run_module(
+        options,
         run,
         doing="installing Kueue",
-        expected=(SandboxError, OSError),
         required_if=[("mode", "sandbox", ("state_dir",))],
     )
 
