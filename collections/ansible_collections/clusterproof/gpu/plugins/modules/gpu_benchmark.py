@@ -9,8 +9,6 @@ short_description: Benchmark the NVIDIA GPUs of a host against a reference for t
 version_added: 0.1.0
 author:
   - clusterproof developers
-extends_documentation_fragment:
-  - clusterproof.gpu.host_check
 description:
   - Runs the benchmark runner (C(gpu_benchmark_runner.py), shipped with this module) on the host with
     the interpreter O(python), and judges what it measured against the reference table for the GPU
@@ -27,6 +25,8 @@ description:
     for the site_report module. The task fails only on invalid options.
   - The benchmarks load the GPUs fully for a minute or more; they change nothing on the host
     (C(changed) is always false). In check mode nothing runs and every check is a skip.
+extends_documentation_fragment:
+  - clusterproof.gpu.host_check
 options:
   benchmarks:
     description: Which benchmarks to run.
@@ -248,9 +248,9 @@ ARGUMENT_SPEC = {
 
 
 def main() -> None:
-    runner.run_module(
-        runner.argument_spec(ARGUMENT_SPEC, runner.HOST_CHECK_ARG_SPEC),
-        lambda module: gpu_benchmark.benchmark_host(module.params, module.check_mode, module.tmpdir),
+    runner.run_host_check(
+        ARGUMENT_SPEC,
+        gpu_benchmark.benchmark_host,
         doing="benchmarking the host's GPUs",
         expected=(gpu_benchmark.OptionsError,),
     )

@@ -105,6 +105,23 @@ def fail_from_exception(module: AnsibleModule, error: BaseException, doing: str 
     module.fail_json(msg=f"{doing or 'the module'} failed: {type(error).__name__}: {error}")
 
 
+def run_host_check(
+    options: Mapping[str, Any],
+    check: Callable[[Mapping[str, Any], bool, str], Mapping[str, Any]],
+    *,
+    doing: str,
+    expected: tuple[type[BaseException], ...],
+) -> None:
+    """Run a module that checks a GPU host: its own options and the host-check ones, then
+    ``check(params, check_mode, tmpdir)``, whose options error (``expected``) is reported as it is."""
+    run_module(
+        argument_spec(options, HOST_CHECK_ARG_SPEC),
+        lambda module: check(module.params, module.check_mode, module.tmpdir),
+        doing=doing,
+        expected=expected,
+    )
+
+
 def run_module(
     spec: Mapping[str, Any],
     work: Callable[[AnsibleModule], Mapping[str, Any]],
