@@ -16,13 +16,8 @@ description:
     cohort (nominal quota = min, borrowing limit = max - min), admitting the leaf's namespaces, each
     with a LocalQueue named after the leaf.
   - Server-side apply, changing only what differs; check mode reports what would change.
-options:
-  tree:
-    description: The tree's nodes, parents first (name, parent, min, max, namespaces).
-    type: list
-    elements: dict
-    required: true
 extends_documentation_fragment:
+  - clusterproof.gpu.quota_tree
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
 """
@@ -46,10 +41,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import clien
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
-
-OPTIONS = {
-    "tree": {"type": "list", "elements": "dict", "required": True},
-}
 
 
 def _work(module):
@@ -75,7 +66,9 @@ def _work(module):
 
 def main():
     runner.run_module(
-        runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True), _work, doing="making the quota tree exist"
+        runner.argument_spec(runner.QUOTA_TREE_ARG_SPEC, registry.ARG_SPEC, auth=True),
+        _work,
+        doing="making the quota tree exist",
     )
 
 

@@ -55,6 +55,12 @@ STORAGE_CLASSES_ARG_SPEC: dict[str, dict[str, Any]] = {
     "classes": {"type": "list", "elements": "dict", "required": True},
 }
 
+# The inventory's declared quota tree, as the quota-tree modules take it (the quota_tree doc
+# fragment documents the option; tenancy/quota_tree.py check_tree reads it).
+QUOTA_TREE_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "tree": {"type": "list", "elements": "dict", "required": True},
+}
+
 
 class ModuleError(RuntimeError):
     """A failure a module reports as it is: the message already says what, where and why."""
