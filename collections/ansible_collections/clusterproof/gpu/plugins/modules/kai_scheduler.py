@@ -16,21 +16,12 @@ description:
     and scheduler as local processes with the sandbox kubeconfig, plus the sandbox-only GPU agent
     that answers GPU reservation pods (fractions) for the simulated nodes.
   - Re-running on a sandbox where all of that is in place changes nothing.
-  - On a real cluster KAI is installed with its Helm chart instead (not this module).
+  - On a real cluster KAI is installed with its Helm chart instead (the kai_scheduler role installs it
+    with C(kubernetes.core.helm)); there, with O(mode=cluster), this module only makes the department queue exist.
 extends_documentation_fragment:
   - clusterproof.gpu.sandbox_install
+  - clusterproof.gpu.sandbox_install.cluster_mode
 options:
-  mode:
-    description:
-      - C(sandbox) does all of the above on the sandbox.
-      - C(cluster) only makes the department queue exist, on a cluster where KAI's Helm chart is installed
-        (the kai_scheduler role installs it with C(kubernetes.core.helm)).
-    type: str
-    choices: [sandbox, cluster]
-    default: sandbox
-  kubeconfig:
-    description: Kubeconfig of the cluster with O(mode=cluster).
-    type: path
   state_dir:
     description:
       - The sandbox's state directory (as for C(clusterproof.gpu.sandbox_cluster)).
@@ -95,6 +86,7 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import install
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
@@ -135,14 +127,13 @@ def run(module):
 
 def main():
     options = {
-        "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
-        "kubeconfig": {"type": "path"},
         "department_gpu_quota": {"type": "float", "required": True},
         "agent_pythonpath": {"type": "path"},
     }
     install.run_module(
+        runner.ENGINE_MODE_ARG_SPEC,
         options,
-        run,
+        work=run,
         doing="installing KAI scheduler",
         required_if=[("mode", "sandbox", ("state_dir", "bin_dir", "share_dir", "agent_pythonpath"))],
     )

@@ -132,7 +132,7 @@ def main():
     }
     install.run_module(
         options,
-        run,
+        work=run,
         doing="installing Koordinator",
         required_if=[("state", "present", ("bin_dir", "share_dir"))],
     )

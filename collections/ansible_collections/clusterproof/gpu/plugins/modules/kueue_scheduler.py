@@ -22,6 +22,7 @@ description:
   - Re-running where all of that is in place changes nothing.
 extends_documentation_fragment:
   - clusterproof.gpu.sandbox_install
+  - clusterproof.gpu.sandbox_install.cluster_mode
 options:
   state:
     description:
@@ -30,16 +31,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  mode:
-    description:
-      - C(sandbox) does all of the above on the sandbox.
-      - C(cluster) only makes the site-wide objects, on a cluster where Kueue's Helm chart is installed.
-    type: str
-    choices: [sandbox, cluster]
-    default: sandbox
-  kubeconfig:
-    description: Kubeconfig of the cluster with O(mode=cluster).
-    type: path
   state_dir:
     description: The sandbox's state directory; required with O(mode=sandbox).
     type: path
@@ -161,12 +152,11 @@ def run(module):
 def main():
     options = {
         "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-        "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
-        "kubeconfig": {"type": "path"},
     }
     install.run_module(
+        runner.ENGINE_MODE_ARG_SPEC,
         options,
-        run,
+        work=run,
         doing="installing Kueue",
         required_if=[("mode", "sandbox", ("state_dir",))],
     )

@@ -42,6 +42,13 @@ SANDBOX_INSTALL_ARG_SPEC: dict[str, dict[str, Any]] = {
     "timeout": {"type": "int", "default": 120},
 }
 
+# Where an engine goes: onto the sandbox, or (its Helm chart installed) onto the cluster of the kubeconfig
+# (the sandbox_install doc fragment's CLUSTER_MODE documents them).
+ENGINE_MODE_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
+    "kubeconfig": {"type": "path"},
+}
+
 # The options of a module that checks a host from the report host: whether the host is real, and
 # why it could not be reached (the host_check doc fragment documents them).
 HOST_CHECK_ARG_SPEC: dict[str, dict[str, Any]] = {

@@ -63,11 +63,11 @@ def load_crds(directory: Path) -> list[dict[str, Any]]:
     return crds
 
 
-def run_module(options: dict[str, dict[str, Any]], work: Any, *, doing: str, required_if: list[Any]) -> None:
+def run_module(*options: dict[str, dict[str, Any]], work: Any, doing: str, required_if: list[Any]) -> None:
     """Run a module that installs an engine on the sandbox: the sandbox install options and its own,
     with the sandbox's and the file system's errors reported as they are (they name the path)."""
     runner.run_module(
-        runner.argument_spec(runner.SANDBOX_INSTALL_ARG_SPEC, options),
+        runner.argument_spec(runner.SANDBOX_INSTALL_ARG_SPEC, *options),
         work,
         doing=doing,
         expected=(control_plane.SandboxError, OSError),
