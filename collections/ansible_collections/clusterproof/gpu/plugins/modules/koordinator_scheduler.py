@@ -73,7 +73,7 @@ applied:
   type: list
   elements: str
 started:
-  description: Processes started by this run.
+  description: C(koord-scheduler), when this run started or restarted it.
   returned: always
   type: list
   elements: str

@@ -72,7 +72,7 @@ applied:
   type: list
   elements: str
 started:
-  description: Processes started by this run.
+  description: C(kueue), when this run started or restarted it.
   returned: always
   type: list
   elements: str
