@@ -32,6 +32,10 @@ options:
       - Fail when no NVIDIA GPU is found, with the reason each source gave.
     type: bool
     default: false
+requirements:
+  - An NVIDIA driver on the host.
+  - For O(source=nvml), the Python package C(nvidia-ml-py) for the interpreter Ansible uses on the host.
+  - For O(source=nvidia-smi), C(nvidia-smi) on the PATH.
 attributes:
   check_mode:
     support: full
@@ -39,10 +43,6 @@ attributes:
     support: none
   facts:
     support: full
-requirements:
-  - An NVIDIA driver on the host.
-  - For O(source=nvml), the Python package C(nvidia-ml-py) for the interpreter Ansible uses on the host.
-  - For O(source=nvidia-smi), C(nvidia-smi) on the PATH.
 """
 
 EXAMPLES = r"""

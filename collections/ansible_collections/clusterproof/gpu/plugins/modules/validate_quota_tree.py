@@ -33,7 +33,7 @@ section:
   returned: always
   type: dict
 failed_checks:
-  description: How many checks failed.
+  description: How many nodes are not as declared (one check per node).
   returned: always
   type: int
 """
