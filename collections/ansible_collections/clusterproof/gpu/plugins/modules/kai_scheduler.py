@@ -47,10 +47,6 @@ options:
       - Directory to put on PYTHONPATH for the sandbox GPU agent (the repository's collections folder).
       - Required with O(mode=sandbox).
     type: path
-  timeout:
-    description: Seconds to wait for each component to become ready.
-    type: int
-    default: 120
 """
 
 EXAMPLES = r"""

@@ -27,6 +27,7 @@ options:
     choices: [present, absent]
     default: present
   state_dir:
+    description: The sandbox's state directory (as for C(clusterproof.gpu.sandbox_cluster)).
     required: true
     type: path
   bin_dir:
@@ -47,10 +48,6 @@ options:
         (the ElasticQuota plugin's C(delayEvictTime); Koordinator's default is 120).
     type: int
     default: 5
-  timeout:
-    description: Seconds to wait for CRDs and for koord-scheduler to become ready.
-    type: int
-    default: 120
 """
 
 EXAMPLES = r"""

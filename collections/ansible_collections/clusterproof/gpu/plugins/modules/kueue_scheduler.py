@@ -46,10 +46,6 @@ options:
     description: The sandbox's port base; Kueue listens on base+19 (webhooks), base+20 (health), base+21 (metrics).
     type: int
     default: 16440
-  timeout:
-    description: Seconds to wait for Kueue to become ready.
-    type: int
-    default: 120
 """
 
 EXAMPLES = r"""
