@@ -61,3 +61,45 @@ def test_an_api_error_fails_the_module_with_what_the_api_said():
 
 def test_the_runner_needs_no_client_library():
     assert "client" not in vars(runner)
+
+
+class Exited(Exception):
+    pass
+
+
+class RecordingModule:
+    """Stands in for AnsibleModule: keeps the spec it was given, exits and fails by raising."""
+
+    specs: list[dict] = []
+
+    def __init__(self, argument_spec, supports_check_mode, **options):
+        RecordingModule.specs.append(argument_spec)
+        self.params, self.check_mode, self.tmpdir = {"host": "gpu-1"}, True, "/tmp/module"
+
+    def exit_json(self, **result):
+        raise Exited(result)
+
+    def fail_json(self, **result):
+        raise Failed(result)
+
+
+def test_a_host_check_takes_its_options_and_the_host_check_ones_and_reports_its_options_error(monkeypatch):
+    monkeypatch.setattr(runner.basic, "AnsibleModule", RecordingModule)
+    calls = []
+
+    def check(params, check_mode, tmpdir):
+        calls.append((params, check_mode, tmpdir))
+        return {"checks": []}
+
+    with pytest.raises(Exited) as exited:
+        runner.run_host_check({"host": {"type": "str"}}, check, doing="checking the host", expected=(ValueError,))
+    assert exited.value.args[0] == {"checks": [], "changed": False}
+    assert calls == [({"host": "gpu-1"}, True, "/tmp/module")]
+    assert set(RecordingModule.specs[-1]) == {"host", *runner.HOST_CHECK_ARG_SPEC}
+
+    def bad_options(params, check_mode, tmpdir):
+        raise ValueError("timeout: expected a number of seconds > 0")
+
+    with pytest.raises(Failed) as failed:
+        runner.run_host_check({}, bad_options, doing="checking the host", expected=(ValueError,))
+    assert failed.value.args[0] == {"msg": "timeout: expected a number of seconds > 0"}

@@ -78,6 +78,20 @@ def test_a_file_is_written_once(tmp_path):
     assert not step(tmp_path, check_mode=True).write(tmp_path / "etc" / "config.yaml", "a: 1\n")
 
 
+def test_the_result_says_what_the_step_did_and_what_the_module_adds(tmp_path):
+    writing = step(tmp_path)
+    assert writing.result() == {"changed": False, "applied": [], "started": [], "stopped": []}
+    writing.write(tmp_path / "config.yaml", "a: 1\n")
+    writing.stopped.append("kai-scheduler")
+    assert writing.result(config="config.yaml") == {
+        "changed": True,
+        "applied": ["file %s" % (tmp_path / "config.yaml")],
+        "started": [],
+        "stopped": ["kai-scheduler"],
+        "config": "config.yaml",
+    }
+
+
 def test_start_restarts_running_processes_only_when_asked(tmp_path, monkeypatch):
     running = {"engine"}
     monkeypatch.setattr(control_plane, "running_pid", lambda layout, name, argv=None: 1 if name in running else None)

@@ -1,5 +1,7 @@
 """Documentation of the options every module that installs something on the sandbox shares
-(module_utils/kube/runner.py SANDBOX_INSTALL_ARG_SPEC); a module adds which ones it requires."""
+(module_utils/kube/runner.py SANDBOX_INSTALL_ARG_SPEC); a module adds which ones it requires.
+CLUSTER_MODE documents the choice between the sandbox and a real cluster (ENGINE_MODE_ARG_SPEC) of an
+engine that a real cluster installs from its Helm chart."""
 
 
 class ModuleDocFragment:
@@ -22,4 +24,19 @@ options:
     description: Seconds to wait for CRDs to be served and for each process to become ready.
     type: int
     default: 120
+"""
+
+    CLUSTER_MODE = r"""
+options:
+  mode:
+    description:
+      - C(sandbox) installs the engine on the sandbox, as described above.
+      - C(cluster) only makes clusterproof's own objects for the engine (see above), on a cluster where the
+        engine's Helm chart is installed.
+    type: str
+    choices: [sandbox, cluster]
+    default: sandbox
+  kubeconfig:
+    description: Kubeconfig of the cluster with O(mode=cluster).
+    type: path
 """

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: container_runtime_config
 short_description: Merge the NVIDIA container runtime into containerd's or Docker's config
-version_added: "0.1.0"
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Registers the NVIDIA container runtime in C(/etc/containerd/config.toml) or C(/etc/docker/daemon.json),
     and makes it the default runtime where asked, as C(nvidia-ctk runtime configure) does.
@@ -78,8 +79,6 @@ notes:
   - This is an action plugin; the merge logic is C(module_utils/install/runtime_config.py).
 requirements:
   - tomlkit on the controller, for containerd.
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: gpu_benchmark
 short_description: Benchmark the NVIDIA GPUs of a host against a reference for their model
-version_added: "0.1.0"
-extends_documentation_fragment:
-  - clusterproof.gpu.host_check
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Runs the benchmark runner (C(gpu_benchmark_runner.py), shipped with this module) on the host with
     the interpreter O(python), and judges what it measured against the reference table for the GPU
@@ -26,6 +25,8 @@ description:
     for the site_report module. The task fails only on invalid options.
   - The benchmarks load the GPUs fully for a minute or more; they change nothing on the host
     (C(changed) is always false). In check mode nothing runs and every check is a skip.
+extends_documentation_fragment:
+  - clusterproof.gpu.host_check
 options:
   benchmarks:
     description: Which benchmarks to run.
@@ -140,8 +141,6 @@ options:
     default: 1800
 requirements:
   - On the host, an interpreter with PyTorch and torchvision (or CuPy) for GPU figures; C(dcgmi) for DCGM.
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""
@@ -249,9 +248,9 @@ ARGUMENT_SPEC = {
 
 
 def main() -> None:
-    runner.run_module(
-        runner.argument_spec(ARGUMENT_SPEC, runner.HOST_CHECK_ARG_SPEC),
-        lambda module: gpu_benchmark.benchmark_host(module.params, module.check_mode, module.tmpdir),
+    runner.run_host_check(
+        ARGUMENT_SPEC,
+        gpu_benchmark.benchmark_host,
         doing="benchmarking the host's GPUs",
         expected=(gpu_benchmark.OptionsError,),
     )

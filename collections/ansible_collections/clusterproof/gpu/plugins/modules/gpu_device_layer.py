@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: gpu_device_layer
 short_description: The Helm release (chart directory and values) of NVIDIA's GPU operator or device plugin
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Turns the site's GPU device layer settings into the Helm release that installs it, for
     kubernetes.core.helm to install; installs nothing itself.
@@ -12,7 +15,6 @@ description:
     and is copied into the sandbox build cache's share directory; a chart already there is reused.
   - Reports C(changed) only when it copies a chart; in check mode it copies nothing.
   - Bad settings fail naming the option, what was expected and what was found.
-version_added: 0.1.0
 options:
   device_layer:
     description: What advertises the GPUs; C(none) returns no release.
@@ -41,8 +43,6 @@ options:
   cache_dir:
     description: Root of the sandbox build cache; empty for the default.
     type: path
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: gpu_facts
 short_description: Gather facts about the NVIDIA GPUs of a host
-version_added: "0.1.0"
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Reads the host's NVIDIA GPUs through NVML (the C(pynvml) module of C(nvidia-ml-py)) or the XML
     report of C(nvidia-smi -q -x), and returns them as the fact C(clusterproof_gpus).
@@ -31,6 +32,10 @@ options:
       - Fail when no NVIDIA GPU is found, with the reason each source gave.
     type: bool
     default: false
+requirements:
+  - An NVIDIA driver on the host.
+  - For O(source=nvml), the Python package C(nvidia-ml-py) for the interpreter Ansible uses on the host.
+  - For O(source=nvidia-smi), C(nvidia-smi) on the PATH.
 attributes:
   check_mode:
     support: full
@@ -38,12 +43,6 @@ attributes:
     support: none
   facts:
     support: full
-requirements:
-  - An NVIDIA driver on the host.
-  - For O(source=nvml), the Python package C(nvidia-ml-py) for the interpreter Ansible uses on the host.
-  - For O(source=nvidia-smi), C(nvidia-smi) on the PATH.
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

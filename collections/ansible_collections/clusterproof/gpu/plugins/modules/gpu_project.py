@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: gpu_project
 short_description: Make a GPU project exist as declared, with its namespace, scheduler queue and member access
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - A project becomes its namespace (annotated with its node affinity and interactive time limit),
     its scheduler queue (a KAI scheduler Queue under the department queue, or a Kueue ClusterQueue
@@ -13,7 +16,6 @@ description:
   - Idempotent; supports check mode and C(--diff).
   - With O(state=absent), refuses to remove a project whose namespace still has pending or running
     pods unless O(force=true).
-version_added: 0.1.0
 options:
   name:
     description: Project name; a lower-case DNS label, used for the namespace and the queue.
@@ -84,8 +86,6 @@ options:
     type: float
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -9,12 +9,11 @@ suite wrote earlier. The parsing is ``module_utils/node/host_tests.py``.
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: host_tests
 short_description: Run the GPU host suite against a host and return its results as report checks
-version_added: "0.1.0"
-extends_documentation_fragment:
-  - clusterproof.gpu.host_check
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Runs C(python -m pytest <suite> --hosts=ansible://<host> --ansible-inventory=<inventory>) on the
     machine the module runs on (the Ansible controller; delegate the task to it), and turns the
@@ -30,6 +29,8 @@ description:
     nothing; every test of the suite is returned as C(needs-hardware), or as C(fail) with the
     reason, respectively. In check mode the suite is not run (its container test pulls an image on
     the host) and every check is a skip; a O(junit_file) is still read.
+extends_documentation_fragment:
+  - clusterproof.gpu.host_check
 options:
   host:
     description: The inventory name of the host to test; the tests run against C(ansible://<host>).
@@ -75,8 +76,6 @@ options:
     default: 900
 requirements:
   - pytest and pytest-testinfra on the controller (requirements.txt), and ansible-inventory beside them.
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""
@@ -151,9 +150,9 @@ ARGUMENT_SPEC = {
 
 
 def main() -> None:
-    runner.run_module(
-        runner.argument_spec(ARGUMENT_SPEC, runner.HOST_CHECK_ARG_SPEC),
-        lambda module: host_tests.host_suite_result(module.params, module.check_mode, module.tmpdir),
+    runner.run_host_check(
+        ARGUMENT_SPEC,
+        host_tests.host_suite_result,
         doing="running the GPU host suite",
         expected=(host_tests.SuiteOptionsError,),
     )

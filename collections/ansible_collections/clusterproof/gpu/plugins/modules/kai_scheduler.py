@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: kai_scheduler
 short_description: Run KAI scheduler on the clusterproof sandbox
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Applies KAI scheduler's CRDs and priority classes (from its Go module, copied into the sandbox
     cache by the build), its namespaces, the reservation service account and the department queue
@@ -13,22 +16,12 @@ description:
     and scheduler as local processes with the sandbox kubeconfig, plus the sandbox-only GPU agent
     that answers GPU reservation pods (fractions) for the simulated nodes.
   - Re-running on a sandbox where all of that is in place changes nothing.
-  - On a real cluster KAI is installed with its Helm chart instead (not this module).
-version_added: 0.1.0
+  - On a real cluster KAI is installed with its Helm chart instead (the kai_scheduler role installs it
+    with C(kubernetes.core.helm)); there, with O(mode=cluster), this module only makes the department queue exist.
 extends_documentation_fragment:
   - clusterproof.gpu.sandbox_install
+  - clusterproof.gpu.sandbox_install.cluster_mode
 options:
-  mode:
-    description:
-      - C(sandbox) does all of the above on the sandbox.
-      - C(cluster) only makes the department queue exist, on a cluster where KAI's Helm chart is installed
-        (the kai_scheduler role installs it with C(kubernetes.core.helm)).
-    type: str
-    choices: [sandbox, cluster]
-    default: sandbox
-  kubeconfig:
-    description: Kubeconfig of the cluster with O(mode=cluster).
-    type: path
   state_dir:
     description:
       - The sandbox's state directory (as for C(clusterproof.gpu.sandbox_cluster)).
@@ -54,12 +47,6 @@ options:
       - Directory to put on PYTHONPATH for the sandbox GPU agent (the repository's collections folder).
       - Required with O(mode=sandbox).
     type: path
-  timeout:
-    description: Seconds to wait for each component to become ready.
-    type: int
-    default: 120
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""
@@ -97,7 +84,7 @@ import yaml
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import install
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout, SandboxError
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 
 AGENT_MODULE = "ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.gpu_agent"
@@ -135,20 +122,15 @@ def run(module):
 
 
 def main():
-    spec = runner.argument_spec(
-        runner.SANDBOX_INSTALL_ARG_SPEC,
-        {
-            "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
-            "kubeconfig": {"type": "path"},
-            "department_gpu_quota": {"type": "float", "required": True},
-            "agent_pythonpath": {"type": "path"},
-        },
-    )
-    runner.run_module(
-        spec,
-        run,
+    options = {
+        "department_gpu_quota": {"type": "float", "required": True},
+        "agent_pythonpath": {"type": "path"},
+    }
+    install.run_module(
+        runner.ENGINE_MODE_ARG_SPEC,
+        options,
+        work=run,
         doing="installing KAI scheduler",
-        expected=(SandboxError, OSError),
         required_if=[("mode", "sandbox", ("state_dir", "bin_dir", "share_dir", "agent_pythonpath"))],
     )
 

@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: koordinator_scheduler
 short_description: Run Koordinator's koord-scheduler on the clusterproof sandbox
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - With O(state=present), applies Koordinator's CRDs (from its Go module, copied into the sandbox cache
     by the build; among them the C(ElasticQuota) of C(scheduling.sigs.k8s.io)) and the
@@ -15,7 +18,6 @@ description:
   - With O(state=absent), stops koord-scheduler; the CRDs and quotas stay.
   - Re-running where all of that is in place changes nothing.
   - Only the sandbox is supported; on a real cluster Koordinator is installed from its Helm chart.
-version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.sandbox_install
 options:
@@ -25,6 +27,7 @@ options:
     choices: [present, absent]
     default: present
   state_dir:
+    description: The sandbox's state directory (as for C(clusterproof.gpu.sandbox_cluster)).
     required: true
     type: path
   bin_dir:
@@ -45,12 +48,6 @@ options:
         (the ElasticQuota plugin's C(delayEvictTime); Koordinator's default is 120).
     type: int
     default: 5
-  timeout:
-    description: Seconds to wait for CRDs and for koord-scheduler to become ready.
-    type: int
-    default: 120
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""
@@ -73,7 +70,7 @@ applied:
   type: list
   elements: str
 started:
-  description: Processes started by this run.
+  description: C(koord-scheduler), when this run started or restarted it.
   returned: always
   type: list
   elements: str
@@ -94,7 +91,7 @@ import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import install
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout, SandboxError
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import koordinator
 
 
@@ -121,29 +118,19 @@ def run(module):
         ports = koordinator.KoordinatorPorts(params["port_base"])
         components = koordinator.components(layout, Path(params["bin_dir"]), ports, config_path)
         step.start(components, params["timeout"], restart=restart)
-    return {
-        "changed": step.changed,
-        "applied": step.applied,
-        "started": step.started,
-        "stopped": step.stopped,
-        "config": str(config_path),
-    }
+    return step.result(config=str(config_path))
 
 
 def main():
-    spec = runner.argument_spec(
-        runner.SANDBOX_INSTALL_ARG_SPEC,
-        {
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "state_dir": {"type": "path", "required": True},
-            "delay_evict_seconds": {"type": "int", "default": 5},
-        },
-    )
-    runner.run_module(
-        spec,
-        run,
+    options = {
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "state_dir": {"type": "path", "required": True},
+        "delay_evict_seconds": {"type": "int", "default": 5},
+    }
+    install.run_module(
+        options,
+        work=run,
         doing="installing Koordinator",
-        expected=(SandboxError, OSError),
         required_if=[("state", "present", ("bin_dir", "share_dir"))],
     )
 

@@ -5,6 +5,9 @@ make the objects every project's Kueue queue refers to (flavor, cohort, priority
 DOCUMENTATION = r"""
 module: kueue_scheduler
 short_description: Run Kueue on the clusterproof sandbox and make its site-wide objects
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - With O(mode=sandbox), applies Kueue's CRDs (from its Go module, copied into the sandbox cache by the
     build) with their version conversion served by Kueue on 127.0.0.1, writes Kueue's configuration
@@ -17,9 +20,9 @@ description:
     switch back to KAI leaves nothing of Kueue in the way of Jobs.
   - On a real cluster Kueue itself is installed with its Helm chart (the kueue_scheduler role).
   - Re-running where all of that is in place changes nothing.
-version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.sandbox_install
+  - clusterproof.gpu.sandbox_install.cluster_mode
 options:
   state:
     description:
@@ -28,16 +31,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  mode:
-    description:
-      - C(sandbox) does all of the above on the sandbox.
-      - C(cluster) only makes the site-wide objects, on a cluster where Kueue's Helm chart is installed.
-    type: str
-    choices: [sandbox, cluster]
-    default: sandbox
-  kubeconfig:
-    description: Kubeconfig of the cluster with O(mode=cluster).
-    type: path
   state_dir:
     description: The sandbox's state directory; required with O(mode=sandbox).
     type: path
@@ -53,12 +46,6 @@ options:
     description: The sandbox's port base; Kueue listens on base+19 (webhooks), base+20 (health), base+21 (metrics).
     type: int
     default: 16440
-  timeout:
-    description: Seconds to wait for Kueue to become ready.
-    type: int
-    default: 120
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""
@@ -81,7 +68,7 @@ applied:
   type: list
   elements: str
 started:
-  description: Processes started by this run.
+  description: C(kueue), when this run started or restarted it.
   returned: always
   type: list
   elements: str
@@ -155,23 +142,18 @@ def run(module):
         step.delete({"apiVersion": v, "kind": k, "metadata": {"name": n}} for v, k, n in WEBHOOK_CONFIGURATIONS)
     else:
         return nothing
-    return {"changed": step.changed, "applied": step.applied, "started": step.started, "stopped": step.stopped}
+    return step.result()
 
 
 def main():
-    spec = runner.argument_spec(
-        runner.SANDBOX_INSTALL_ARG_SPEC,
-        {
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
-            "kubeconfig": {"type": "path"},
-        },
-    )
-    runner.run_module(
-        spec,
-        run,
+    options = {
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+    }
+    install.run_module(
+        runner.ENGINE_MODE_ARG_SPEC,
+        options,
+        work=run,
         doing="installing Kueue",
-        expected=(SandboxError, OSError),
         required_if=[("mode", "sandbox", ("state_dir",))],
     )
 

@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: quota_tree
 short_description: Make an elastic quota tree (min/max per resource, namespaces on leaves) exist on KAI or Kueue
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Takes the checked tree (C(clusterproof_site.quota_tree), module_utils/tenancy/quota_tree.py says the rules)
     and makes each node a KAI Queue under its parent queue (quota = min, limit = max, over-quota
@@ -13,18 +16,10 @@ description:
     cohort (nominal quota = min, borrowing limit = max - min), admitting the leaf's namespaces, each
     with a LocalQueue named after the leaf.
   - Server-side apply, changing only what differs; check mode reports what would change.
-version_added: 0.1.0
-options:
-  tree:
-    description: The tree's nodes, parents first (name, parent, min, max, namespaces).
-    type: list
-    elements: dict
-    required: true
 extends_documentation_fragment:
+  - clusterproof.gpu.quota_tree
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""
@@ -46,10 +41,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import clien
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
-
-OPTIONS = {
-    "tree": {"type": "list", "elements": "dict", "required": True},
-}
 
 
 def _work(module):
@@ -75,7 +66,9 @@ def _work(module):
 
 def main():
     runner.run_module(
-        runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True), _work, doing="making the quota tree exist"
+        runner.argument_spec(runner.QUOTA_TREE_ARG_SPEC, registry.ARG_SPEC, auth=True),
+        _work,
+        doing="making the quota tree exist",
     )
 
 

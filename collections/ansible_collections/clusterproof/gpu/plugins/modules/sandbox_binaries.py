@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: sandbox_binaries
 short_description: Build the sandbox's etcd, Kubernetes control plane and KWOK binaries into a cache
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK from their Go
     modules at pinned versions into a cache directory keyed by those versions and the Go version.
@@ -13,7 +16,6 @@ description:
   - The first build takes minutes (about 7 on 2 cores with a warm module download); progress is
     written to C(build.log) in the cache directory. For progress on the terminal, run
     C(./clusterproof build) before the playbook.
-version_added: 0.1.0
 options:
   cache_dir:
     description: Root of the cache; the binaries land in C(<cache_dir>/<key>/bin).
@@ -54,8 +56,6 @@ options:
       - Its CRDs are copied into C(koordinator/crds) of the share directory.
     type: str
     default: v1.7.0
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: sandbox_cluster
 short_description: Run the clusterproof sandbox, a real control plane with KWOK-simulated GPU nodes
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK as local processes
     listening on 127.0.0.1, generates their certificates and an admin kubeconfig (mode 0600) under
@@ -13,7 +16,6 @@ description:
   - C(down) stops only the processes this module started (by their recorded pid and start time) and
     removes O(state_dir).
   - The binaries come from the sandbox build (see C(clusterproof.gpu.sandbox_binaries)).
-version_added: 0.1.0
 options:
   state:
     description:
@@ -50,8 +52,6 @@ options:
     description: Seconds to wait for each process to become ready and for the nodes to be Ready.
     type: int
     default: 120
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

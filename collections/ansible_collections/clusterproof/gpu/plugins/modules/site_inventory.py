@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: site_inventory
 short_description: Check the site inventory against clusterproof's schema and publish the declaration
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Reads every host's variables and checks the groups C(kube_control_plane) and C(gpu_nodes), the
     site-wide C(clusterproof_*) variables, the per-node C(gpu_*) and C(node_*) variables and the projects.
@@ -13,14 +16,11 @@ description:
   - On failure lists every error with its host or project, the field, what was expected and what was
     found; it changes nothing.
   - Runs on the controller only.
-version_added: 0.1.0
 options:
   fact_name:
     description: Name of the fact to set with the checked declaration.
     type: str
     default: clusterproof_site
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

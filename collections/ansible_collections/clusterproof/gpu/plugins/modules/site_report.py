@@ -9,10 +9,11 @@ Takes the sections the validation roles gathered (plain data), builds the one re
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: site_report
 short_description: Write the site validation report (HTML, JSON, JUnit XML)
-version_added: "0.1.0"
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Builds the site validation report from the sections that validation tasks returned and writes
     C(report.json), C(report.html) and C(junit.xml) to C(<reports_dir>/<site>/<YYYYmmddTHHMMSSZ>/),
@@ -51,8 +52,6 @@ options:
     description: Fail the task, after writing the report, when any check failed.
     type: bool
     default: true
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: storage_classes
 short_description: Make the inventory's StorageClasses (and Trident backends) exist, one of them the default
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Applies one StorageClass per declared class, with the default-class annotation C(true) on the
     one the inventory marks default and C(false) on the others; any other class of the cluster
@@ -16,7 +19,6 @@ description:
     the sandbox's state directory); on the sandbox only C(local-path) classes can be provisioned.
   - Provisioners themselves are installed from their charts by the role on a real cluster, not here.
   - Re-running with nothing changed changes nothing.
-version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.storage_classes
@@ -50,8 +52,6 @@ options:
     description: Seconds to wait for the provisioner process.
     type: int
     default: 60
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: storage_releases
 short_description: The provisioner chart releases the declared storage classes need, and where each chart is
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - From the declared storage classes, lists the Helm releases a real cluster needs (one
     local-path-provisioner release for all local-path classes, one nfs-subdir-external-provisioner
@@ -13,7 +16,6 @@ description:
     unless O(charts) gives a reference for it (a chart repository's C(repo/chart), a path or a URL).
   - Also names the variables the Trident backends take their credentials from.
   - Changes nothing (the Go module cache aside); C(changed) is always false.
-version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.storage_classes
 options:
@@ -30,8 +32,6 @@ options:
     description: Image of local-path's helper pods.
     type: str
     default: busybox:1.36
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

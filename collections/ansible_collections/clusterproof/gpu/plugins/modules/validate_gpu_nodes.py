@@ -9,10 +9,11 @@ report, which decides the run's verdict.
 from __future__ import annotations
 
 DOCUMENTATION = r"""
----
 module: validate_gpu_nodes
 short_description: Check declared GPU nodes against the cluster's Nodes
-version_added: "0.1.0"
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Reads every Node of the cluster and checks, for each declared GPU node, that it is present,
     Ready, reports the declared number of allocatable C(nvidia.com/gpu), and carries the declared
@@ -73,8 +74,6 @@ extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 requirements:
   - kubernetes (Python) on the controller
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

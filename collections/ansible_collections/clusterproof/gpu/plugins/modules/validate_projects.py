@@ -4,13 +4,15 @@
 DOCUMENTATION = r"""
 module: validate_projects
 short_description: Check every declared project's scheduler queue and namespace against the inventory
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Reads the scheduler's queues (KAI Queues or Kueue ClusterQueues) and the projects' namespaces and
     compares them with the declared projects (GPU quota, over-quota weight, limit, parent queue or
     cohort, node affinity and interactive time limit).
   - Returns checks and the quota table (declared, configured, GPUs held now) as a report section.
   - Reads only; never changes anything.
-version_added: 0.1.0
 options:
   projects:
     description: The declared projects (clusterproof_site.projects).
@@ -20,8 +22,6 @@ options:
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: validate_quota_tree
 short_description: Check an elastic quota tree against the inventory and show used / min / max per node
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - For each node of the declared tree, checks that the scheduler's object for it (a KAI Queue, a Kueue
     Cohort or ClusterQueue) exists under the declared parent with the declared min (quota) and max
@@ -11,18 +14,10 @@ description:
   - Adds a table like the Alibaba quota dashboard (node, namespaces, resource, max, min, used), where
     used is read from the running pods in the leaves' namespaces (requests), summed up the tree.
   - Reads only; reports C(changed=false).
-version_added: 0.1.0
-options:
-  tree:
-    description: The tree's nodes, parents first (name, parent, min, max, namespaces).
-    type: list
-    elements: dict
-    required: true
 extends_documentation_fragment:
+  - clusterproof.gpu.quota_tree
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""
@@ -38,7 +33,7 @@ section:
   returned: always
   type: dict
 failed_checks:
-  description: How many checks failed.
+  description: How many nodes are not as declared (one check per node).
   returned: always
   type: int
 """
@@ -47,10 +42,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import clien
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
-
-OPTIONS = {
-    "tree": {"type": "list", "elements": "dict", "required": True},
-}
 
 
 def _requests(pod, backend):
@@ -133,7 +124,9 @@ def _work(module):
 
 def main():
     runner.run_module(
-        runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True), _work, doing="reading the quota tree"
+        runner.argument_spec(runner.QUOTA_TREE_ARG_SPEC, registry.ARG_SPEC, auth=True),
+        _work,
+        doing="reading the quota tree",
     )
 
 

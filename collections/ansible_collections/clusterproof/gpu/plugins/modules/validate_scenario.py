@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: validate_scenario
 short_description: Run a fairness scenario on the cluster's GPU scheduler and judge the stable states
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Loads a scenario file (docs/scenarios.md), makes its projects exist in namespaces and scheduler
     queues of its own (prefixed, under a group of its own - a KAI department queue, a Kueue cohort -
@@ -22,7 +25,6 @@ description:
   - The engine named by O(scheduler) is held to the model of its own fairness policy; where that
     differs from the policy the scenario's tables were written for, a difference from the tables is
     a warning and the report says whether the engine reproduces the document.
-version_added: 0.1.0
 options:
   scenario_file:
     description: Path of the scenario YAML file.
@@ -56,8 +58,6 @@ options:
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

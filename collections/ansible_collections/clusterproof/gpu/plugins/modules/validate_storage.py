@@ -4,6 +4,9 @@
 DOCUMENTATION = r"""
 module: validate_storage
 short_description: Prove the default StorageClass binds a claim and a ReadWriteMany class serves two pods
+version_added: 0.1.0
+author:
+  - clusterproof developers
 description:
   - Checks that every declared StorageClass exists as declared and that exactly one class of the
     cluster is the default, the declared one.
@@ -15,7 +18,6 @@ description:
     C(Retain) class keeps), also when a step failed; a leftover is a failed check.
   - Returns the checks as a site report section. Changes nothing that outlives the run, so it
     reports C(changed=false); in check mode it creates nothing and only checks the classes.
-version_added: 0.1.0
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.storage_classes
@@ -38,8 +40,6 @@ options:
         empties a namespace in its own time (many seconds on a cluster with many resource types).
     type: int
     default: 180
-author:
-  - clusterproof developers
 """
 
 EXAMPLES = r"""

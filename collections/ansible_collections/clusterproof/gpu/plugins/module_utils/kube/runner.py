@@ -42,6 +42,13 @@ SANDBOX_INSTALL_ARG_SPEC: dict[str, dict[str, Any]] = {
     "timeout": {"type": "int", "default": 120},
 }
 
+# Where an engine goes: onto the sandbox, or (its Helm chart installed) onto the cluster of the kubeconfig
+# (the sandbox_install doc fragment's CLUSTER_MODE documents them).
+ENGINE_MODE_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "sandbox"},
+    "kubeconfig": {"type": "path"},
+}
+
 # The options of a module that checks a host from the report host: whether the host is real, and
 # why it could not be reached (the host_check doc fragment documents them).
 HOST_CHECK_ARG_SPEC: dict[str, dict[str, Any]] = {
@@ -53,6 +60,12 @@ HOST_CHECK_ARG_SPEC: dict[str, dict[str, Any]] = {
 # doc fragment documents the option; install/storage.py classes_argument reads it).
 STORAGE_CLASSES_ARG_SPEC: dict[str, dict[str, Any]] = {
     "classes": {"type": "list", "elements": "dict", "required": True},
+}
+
+# The inventory's declared quota tree, as the quota-tree modules take it (the quota_tree doc
+# fragment documents the option; tenancy/quota_tree.py check_tree reads it).
+QUOTA_TREE_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "tree": {"type": "list", "elements": "dict", "required": True},
 }
 
 
@@ -103,6 +116,23 @@ def fail_from_exception(module: AnsibleModule, error: BaseException, doing: str 
     if base.is_api_error(error):
         module.fail_json(msg=api_error_message(error, doing or "the API request", hint))
     module.fail_json(msg=f"{doing or 'the module'} failed: {type(error).__name__}: {error}")
+
+
+def run_host_check(
+    options: Mapping[str, Any],
+    check: Callable[[Mapping[str, Any], bool, str], Mapping[str, Any]],
+    *,
+    doing: str,
+    expected: tuple[type[BaseException], ...],
+) -> None:
+    """Run a module that checks a GPU host: its own options and the host-check ones, then
+    ``check(params, check_mode, tmpdir)``, whose options error (``expected``) is reported as it is."""
+    run_module(
+        argument_spec(options, HOST_CHECK_ARG_SPEC),
+        lambda module: check(module.params, module.check_mode, module.tmpdir),
+        doing=doing,
+        expected=expected,
+    )
 
 
 def run_module(

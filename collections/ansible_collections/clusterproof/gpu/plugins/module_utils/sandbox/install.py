@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, pki
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Component, Layout
 
@@ -62,6 +63,18 @@ def load_crds(directory: Path) -> list[dict[str, Any]]:
     return crds
 
 
+def run_module(*options: dict[str, dict[str, Any]], work: Any, doing: str, required_if: list[Any]) -> None:
+    """Run a module that installs an engine on the sandbox: the sandbox install options and its own,
+    with the sandbox's and the file system's errors reported as they are (they name the path)."""
+    runner.run_module(
+        runner.argument_spec(runner.SANDBOX_INSTALL_ARG_SPEC, *options),
+        work,
+        doing=doing,
+        expected=(control_plane.SandboxError, OSError),
+        required_if=required_if,
+    )
+
+
 class InstallStep(kube.Changes):
     """What one module run does to the sandbox (objects, files, processes), and what it has done so far."""
 
@@ -83,6 +96,16 @@ class InstallStep(kube.Changes):
     @property
     def changed(self) -> bool:
         return bool(self.applied or self.started or self.stopped)
+
+    def result(self, **extra: Any) -> dict[str, Any]:
+        """The module's result: whether anything changed, what was applied, started and stopped, and ``extra``."""
+        return {
+            "changed": self.changed,
+            "applied": self.applied,
+            "started": self.started,
+            "stopped": self.stopped,
+            **extra,
+        }
 
     def write(self, path: Path, data: str | bytes, private: bool = False) -> bool:
         """Write a file unless it holds ``data`` already; True if it was (or would be) written."""
