@@ -48,7 +48,8 @@ NOT_ENGINE_COMPARISONS = {
 }
 # What a pure layer may import of module_utils (prefixes of dotted names below module_utils).
 ALLOWED = {
-    "tenancy.": ("tenancy.",),
+    "common.": (),
+    "tenancy.": ("tenancy.", "common."),
     "model.": (),
     "report.model": (),
 }

@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.problems import FieldProblem
+
 LAYERS = ("gpu_operator", "device_plugin", "none")
 # Who installs the NVIDIA driver and the container toolkit on the GPU hosts: the host roles
 # (playbooks/gpu_nodes.yml: nvidia_driver, nvidia_container_toolkit; or the OS image, as on DGX OS),
@@ -69,11 +71,8 @@ class DeviceLayerDeclaration:
     time_slicing: TimeSlicing | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class DeviceLayerError:
-    field: str
-    expected: str
-    found: Any
+# A device-layer setting that breaks a rule: the variable, what was expected, the value found.
+DeviceLayerError = FieldProblem
 
 
 def default_layer(cluster_mode: str) -> str:

@@ -24,6 +24,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.problems import FieldProblem
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names
 
 PROJECT_LABEL = "clusterproof.io/project"
@@ -156,13 +157,8 @@ def active_workloads(pods: Sequence[Mapping[str, Any]]) -> list[str]:
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class ProjectProblem:
-    """A declared field that breaks a project rule: what was expected, and the value found."""
-
-    field: str
-    expected: str
-    found: Any
+# A declared field that breaks a project rule: what was expected, and the value found.
+ProjectProblem = FieldProblem
 
 
 def _is_number(value: Any) -> bool:
