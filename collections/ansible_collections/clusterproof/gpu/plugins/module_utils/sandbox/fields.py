@@ -10,24 +10,22 @@ May import: the standard library only (``pki`` and ``control_plane`` import it).
 
 from __future__ import annotations
 
+import abc
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 
-class _Derived(Generic[T]):
+class _Derived(abc.ABC, Generic[T]):
     """A read-only attribute computed from the instance (``value``); the class itself gets the descriptor."""
 
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> _Derived[T]: ...
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> T: ...
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         return self if instance is None else self.value(instance)
 
+    @abc.abstractmethod
     def value(self, instance: Any) -> T:
-        raise NotImplementedError
+        """The attribute's value for ``instance``."""
 
 
 class Below(_Derived[Path]):
