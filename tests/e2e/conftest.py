@@ -34,6 +34,9 @@ T = TypeVar("T")
 PORTS_PER_SANDBOX = control_plane.PORTS_PER_SANDBOX
 
 
+# tryfirst: pytest-xdist's own hook on the workers reads the xdist_group markers to put the group in
+# the test ids (its scheduler groups by that suffix); it must see the markers this hook adds.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group the tests for pytest-xdist (``--dist loadgroup``) by the sandbox they use, so that a
     module's tests run in order on one worker and each worker brings up a sandbox once:
@@ -44,19 +47,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     - the tests on a module's (or a module parameter's) sandbox: one group each;
     - a test with a sandbox of its own (``own_sandbox``): no group, on whichever worker is free.
 
-    The longest modules go first (a stable sort: each module keeps its own order), so that the
-    workers finish together instead of one starting the 7-minute site test when the rest are done."""
+    The longest groups go first (a stable sort: each module keeps its own order; run with
+    ``--no-loadscope-reorder``, or pytest-xdist puts the groups with the most tests first), so that
+    the workers finish together instead of one starting the 7-minute site test when the rest are done."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None and (group := sandbox_group(item)):
             item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: LONGEST_FIRST.get(item.module.__name__.rsplit(".", 1)[-1], len(LONGEST_FIRST)))
 
 
-# Modules by their measured wall time, longest first (--durations of a full run: the site test twice
-# through site.yml, the molecule scenarios, the scaled NetApp run and Koordinator's tree).
+# Modules by the measured wall time of their longest group, longest first (--durations of a full
+# run: the site test twice through site.yml; the scenarios on KAI and on Kueue's sandbox; Kueue's
+# module sandbox; Koordinator's tree; the molecule scenarios; storage; the quota trees).
 LONGEST_FIRST = {
     name: rank
-    for rank, name in enumerate(("test_site", "test_molecule", "test_scenarios", "test_koordinator", "test_quota_tree"))
+    for rank, name in enumerate(
+        (
+            "test_site",
+            "test_scenarios",
+            "test_kueue",
+            "test_koordinator",
+            "test_molecule",
+            "test_storage",
+            "test_quota_tree",
+        )
+    )
 }
 
 

@@ -71,6 +71,10 @@ def apply(api_client, objects: list[dict], namespace: str) -> None:
             namespace=(obj["metadata"].get("namespace") or namespace) if resource.namespaced else None,
             field_manager=FIELD_MANAGER,
             dry_run="All",
+            # The dry run asks the API server to validate the object, not to take it over: where a
+            # release of the same chart is installed (the site test's gpu_stack.yml on a shared
+            # sandbox), helm owns its fields, and without force the apply is refused as a conflict.
+            force_conflicts=True,
         )
 
 
