@@ -49,29 +49,27 @@ def site():
 MODULE = """
 import time
 
+import pytest
+
 from conftest import record
 
 
-def test_on_site_1(site):
-    time.sleep(0.3); record(test="{name}/site")
+@pytest.mark.parametrize("number", range(3))
+def test_on_site(site, number):
+    time.sleep(0.3)
+    record(test="{name}/site")
 
-def test_alone_1():
-    time.sleep(0.3); record(test="{name}/alone")
 
-def test_on_sandbox_1(sandbox):
-    time.sleep(0.3); record(test="{name}/sandbox")
+@pytest.mark.parametrize("number", range(2))
+def test_alone(number):
+    time.sleep(0.3)
+    record(test="{name}/alone")
 
-def test_on_site_2(site):
-    time.sleep(0.3); record(test="{name}/site")
 
-def test_alone_2():
-    time.sleep(0.3); record(test="{name}/alone")
-
-def test_on_sandbox_2(sandbox):
-    time.sleep(0.3); record(test="{name}/sandbox")
-
-def test_on_site_3(site):
-    time.sleep(0.3); record(test="{name}/site")
+@pytest.mark.parametrize("number", range(2))
+def test_on_sandbox(sandbox, number):
+    time.sleep(0.3)
+    record(test="{name}/sandbox")
 """
 
 
