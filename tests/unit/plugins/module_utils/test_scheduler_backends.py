@@ -9,7 +9,7 @@ import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, quota_tree
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, quota_tree, workloads
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner, scenarios
 
 SCENARIOS = Path(__file__).resolve().parents[4] / "scenarios"
@@ -86,3 +86,14 @@ def test_project_rules_are_written_once():
         "project team-a: interactive_time_limit_seconds: expected a positive number of seconds, found 0",
     ]
     assert [p.field for p in projects.problems({"gpu_lending_limit": 1}, registry.lenders())] == ["gpu_lending_limit"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda backend: backend.name)
+def test_a_workload_is_its_job_or_the_engines_replicas(backend):
+    workload = workloads.Workload("app", "team-a", workloads.TRAINING, 2)
+    settings = workloads.ProjectSettings("team-a")
+    assert backend.workload_manifests(workload, settings, None, "gpu") == [backend.job_manifest(workload, settings)]
+    replicas = backend.workload_manifests(workload, settings, 3, "cpu")
+    assert replicas == backend.replica_manifests(workload, settings, 3, "cpu")
+    pods = sum(obj["spec"].get("replicas", 1) for obj in replicas)
+    assert pods == 3 and {obj["metadata"]["namespace"] for obj in replicas} == {"team-a"}

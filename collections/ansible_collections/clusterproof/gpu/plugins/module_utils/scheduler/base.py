@@ -167,12 +167,21 @@ class Backend(abc.ABC):
     def job_manifest(self, workload: workloads.Workload, settings: workloads.ProjectSettings) -> Manifest:
         """The Job that runs ``workload`` in its project's queue."""
 
-    @abc.abstractmethod
     def workload_manifests(
         self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int | None, resource: str
     ) -> list[Manifest]:
         """What runs ``workload``: its Job, or for ``replicas`` pods of its size in ``resource``
-        (gpu or cpu) what the engine runs replicas as (a Deployment, or one Job per replica)."""
+        (gpu or cpu) what the engine runs replicas as."""
+        if replicas is None:
+            return [self.job_manifest(workload, settings)]
+        return self.replica_manifests(workload, settings, replicas, resource)
+
+    @abc.abstractmethod
+    def replica_manifests(
+        self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int, resource: str
+    ) -> list[Manifest]:
+        """``replicas`` pods of ``workload``'s size in ``resource`` (gpu or cpu), as the engine runs
+        replicas (a Deployment, or one Job per replica)."""
 
     @abc.abstractmethod
     def pod_gpus(self, pod: Any) -> float:

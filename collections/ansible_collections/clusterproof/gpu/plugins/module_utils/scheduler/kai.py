@@ -486,11 +486,9 @@ class KaiBackend(base.Backend):
         declared = quota_tree.declared_resources(nodes)
         return {node.name: tree_queue_differences(node, queues.get(node.name), declared) for node in nodes}
 
-    def workload_manifests(
-        self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int | None, resource: str
+    def replica_manifests(
+        self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int, resource: str
     ) -> list[dict[str, Any]]:
-        if replicas is None:
-            return [job_manifest(workload, settings)]
         return [deployment_manifest(workload, settings, replicas, resource)]
 
     def shared_gpu_group(self, pod: Any) -> str | None:

@@ -655,11 +655,9 @@ class KueueBackend(base.Backend):
     def site_objects(self) -> list[dict[str, Any]]:
         return [resource_flavor_manifest(), *priority_class_manifests()]
 
-    def workload_manifests(
-        self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int | None, resource: str
+    def replica_manifests(
+        self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int, resource: str
     ) -> list[dict[str, Any]]:
-        if replicas is None:
-            return [job_manifest(workload, settings)]
         return replica_jobs(workload, settings, replicas, resource)
 
 
