@@ -11,6 +11,7 @@ for the installed engine's policy as well, at any capacity the scenario scales t
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -29,6 +30,15 @@ STEP_FIELDS = ("name", "submit", "delete", "expect")
 EXPECT_FIELDS = ("allocated", "total", "running", "pending", "shared_gpus", "replicas")
 # Allocations are compared to a hundredth of a GPU (fractions are given in hundredths).
 TOLERANCE = 0.005
+# Bounds of what a scenario may ask (docs/scenarios.md), so that no file makes the model or the
+# cluster do unbounded work: capacity and quotas in GPUs (or cores), an over-quota weight, counts.
+MAX_CAPACITY = 10_000
+MAX_WEIGHT = 1_000_000
+MAX_PROJECTS = 100
+MAX_STEPS = 100
+MAX_WORKLOADS = 1_000
+MAX_REPLICAS = 1_000
+TITLE_MAX = 200  # characters of a scenario's name (it names report sections and check ids)
 
 
 class ScenarioError(ValueError):
@@ -143,12 +153,35 @@ class _Errors:
         self.items: list[str] = []
 
     def add(self, field: str, expected: str, found: Any) -> None:
-        shown = found if found == "an unknown field" else repr(found)
+        shown = found if found == "an unknown field" or isinstance(found, Said) else _brief(found)
         self.items.append("%s: %s: expected %s, found %s" % (self.where, field, expected, shown))
 
 
+class Said(str):
+    """A finding already in words (``101 steps``), shown as it is rather than quoted."""
+
+
+# What an error shows of a value: enough to find it, never a whole file.
+SHOWN_MAX = 200
+
+
+def _brief(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= SHOWN_MAX else shown[: SHOWN_MAX - 5] + " ...)"
+
+
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite number: NaN and infinity are refused here, before they reach the model."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _hundredths(value: Any, most: float = MAX_CAPACITY) -> bool:
+    """A finite number from 0 to ``most`` in hundredths (0.25, not 0.001): what the model counts."""
+    return _number(value) and 0 <= value <= most and abs(value * 100 - round(value * 100)) < 1e-6
+
+
+def _count(value: Any, most: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= most
 
 
 def _names(value: Any) -> bool:
@@ -163,8 +196,11 @@ def load(data: Any, where: str = "scenario") -> Scenario:
     for key in sorted(set(data) - set(SCENARIO_FIELDS)):
         errors.add(str(key), "one of %s" % ", ".join(SCENARIO_FIELDS), "an unknown field")
     name = data.get("name")
-    if not isinstance(name, str) or not name:
-        errors.add("name", "a name", name)
+    if not isinstance(name, str) or not name or len(name) > TITLE_MAX:
+        errors.add("name", "a name of 1 to %d characters" % TITLE_MAX, name)
+    for field in ("title", "source"):
+        if data.get(field) is not None and not isinstance(data.get(field), str):
+            errors.add(field, "a string", data.get(field))
     policy = data.get("policy", "runai")
     if policy not in fairshare.POLICIES:
         errors.add("policy", "one of %s" % ", ".join(fairshare.POLICIES), policy)
@@ -176,20 +212,35 @@ def load(data: Any, where: str = "scenario") -> Scenario:
     capacity = data.get("capacity") or {}
     reference = capacity.get(amount_field) if isinstance(capacity, Mapping) else None
     node_gpus = capacity.get(node_field) if isinstance(capacity, Mapping) else None
+    if not isinstance(capacity, Mapping):
+        errors.add("capacity", "a mapping with %s and %s" % (amount_field, node_field), capacity)
     for field, value in (("capacity." + amount_field, reference), ("capacity." + node_field, node_gpus)):
-        if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-            errors.add(field, "a positive whole number of %s" % UNIT_WORDS[resource][0], value)
+        if not _count(value, MAX_CAPACITY):
+            errors.add(
+                field, "a positive whole number of %s, at most %d" % (UNIT_WORDS[resource][0], MAX_CAPACITY), value
+            )
+    if _count(reference, MAX_CAPACITY) and _count(node_gpus, MAX_CAPACITY) and node_gpus > reference:
+        errors.add("capacity." + node_field, "at most capacity.%s (%d)" % (amount_field, reference), node_gpus)
+    node_size = node_gpus if _count(node_gpus, MAX_CAPACITY) else MAX_CAPACITY
     projects = _load_projects(errors, data.get("projects"), resource)
     known_projects = {project.name for project in projects}
     leaves = known_projects - {project.parent for project in projects if project.parent}
     steps = []
     submitted: set[str] = set()
-    for index, step in enumerate(data.get("steps") or []):
-        parsed = _load_step(errors, index, step, leaves, submitted, resource, known_projects)
+    raw_steps = data.get("steps") or []
+    if not isinstance(raw_steps, list) or len(raw_steps) > MAX_STEPS:
+        shown = Said("%d steps" % len(raw_steps)) if isinstance(raw_steps, list) else raw_steps
+        errors.add("steps", "a list of 1 to %d steps" % MAX_STEPS, shown)
+        raw_steps = []
+    for index, step in enumerate(raw_steps):
+        parsed = _load_step(errors, index, step, leaves, submitted, resource, known_projects, node_size)
         if parsed is not None:
             steps.append(parsed)
-    if not steps:
+    if not steps and isinstance(data.get("steps") or [], list):
         errors.add("steps", "at least one step", data.get("steps"))
+    workloads = sum(len(step.submit) for step in steps)
+    if workloads > MAX_WORKLOADS:
+        errors.add("steps", "at most %d workloads in all" % MAX_WORKLOADS, Said("%d workloads" % workloads))
     if errors.items:
         raise ScenarioError("; ".join(errors.items))
     return Scenario(
@@ -212,6 +263,10 @@ PROJECT_FIELDS = ("name", "parent", "gpu_quota", "gpu_limit", "min", "max", "ove
 def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.Project]:
     projects: list[fairshare.Project] = []
     names: set[str] = set()
+    if data is not None and (not isinstance(data, list) or len(data) > MAX_PROJECTS):
+        shown = Said("%d projects" % len(data)) if isinstance(data, list) else data
+        errors.add("projects", "a list of 1 to %d projects" % MAX_PROJECTS, shown)
+        return projects
     for index, project in enumerate(data or []):
         field = "projects[%d]" % index
         if not isinstance(project, Mapping) or not isinstance(project.get("name"), str):
@@ -225,19 +280,23 @@ def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.
             errors.add(field + ".name", "a DNS label (it names a namespace and a queue) not used before", name)
         quota = project.get("min", project.get("gpu_quota"))
         limit = project.get("max", project.get("gpu_limit"))
-        if not _number(quota) or quota < 0:
+        if not _hundredths(quota):
             errors.add(
                 field + (".min" if "min" in project or resource != "gpu" else ".gpu_quota"),
-                "a non-negative number",
+                "a non-negative number, at most %d, in hundredths" % MAX_CAPACITY,
                 quota,
             )
             continue
-        if limit is not None and (not _number(limit) or limit < quota):
+        if limit is not None and (not _hundredths(limit) or limit < quota):
             errors.add(
                 field + (".max" if "max" in project else ".gpu_limit"),
-                "a number at least the quota (%s)" % quota,
+                "a number at least the quota (%s), at most %d, in hundredths" % (quota, MAX_CAPACITY),
                 limit,
             )
+            continue
+        weight = project.get("over_quota_weight")
+        if weight is not None and not (_number(weight) and 0 <= weight <= MAX_WEIGHT):
+            errors.add(field + ".over_quota_weight", "a number from 0 to %d" % MAX_WEIGHT, weight)
             continue
         parent = project.get("parent")
         if parent is not None and parent not in names:
@@ -247,7 +306,11 @@ def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.
         names.add(name)
         projects.append(
             fairshare.Project(
-                name, float(quota), None if limit is None else float(limit), project.get("over_quota_weight"), parent
+                name,
+                float(quota),
+                None if limit is None else float(limit),
+                None if weight is None else float(weight),
+                parent,
             )
         )
     if not projects:
@@ -271,6 +334,7 @@ def _load_step(
     submitted: set[str],
     resource: str,
     all_projects: set[str],
+    node_size: int = MAX_CAPACITY,
 ) -> Step | None:
     amount_field = RESOURCES[resource][0]
     plural, one = UNIT_WORDS[resource]
@@ -300,11 +364,27 @@ def _load_step(
             )
         if kind not in KINDS:
             errors.add(where + ".kind", "one of %s" % ", ".join(KINDS), kind)
-        if replicas is not None and not (isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0):
-            errors.add(where + ".replicas", "a positive whole number of pods (a Deployment)", replicas)
+        if replicas is not None and not _count(replicas, MAX_REPLICAS):
+            errors.add(
+                where + ".replicas",
+                "a positive whole number of pods (a Deployment), at most %d" % MAX_REPLICAS,
+                replicas,
+            )
             continue
-        if not _number(gpus) or gpus <= 0 or (gpus > 1 and gpus != int(gpus)):
-            errors.add(where + "." + amount_field, "whole %s, or a fraction of one %s below 1" % (plural, one), gpus)
+        if not _hundredths(gpus) or gpus <= 0 or (gpus > 1 and gpus != int(gpus)):
+            errors.add(
+                where + "." + amount_field,
+                "whole %s, or a fraction of one %s below 1 (in hundredths)" % (plural, one),
+                gpus,
+            )
+            continue
+        if gpus > node_size:
+            node_field = RESOURCES[resource][1]
+            errors.add(
+                where + "." + amount_field,
+                "at most capacity.%s (%d): one node holds a pod" % (node_field, node_size),
+                gpus,
+            )
             continue
         if isinstance(name, str):
             submitted.add(name)
@@ -328,16 +408,18 @@ def _load_expectation(errors: _Errors, field: str, data: Any, projects: set[str]
         errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(EXPECT_FIELDS), "an unknown field")
     allocated = data.get("allocated")
     if allocated is not None:
-        if not isinstance(allocated, Mapping) or not all(_number(v) for v in allocated.values()):
-            errors.add(field + ".allocated", "a mapping of project to GPUs", allocated)
+        if not isinstance(allocated, Mapping) or not all(_hundredths(v) for v in allocated.values()):
+            errors.add(
+                field + ".allocated", "a mapping of project to GPUs (0 to %d, in hundredths)" % MAX_CAPACITY, allocated
+            )
             allocated = None
         else:
             for project in set(allocated) - projects:
                 errors.add(field + ".allocated", "the scenario's projects", project)
             allocated = {str(k): float(v) for k, v in allocated.items()}
     total = data.get("total")
-    if total is not None and not _number(total):
-        errors.add(field + ".total", "a number of GPUs", total)
+    if total is not None and not _hundredths(total):
+        errors.add(field + ".total", "a number of GPUs from 0 to %d in hundredths" % MAX_CAPACITY, total)
         total = None
     running = data.get("running")
     if running is not None and running != "all" and not _names(running):
@@ -354,9 +436,14 @@ def _load_expectation(errors: _Errors, field: str, data: Any, projects: set[str]
     replicas = data.get("replicas")
     if replicas is not None and not (
         isinstance(replicas, Mapping)
-        and all(isinstance(count, int) and not isinstance(count, bool) and count >= 0 for count in replicas.values())
+        and all(
+            isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= MAX_REPLICAS
+            for count in replicas.values()
+        )
     ):
-        errors.add(field + ".replicas", "a mapping of Deployment name to running replicas", replicas)
+        errors.add(
+            field + ".replicas", "a mapping of Deployment name to running replicas (0 to %d)" % MAX_REPLICAS, replicas
+        )
         replicas = None
     return Expectation(
         replicas=None if replicas is None else {str(k): int(v) for k, v in replicas.items()},
