@@ -493,48 +493,22 @@ INVENTORY_CASES = [
         ALL + "clusterproof_host_tests: expected a boolean",
         "found a list",
     ),
-    inv(
-        "port-base-70000",
-        site_set(clusterproof_sandbox_port_base=70000),
-        ALL + "clusterproof_sandbox_port_base: expected an integer from 1024 to 65512",
-        "found 70000",
-    ),
-    inv(
-        "port-base-abc",
-        site_set(clusterproof_sandbox_port_base="abc"),
-        ALL + "clusterproof_sandbox_port_base:",
-        "found 'abc'",
-    ),
-    inv(
-        "port-base-no-room",
-        site_set(clusterproof_sandbox_port_base=65530),
-        ALL + "clusterproof_sandbox_port_base:",
-        "the sandbox takes 24 ports",
-        "found 65530",
-    ),
-    inv(
-        "port-base-privileged",
-        site_set(clusterproof_sandbox_port_base=80),
-        ALL + "clusterproof_sandbox_port_base:",
-        "found 80",
-    ),
-    inv(
-        "port-base-negative-string",
-        site_set(clusterproof_sandbox_port_base="-1"),
-        ALL + "clusterproof_sandbox_port_base:",
-        "found '-1'",
-    ),
-    inv(
-        "port-base-float",
-        site_set(clusterproof_sandbox_port_base=16440.5),
-        ALL + "clusterproof_sandbox_port_base:",
-        "found 16440.5",
-    ),
-    inv(
-        "port-base-bool",
-        site_set(clusterproof_sandbox_port_base=True),
-        ALL + "clusterproof_sandbox_port_base:",
-        "found True",
+    *(
+        inv(
+            "port-base-" + label,
+            site_set(clusterproof_sandbox_port_base=value),
+            ALL + "clusterproof_sandbox_port_base: expected an integer from 1024 to 65512 (the sandbox takes 24 ports",
+            "found " + found,
+        )
+        for label, value, found in [
+            ("70000", 70000, "70000"),
+            ("abc", "abc", "'abc'"),
+            ("no-room", 65530, "65530"),
+            ("privileged", 80, "80"),
+            ("negative-string", "-1", "'-1'"),
+            ("float", 16440.5, "16440.5"),
+            ("bool", True, "True"),
+        ]
     ),
     inv(
         "reports-dir-number",
