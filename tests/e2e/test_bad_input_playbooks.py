@@ -1,7 +1,7 @@
 """Bad inventories that only Ansible's own loader meets, through the real ``playbooks/inventory.yml``.
 
 The rest of the bad-input suite (tests/unit/test_bad_input.py) calls the schema directly; these
-cases need Ansible to read the files: a tab in a group_vars file, an undefined variable, bytes
+cases need Ansible to read the files: a tab in a group_vars file or in the hosts file, an undefined variable, bytes
 that are not UTF-8 (Ansible parses a group's files when a host's variables are first read), an
 anchor bomb (Ansible's loader turns it into shared lists, which templating would expand), an empty
 control-plane group (every play after it would match no host), and values given with -e. Each run
@@ -40,6 +40,17 @@ CASES = {
         lambda inv: _replace(inv / GPUS, "\ngpu_product:", "\n\tgpu_product:"),
         (),
         ["hosts dgx1-1, dgx1-2: variables: expected files Ansible can read", "Tabs", GPUS + ":"],
+    ),
+    # A hosts file Ansible cannot parse: Ansible names it in a warning and goes on with no groups,
+    # which the check refuses (without it every play would match no host and the run "pass").
+    "tab-in-hosts-file": (
+        lambda inv: _replace(inv / "hosts.yml", "        dgx1-2:", "\t  dgx1-2:"),
+        (),
+        [
+            "Tabs are usually invalid in YAML",
+            "hosts.yml",
+            "inventory: group kube_control_plane: expected a group named kube_control_plane",
+        ],
     ),
     "undefined-variable-in-gpu-count": (
         lambda inv: _replace(inv / GPUS, "gpu_count: 8", 'gpu_count: "{{ gpus_per_dgx }}"'),

@@ -75,6 +75,8 @@ class _Reader:
         self.hostvars = hostvars
         self.loader = loader
         self.memo: dict[int, int] = {}
+        # The memo is keyed by identity: what it has sized stays alive, so no identity is reused.
+        self.sized: list[Any] = []
         # (variable, message, where read) -> hosts; "variables" when a host's files fail to parse.
         self.failures: dict[tuple[str, str, str], list[str]] = {}
 
@@ -87,6 +89,7 @@ class _Reader:
             self.failures.setdefault(("variables", _message(error), _where_read(error)), []).append(host)
             return None
         variables: dict[str, Any] = {}
+        self.sized.append(raw)
         for key in raw:
             value = raw[key]
             if not str(key).startswith(OUR_PREFIXES) or str(key).startswith(schema.GPU_HOST_ROLE_PREFIXES):
