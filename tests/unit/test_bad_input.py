@@ -31,7 +31,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.common import bou
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import schema
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
-from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner, scenarios
 from ansible_collections.clusterproof.gpu.plugins.modules import gpu_project
 
 REPO = Path(__file__).resolve().parents[2]
@@ -1276,3 +1276,87 @@ def test_bad_input_is_refused_naming_the_field(case, tmp_path):
     text = run_case(case, tmp_path)
     for part in case.expect:
         assert part in text, f"{part!r} not in:\n{text}"
+
+
+# --- no hostile value crashes any field -----------------------------------------------------
+
+HOSTILE = [NAN, INF, -INF, 10**20, -1, 0, 0.001, "x" * 300, "", "A B\n", None, True, [], {}, [NAN], [[]], [{}], {1: 2}]
+
+
+def _inventory_fields() -> list[tuple[str, Callable[[Any], Change]]]:
+    fields: list[tuple[str, Callable[[Any], Change]]] = []
+    for name in schema.SITE_VARIABLES:
+        fields.append((name, lambda value, name=name: site_set(**{name: value})))
+    for name in schema.NODE_VARIABLES:
+        fields.append((name, lambda value, name=name: node_set(**{name: value})))
+    for name in schema.PROJECT_FIELDS:
+        fields.append(("project." + name, lambda value, name=name: project_set(**{name: value})))
+    for name in quota_tree.NODE_FIELDS:
+        fields.append(("tree." + name, lambda value, name=name: tree_set([{"name": "root", name: value}])))
+    fields.append(("taint.key", lambda value: node_set(node_taints=[{"key": value, "effect": "NoSchedule"}])))
+    fields.append(("affinity", lambda value: project_set(node_affinity={"training": [value]})))
+    fields.append(("labels.key", lambda value: node_set(node_labels={"k": value, 1: "v"})))
+    return fields
+
+
+@pytest.mark.parametrize(("field", "make"), _inventory_fields(), ids=[field for field, _ in _inventory_fields()])
+def test_no_hostile_value_crashes_the_inventory_check(field, make):
+    for value in HOSTILE:
+        site, nodes = sandbox_inventory()
+        groups = {"kube_control_plane": ["localhost"], "gpu_nodes": list(nodes)}
+        make(value)(site, nodes, groups)
+        groups["all"] = ["localhost", *nodes]
+        declaration, errors = schema.validate_site(groups, _hostvars(site, nodes, groups))
+        assert (declaration is None) == bool(errors), (field, value)
+
+
+SCENARIO_PATHS = [
+    ("name",),
+    ("policy",),
+    ("resource",),
+    ("capacity",),
+    ("capacity", "gpus"),
+    ("capacity", "node_gpus"),
+    ("projects",),
+    ("projects", 0),
+    ("projects", 0, "name"),
+    ("projects", 0, "gpu_quota"),
+    ("projects", 0, "gpu_limit"),
+    ("projects", 0, "over_quota_weight"),
+    ("projects", 1, "parent"),
+    ("steps",),
+    ("steps", 0),
+    ("steps", 0, "submit"),
+    ("steps", 0, "delete"),
+    ("steps", 0, "expect"),
+    (*JOB0,),
+    (*JOB0, "name"),
+    (*JOB0, "project"),
+    (*JOB0, "kind"),
+    (*JOB0, "gpus"),
+    (*JOB0, "replicas"),
+    ("steps", 0, "expect", "allocated"),
+    ("steps", 0, "expect", "allocated", "team-a"),
+    ("steps", 0, "expect", "total"),
+    ("steps", 0, "expect", "running"),
+    ("steps", 0, "expect", "pending"),
+    ("steps", 0, "expect", "shared_gpus"),
+    ("steps", 0, "expect", "replicas"),
+    ("steps", 0, 1),
+]
+
+
+@pytest.mark.parametrize("path", SCENARIO_PATHS, ids=[".".join(map(str, path)) for path in SCENARIO_PATHS])
+def test_no_hostile_value_crashes_the_scenario_check(path):
+    """Whatever a field holds, the check answers with ScenarioError; what it accepts, the model can size."""
+    for value in HOSTILE:
+        data = copy.deepcopy(BASE_SCENARIO)
+        at(*path, value=value)(data)
+        try:
+            scenario = scenarios.load(data, where="scenario.yml")
+        except scenarios.ScenarioError as error:
+            assert str(error).startswith("scenario.yml: "), error
+            continue
+        plan = scenarios.fit_to_site(scenario, [("dgx1-1", 8), ("dgx1-2", 8)])
+        if not isinstance(plan, str):
+            scenarios.predictions(plan.scenario, list(plan.nodes))

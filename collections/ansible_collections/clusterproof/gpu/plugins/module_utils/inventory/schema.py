@@ -291,7 +291,7 @@ def _check_taints(check: _Checker, where: str, value: Any) -> list[dict[str, str
         if not isinstance(taint, Mapping):
             check.error(where, field, "a mapping with key, value and effect", taint)
             continue
-        unknown = sorted(set(taint) - {"key", "value", "effect"})
+        unknown = sorted(set(taint) - {"key", "value", "effect"}, key=str)
         if unknown:
             check.error(where, f"{field}.{unknown[0]}", "only key, value and effect", "an unknown key")
         key = taint.get("key")
@@ -365,7 +365,7 @@ def _check_projects(
         name = project.get("name")
         if isinstance(name, str):
             where = f"project {name}"
-        for key in sorted(set(project) - set(PROJECT_FIELDS)):
+        for key in sorted(set(project) - set(PROJECT_FIELDS), key=str):
             expected = "one of %s" % ", ".join(PROJECT_FIELDS)
             check.errors.append(InventoryError(where, str(key), expected, "an unknown field"))
         errors_before = len(check.errors)
@@ -447,7 +447,7 @@ def _check_affinity(
     if not isinstance(value, Mapping):
         check.error(where, "node_affinity", "a mapping with training and/or interactive node lists", value)
         return affinity
-    for key in sorted(set(value) - set(affinity)):
+    for key in sorted(set(value) - set(affinity), key=str):
         check.errors.append(
             InventoryError(where, "node_affinity.%s" % key, "training or interactive", "an unknown key")
         )
@@ -459,7 +459,7 @@ def _check_affinity(
         for node in nodes:
             if isinstance(node, str) and node in faulty_nodes:
                 continue  # its host's own error says what is wrong with it
-            if node not in node_names:
+            if not isinstance(node, str) or node not in node_names:
                 declared = sorted(node_names)
                 shown = ", ".join(declared[:10]) + (", ..." if len(declared) > 10 else "")
                 expected = "a GPU node of this inventory (%s)" % (shown or "none is declared without errors")

@@ -100,7 +100,7 @@ def check_tree(data: Any) -> tuple[list[TreeNode], list[TreeProblem]]:
             problems.append(TreeProblem(where, "name", "a DNS label no other tree node uses", name))
             continue
         parent = item.get("parent")
-        if parent is not None and parent not in by_name:
+        if parent is not None and (not isinstance(parent, str) or parent not in by_name):
             declared = ", ".join(by_name) or "none yet"
             problems.append(TreeProblem(where, "parent", "a node declared before it (%s)" % declared, parent))
             continue

@@ -193,7 +193,7 @@ def load(data: Any, where: str = "scenario") -> Scenario:
     errors = _Errors(where)
     if not isinstance(data, Mapping):
         raise ScenarioError("%s: expected a mapping with %s, found %r" % (where, ", ".join(SCENARIO_FIELDS), data))
-    for key in sorted(set(data) - set(SCENARIO_FIELDS)):
+    for key in sorted(set(data) - set(SCENARIO_FIELDS), key=str):
         errors.add(str(key), "one of %s" % ", ".join(SCENARIO_FIELDS), "an unknown field")
     name = data.get("name")
     if not isinstance(name, str) or not name or len(name) > TITLE_MAX:
@@ -205,7 +205,7 @@ def load(data: Any, where: str = "scenario") -> Scenario:
     if policy not in fairshare.POLICIES:
         errors.add("policy", "one of %s" % ", ".join(fairshare.POLICIES), policy)
     resource = data.get("resource", "gpu")
-    if resource not in RESOURCES:
+    if not isinstance(resource, str) or resource not in RESOURCES:
         errors.add("resource", "one of %s" % ", ".join(RESOURCES), resource)
         resource = "gpu"
     amount_field, node_field = RESOURCES[resource]
@@ -273,7 +273,7 @@ def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.
             errors.add(field, "a mapping with name and gpu_quota (or min)", project)
             continue
         allowed = PROJECT_FIELDS if resource == "gpu" else tuple(f for f in PROJECT_FIELDS if not f.startswith("gpu_"))
-        for key in sorted(set(project) - set(allowed)):
+        for key in sorted(set(project) - set(allowed), key=str):
             errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(allowed), "an unknown field")
         name = project["name"]
         if not _dns_label(name) or name in names:
@@ -299,7 +299,7 @@ def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.
             errors.add(field + ".over_quota_weight", "a number from 0 to %d" % MAX_WEIGHT, weight)
             continue
         parent = project.get("parent")
-        if parent is not None and parent not in names:
+        if parent is not None and (not isinstance(parent, str) or parent not in names):
             declared = ", ".join(sorted(names)) or "none yet"
             errors.add(field + ".parent", "a project declared before it (%s)" % declared, parent)
             continue
@@ -342,21 +342,25 @@ def _load_step(
     if not isinstance(step, Mapping):
         errors.add(field, "a mapping with name, submit, delete and expect", step)
         return None
-    for key in sorted(set(step) - set(STEP_FIELDS)):
+    for key in sorted(set(step) - set(STEP_FIELDS), key=str):
         errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(STEP_FIELDS), "an unknown field")
     jobs = []
     job_fields = ("name", "project", "kind", amount_field, "replicas")
-    for number, job in enumerate(step.get("submit") or []):
+    submit = step.get("submit") or []
+    if not isinstance(submit, list):
+        errors.add(field + ".submit", "a list of workloads", submit)
+        submit = []
+    for number, job in enumerate(submit):
         where = "%s.submit[%d]" % (field, number)
         if not isinstance(job, Mapping):
             errors.add(where, "a mapping with %s" % ", ".join(job_fields), job)
             continue
-        for key in sorted(set(job) - set(job_fields)):
+        for key in sorted(set(job) - set(job_fields), key=str):
             errors.add("%s.%s" % (where, key), "one of %s" % ", ".join(job_fields), "an unknown field")
         name, project, kind, gpus, replicas = (job.get(key) for key in job_fields)
         if not isinstance(name, str) or not _dns_label(name) or name in submitted:
             errors.add(where + ".name", "a workload name (a DNS label) not used before in the scenario", name)
-        if project not in projects:
+        if not isinstance(project, str) or project not in projects:
             errors.add(
                 where + ".project",
                 "one of the scenario's projects without sub-projects (%s)" % ", ".join(sorted(projects)),
@@ -396,15 +400,23 @@ def _load_step(
     for name in delete:
         if name not in submitted:
             errors.add(field + ".delete", "workloads submitted in an earlier step", name)
-    expect = _load_expectation(errors, field + ".expect", step.get("expect") or {}, all_projects)
+    expect = _load_expectation(errors, field + ".expect", step.get("expect") or {}, all_projects, submitted)
     return Step(str(step.get("name") or "step %d" % (index + 1)), tuple(jobs), tuple(delete), expect)
 
 
-def _load_expectation(errors: _Errors, field: str, data: Any, projects: set[str]) -> Expectation:
+def _unknown_workloads(errors: _Errors, field: str, names: Any, submitted: set[str]) -> None:
+    """Expectations name workloads submitted by this step or before (a typo would expect nothing)."""
+    for name in sorted(set(names) - submitted, key=str):
+        errors.add(field, "workloads submitted by this step or before", name)
+
+
+def _load_expectation(
+    errors: _Errors, field: str, data: Any, projects: set[str], submitted: set[str] = frozenset()
+) -> Expectation:
     if not isinstance(data, Mapping):
         errors.add(field, "a mapping with %s" % ", ".join(EXPECT_FIELDS), data)
         return Expectation()
-    for key in sorted(set(data) - set(EXPECT_FIELDS)):
+    for key in sorted(set(data) - set(EXPECT_FIELDS), key=str):
         errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(EXPECT_FIELDS), "an unknown field")
     allocated = data.get("allocated")
     if allocated is not None:
@@ -425,14 +437,20 @@ def _load_expectation(errors: _Errors, field: str, data: Any, projects: set[str]
     if running is not None and running != "all" and not _names(running):
         errors.add(field + ".running", "'all' or a list of workload names", running)
         running = None
+    elif running not in (None, "all"):
+        _unknown_workloads(errors, field + ".running", running, submitted)
     pending = data.get("pending")
     if pending is not None and not _names(pending):
         errors.add(field + ".pending", "a list of workload names", pending)
         pending = None
+    elif pending is not None:
+        _unknown_workloads(errors, field + ".pending", pending, submitted)
     shared = data.get("shared_gpus")
     if shared is not None and not (isinstance(shared, list) and all(_names(group) for group in shared)):
         errors.add(field + ".shared_gpus", "a list of lists of workload names", shared)
         shared = None
+    elif shared is not None:
+        _unknown_workloads(errors, field + ".shared_gpus", [name for group in shared for name in group], submitted)
     replicas = data.get("replicas")
     if replicas is not None and not (
         isinstance(replicas, Mapping)
