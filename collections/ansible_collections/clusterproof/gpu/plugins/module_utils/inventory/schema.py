@@ -241,13 +241,13 @@ class _Checker:
     def non_negative_int(self, where: str, field: str, value: Any, most: int = INT32_MAX) -> int | None:
         if _is_int(value) and 0 <= value <= most:
             return int(value)
-        self.error(where, field, "a non-negative integer" + _at_most(most), value)
+        self.error(where, field, "a non-negative integer" + _at_most(most, _is_int(value) and value >= 0), value)
         return None
 
     def positive_int(self, where: str, field: str, value: Any, most: int = INT32_MAX) -> int | None:
         if _is_int(value) and 0 < value <= most:
             return int(value)
-        self.error(where, field, "a positive integer" + _at_most(most), value)
+        self.error(where, field, "a positive integer" + _at_most(most, _is_int(value) and value > 0), value)
         return None
 
     def text(self, where: str, field: str, value: Any, pattern: re.Pattern[str] | None, expected: str) -> str | None:
@@ -257,9 +257,9 @@ class _Checker:
         return None
 
 
-def _at_most(most: int) -> str:
-    # The familiar wording for in-range values; the bound is named when it is not the int32 one.
-    return "" if most == INT32_MAX else ", at most %d" % most
+def _at_most(most: int, beyond: bool) -> str:
+    # The bound is named when it is what the value breaks (an integer of the right sign, too large).
+    return ", at most %d" % most if beyond else ""
 
 
 def _check_labels(check: _Checker, where: str, value: Any) -> dict[str, str]:

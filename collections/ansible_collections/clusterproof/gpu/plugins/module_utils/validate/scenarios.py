@@ -175,6 +175,10 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# What an amount breaks when it keeps its rule but not the bounds.
+_IN_BOUNDS = ", at most %d, in hundredths (0.25, not 0.001)" % MAX_CAPACITY
+
+
 def _hundredths(value: Any, most: float = MAX_CAPACITY) -> bool:
     """A finite number from 0 to ``most`` in hundredths (0.25, not 0.001): what the model counts."""
     return _number(value) and 0 <= value <= most and abs(value * 100 - round(value * 100)) < 1e-6
@@ -182,6 +186,12 @@ def _hundredths(value: Any, most: float = MAX_CAPACITY) -> bool:
 
 def _count(value: Any, most: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= most
+
+
+def _expected(rule: str, kept: bool, bound: str) -> str:
+    """The rule a value breaks: ``rule`` itself, or, when it keeps the rule (``kept``) but not the
+    bound beside it (a size, hundredths), the rule with ``bound`` added."""
+    return rule + bound if kept else rule
 
 
 def _names(value: Any) -> bool:
@@ -216,9 +226,8 @@ def load(data: Any, where: str = "scenario") -> Scenario:
         errors.add("capacity", "a mapping with %s and %s" % (amount_field, node_field), capacity)
     for field, value in (("capacity." + amount_field, reference), ("capacity." + node_field, node_gpus)):
         if not _count(value, MAX_CAPACITY):
-            errors.add(
-                field, "a positive whole number of %s, at most %d" % (UNIT_WORDS[resource][0], MAX_CAPACITY), value
-            )
+            rule = "a positive whole number of %s" % UNIT_WORDS[resource][0]
+            errors.add(field, _expected(rule, _count(value, math.inf), ", at most %d" % MAX_CAPACITY), value)
     if _count(reference, MAX_CAPACITY) and _count(node_gpus, MAX_CAPACITY) and node_gpus > reference:
         errors.add("capacity." + node_field, "at most capacity.%s (%d)" % (amount_field, reference), node_gpus)
     node_size = node_gpus if _count(node_gpus, MAX_CAPACITY) else MAX_CAPACITY
@@ -283,14 +292,14 @@ def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.
         if not _hundredths(quota):
             errors.add(
                 field + (".min" if "min" in project or resource != "gpu" else ".gpu_quota"),
-                "a non-negative number, at most %d, in hundredths" % MAX_CAPACITY,
+                _expected("a non-negative number", _number(quota) and quota >= 0, _IN_BOUNDS),
                 quota,
             )
             continue
         if limit is not None and (not _hundredths(limit) or limit < quota):
             errors.add(
                 field + (".max" if "max" in project else ".gpu_limit"),
-                "a number at least the quota (%s), at most %d, in hundredths" % (quota, MAX_CAPACITY),
+                _expected("a number at least the quota (%s)" % quota, _number(limit) and limit >= quota, _IN_BOUNDS),
                 limit,
             )
             continue
@@ -371,16 +380,18 @@ def _load_step(
         if replicas is not None and not _count(replicas, MAX_REPLICAS):
             errors.add(
                 where + ".replicas",
-                "a positive whole number of pods (a Deployment), at most %d" % MAX_REPLICAS,
+                _expected(
+                    "a positive whole number of pods (a Deployment)",
+                    _count(replicas, math.inf),
+                    ", at most %d" % MAX_REPLICAS,
+                ),
                 replicas,
             )
             continue
-        if not _hundredths(gpus) or gpus <= 0 or (gpus > 1 and gpus != int(gpus)):
-            errors.add(
-                where + "." + amount_field,
-                "whole %s, or a fraction of one %s below 1 (in hundredths)" % (plural, one),
-                gpus,
-            )
+        whole_or_fraction = _number(gpus) and gpus > 0 and (gpus < 1 or gpus == int(gpus))
+        if not whole_or_fraction or not _hundredths(gpus):
+            rule = "whole %s, or a fraction of one %s below 1" % (plural, one)
+            errors.add(where + "." + amount_field, _expected(rule, whole_or_fraction, _IN_BOUNDS), gpus)
             continue
         if gpus > node_size:
             node_field = RESOURCES[resource][1]
