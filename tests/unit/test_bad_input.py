@@ -720,7 +720,12 @@ BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".jo
 SCENARIO_CASES = [
     scn("gpus-nan", at(*JOB0, "gpus", value=NAN), "steps[0].submit[0].gpus: expected whole GPUs", "found nan"),
     scn("gpus-inf", at(*JOB0, "gpus", value=INF), "steps[0].submit[0].gpus:", "found inf"),
-    scn("gpus-thousandth", at(*JOB1, "gpus", value=0.001), "steps[0].submit[1].gpus:", "at most 10000, in hundredths (0.25, not 0.001), found 0.001"),
+    scn(
+        "gpus-thousandth",
+        at(*JOB1, "gpus", value=0.001),
+        "steps[0].submit[1].gpus:",
+        "at most 10000, in hundredths (0.25, not 0.001), found 0.001",
+    ),
     scn("gpus-zero", at(*JOB0, "gpus", value=0), "steps[0].submit[0].gpus:", "found 0"),
     scn("gpus-negative", at(*JOB0, "gpus", value=-1), "steps[0].submit[0].gpus:", "found -1"),
     scn("gpus-string", at(*JOB0, "gpus", value="two"), "steps[0].submit[0].gpus:", "found 'two'"),
