@@ -24,9 +24,13 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible.errors import AnsibleParserError
 from ansible.module_utils import basic
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import trust_as_template
 
+from ansible_collections.clusterproof.gpu.plugins.action import site_inventory as site_inventory_action
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import bounds, yaml_file
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import schema
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
@@ -1365,3 +1369,55 @@ def test_no_hostile_value_crashes_the_scenario_check(path):
         plan = scenarios.fit_to_site(scenario, [("dgx1-1", 8), ("dgx1-2", 8)])
         if not isinstance(plan, str):
             scenarios.predictions(plan.scenario, list(plan.nodes))
+
+
+# --- what Ansible fails on while the action reads the inventory -----------------------------
+
+
+class _HostVars:
+    """Ansible's HostVars as the action plugin uses it: ``raw_get`` (untemplated), or a failure to
+    read a host's files (Ansible parses them when the host's variables are first read)."""
+
+    def __init__(self, hostvars: dict[str, dict[str, Any]], unreadable: tuple[str, ...] = ()) -> None:
+        self.hostvars = hostvars
+        self.unreadable = unreadable
+
+    def raw_get(self, host: str) -> dict[str, Any]:
+        if host in self.unreadable:
+            raise AnsibleParserError("YAML parsing failed: Tabs are usually invalid in YAML.")
+        return self.hostvars[host]
+
+
+def action_errors(change: Change, unreadable: tuple[str, ...] = ()) -> list[str]:
+    site, nodes = sandbox_inventory()
+    groups = {"kube_control_plane": ["localhost"], "gpu_nodes": list(nodes)}
+    change(site, nodes, groups)
+    groups["all"] = ["localhost", *nodes]
+    declaration, errors = site_inventory_action.check(
+        groups, _HostVars(_hostvars(site, nodes, groups), unreadable), DataLoader()
+    )
+    assert declaration is None
+    return [str(error) for error in errors]
+
+
+def test_an_undefined_variable_names_the_host_and_variable_once():
+    errors = action_errors(node_set(gpu_count=trust_as_template("{{ gpus_per_dgx }}")))
+    assert errors == [
+        "host dgx1-1: gpu_count: expected a value Ansible can template, found 'gpus_per_dgx' is undefined "
+        "(a file Ansible does not name)"
+    ]
+
+
+def test_hosts_whose_files_fail_to_parse_are_named_together():
+    errors = action_errors(lambda site, nodes, groups: None, unreadable=("dgx1-1", "dgx1-2"))
+    assert errors == [
+        "hosts dgx1-1, dgx1-2: variables: expected files Ansible can read, found YAML parsing failed: "
+        "Tabs are usually invalid in YAML. (a file Ansible does not name)"
+    ]
+
+
+def test_an_anchor_bomb_reaches_the_schema_untemplated():
+    errors = action_errors(project_set(users=billion_laughs(20)))
+    assert errors == [
+        "group all: clusterproof_projects: expected at most 100000 values (YAML aliases expanded), found more than 100000"
+    ]
