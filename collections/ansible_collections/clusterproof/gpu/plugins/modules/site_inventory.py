@@ -12,6 +12,10 @@ description:
     site-wide C(clusterproof_*) variables, the per-node C(gpu_*) and C(node_*) variables and the projects.
   - Variables with a recognised prefix that the schema does not know are errors, so a typo does not
     fall back to a default.
+  - Numbers must be finite and within the limits of docs/inventory.md, names, labels and taints in
+    Kubernetes' syntax and lengths, booleans boolean; a variable whose YAML aliases expand past
+    100,000 values is refused without being expanded. Files Ansible cannot parse and values it
+    cannot template (an undefined variable) are errors naming the hosts, the variable and the file.
   - On success sets a fact (default C(clusterproof_site)) holding the nodes, projects and site settings.
   - On failure lists every error with its host or project, the field, what was expected and what was
     found; it changes nothing.

@@ -1,7 +1,10 @@
 """Pure building blocks that every layer may use.
 
 ``problems``: the one shape of a declared field that breaks a rule (field, expected, found), which
-the inventory's checks of projects, the GPU device layer and the rest report.
+the inventory's checks of projects, the GPU device layer and the rest report. ``yaml_file``: the one
+loader of the project's own YAML files (UTF-8, no aliases, bounded), refusing with the file's name.
+``bounds``: how large a value is once its shared references are expanded (an inventory's aliases).
 
-May import: the standard library only. Touches nothing.
+May import: the standard library, and PyYAML for ``yaml_file``. Touches nothing but the file
+``yaml_file`` is asked to read.
 """

@@ -126,7 +126,7 @@ def _check_time_slicing(value: Any, mig_strategy: str, errors: list[DeviceLayerE
         errors.append(DeviceLayerError(field, "a mapping {replicas: N, resources: [...]}", value))
         return None
     before = len(errors)
-    for key in sorted(set(value) - {"replicas", "resources"}):
+    for key in sorted(set(value) - {"replicas", "resources"}, key=str):
         errors.append(DeviceLayerError("%s.%s" % (field, key), "only replicas and resources", "an unknown key"))
     replicas = value.get("replicas")
     if not (_is_int(replicas) and replicas >= 2):

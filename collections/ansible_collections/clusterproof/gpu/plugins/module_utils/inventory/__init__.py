@@ -1,5 +1,6 @@
 """The site inventory: what an admin may declare, checked before anything runs.
 
 May import: the pure declaration checks of the concerns it covers (``install/``, ``tenancy/``,
-``scheduler.registry`` for the backend names). Touches nothing: plain data in, errors out.
+``scheduler.registry`` for the backend names), and ``common/`` (``bounds``: the size of a value
+whose YAML aliases are expanded). Touches nothing: plain data in, errors out.
 """

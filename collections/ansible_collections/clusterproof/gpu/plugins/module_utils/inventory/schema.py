@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common import bounds
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_device_layer, kubeadm_config, storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names, projects, quota_tree
@@ -79,12 +80,31 @@ PROJECT_FIELDS = {
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 _DNS_LABEL = names.DNS_LABEL
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-_OUR_HOST_PREFIXES = ("gpu_", "node_")
+# Kubernetes' syntax (apimachinery validation), matched whole (fullmatch: no trailing newline slips
+# through a "$"); the lengths are checked beside the patterns.
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
+DNS_SUBDOMAIN_MAX = 253
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+# Bounds of the numbers an inventory declares (docs/inventory.md): what Kubernetes and the
+# schedulers accept, and far above any real machine, so that a typo (10**15 GPUs) stops here.
+MAX_NODE_GPUS = 256
+MAX_GPU_MEMORY_MIB = 1024 * 1024  # 1 TiB per GPU
+MAX_NODE_CPU_CORES = 4096
+MAX_NODE_MEMORY_GIB = 65536  # 64 TiB
+MAX_PROJECT_GPUS = 100_000  # quota, limit and lending limit of one project
+MAX_WEIGHT = 1_000_000
+INT32_MAX = 2**31 - 1  # priorities and time limits become int32 fields of Kubernetes objects
+# The sandbox's ports: base .. base + SANDBOX_PORTS - 1, all on loopback (sandbox/control_plane.py
+# PORT_TABLE; a unit test keeps the two equal). Below 1024 needs root.
+SANDBOX_PORTS = 24
+PORT_MIN, PORT_MAX = 1024, 65535
+# What Ansible's ``bool`` filter reads as a boolean (a -e key=value gives a string).
+BOOLEAN_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
+# Site settings that are paths or text, and settings that are booleans.
+SITE_STRINGS = ("clusterproof_reports_dir", "clusterproof_sandbox_dir", "clusterproof_sandbox_cache")
+SITE_BOOLEANS = ("clusterproof_benchmarks", "clusterproof_host_tests")
+OUR_HOST_PREFIXES = ("gpu_", "node_")
 # Variables of the roles that run on the GPU hosts (gpu_benchmark_python, gpu_host_tests_sudo, ...):
 # set per host or group like any role variable, and checked by those roles' argument_specs.
 GPU_HOST_ROLE_PREFIXES = ("gpu_benchmark_", "gpu_host_tests_")
@@ -156,11 +176,16 @@ class SiteDeclaration:
         return data
 
 
+# What an error shows of a value: enough to find it, never a whole file.
+SHOWN_MAX = 100
+
+
 def _show(value: Any) -> str:
     if value is None:
         return "nothing"
     if isinstance(value, str):
-        return repr(str(value))
+        shown = repr(str(value))
+        return shown if len(shown) <= SHOWN_MAX else "%s... (%d characters)" % (shown[:SHOWN_MAX], len(value))
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, (list, tuple)):
@@ -174,6 +199,28 @@ def _is_int(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+def is_dns_subdomain(value: Any) -> bool:
+    """A Kubernetes object name such as a node's: lower-case DNS labels joined by dots, at most 253."""
+    return isinstance(value, str) and len(value) <= DNS_SUBDOMAIN_MAX and bool(_DNS_SUBDOMAIN.fullmatch(value))
+
+
+def is_label_key(value: Any) -> bool:
+    """A label (or taint) key: ``[prefix/]name``, the prefix a DNS subdomain, the name at most 63."""
+    if not isinstance(value, str):
+        return False
+    prefix, slash, name = value.rpartition("/")
+    return (not slash or is_dns_subdomain(prefix)) and bool(_LABEL_NAME.fullmatch(name))
+
+
+def is_label_value(value: Any) -> bool:
+    """A label (or taint) value: empty, or at most 63 of [A-Za-z0-9_.-], alphanumeric at both ends."""
+    return isinstance(value, str) and bool(_LABEL_VALUE.fullmatch(value))
+
+
+def _in_hundredths(value: float) -> bool:
+    return abs(value * 100 - round(value * 100)) < 1e-6
 
 
 class _Checker:
@@ -191,23 +238,28 @@ class _Checker:
                 expected = "one of {}".format(", ".join(sorted(name for name in known if name.startswith(prefixes))))
                 self.errors.append(InventoryError(where, key, expected, "an unknown variable"))
 
-    def non_negative_int(self, where: str, field: str, value: Any) -> int | None:
-        if _is_int(value) and value >= 0:
+    def non_negative_int(self, where: str, field: str, value: Any, most: int = INT32_MAX) -> int | None:
+        if _is_int(value) and 0 <= value <= most:
             return int(value)
-        self.error(where, field, "a non-negative integer", value)
+        self.error(where, field, "a non-negative integer" + _at_most(most, _is_int(value) and value >= 0), value)
         return None
 
-    def positive_int(self, where: str, field: str, value: Any) -> int | None:
-        if _is_int(value) and value > 0:
+    def positive_int(self, where: str, field: str, value: Any, most: int = INT32_MAX) -> int | None:
+        if _is_int(value) and 0 < value <= most:
             return int(value)
-        self.error(where, field, "a positive integer", value)
+        self.error(where, field, "a positive integer" + _at_most(most, _is_int(value) and value > 0), value)
         return None
 
     def text(self, where: str, field: str, value: Any, pattern: re.Pattern[str] | None, expected: str) -> str | None:
-        if isinstance(value, str) and (pattern is None or pattern.match(value)):
+        if isinstance(value, str) and (pattern is None or pattern.fullmatch(value)):
             return str(value)
         self.error(where, field, expected, value)
         return None
+
+
+def _at_most(most: int, beyond: bool) -> str:
+    # The bound is named when it is what the value breaks (an integer of the right sign, too large).
+    return ", at most %d" % most if beyond else ""
 
 
 def _check_labels(check: _Checker, where: str, value: Any) -> dict[str, str]:
@@ -218,9 +270,9 @@ def _check_labels(check: _Checker, where: str, value: Any) -> dict[str, str]:
         return {}
     labels = {}
     for key, label_value in value.items():
-        if not isinstance(key, str) or not _LABEL_KEY.match(key):
+        if not is_label_key(key):
             check.error(where, "node_labels", "label keys of the form [prefix/]name", key)
-        elif not isinstance(label_value, str) or not _LABEL_VALUE.match(label_value):
+        elif not is_label_value(label_value):
             check.error(where, f"node_labels.{key}", "a label value (63 characters of [A-Za-z0-9_.-])", label_value)
         else:
             labels[str(key)] = str(label_value)
@@ -239,20 +291,24 @@ def _check_taints(check: _Checker, where: str, value: Any) -> list[dict[str, str
         if not isinstance(taint, Mapping):
             check.error(where, field, "a mapping with key, value and effect", taint)
             continue
-        unknown = sorted(set(taint) - {"key", "value", "effect"})
+        unknown = sorted(set(taint) - {"key", "value", "effect"}, key=str)
         if unknown:
             check.error(where, f"{field}.{unknown[0]}", "only key, value and effect", "an unknown key")
         key = taint.get("key")
-        if not isinstance(key, str) or not _LABEL_KEY.match(key):
+        if not is_label_key(key):
             check.error(where, field + ".key", "a taint key of the form [prefix/]name", key)
             continue
         effect = taint.get("effect")
-        if effect not in TAINT_EFFECTS:
+        if not isinstance(effect, str) or effect not in TAINT_EFFECTS:
             check.error(where, field + ".effect", "one of {}".format(", ".join(TAINT_EFFECTS)), effect)
             continue
+        taint_value = taint.get("value")
+        if taint_value is not None and not is_label_value(taint_value):
+            check.error(where, field + ".value", "a taint value (63 characters of [A-Za-z0-9_.-])", taint_value)
+            continue
         entry = {"key": str(key), "effect": str(effect)}
-        if taint.get("value") is not None:
-            entry["value"] = str(taint["value"])
+        if taint_value is not None:
+            entry["value"] = str(taint_value)
         taints.append(entry)
     return taints
 
@@ -260,23 +316,29 @@ def _check_taints(check: _Checker, where: str, value: Any) -> list[dict[str, str
 def _check_node(check: _Checker, host: str, variables: Mapping[str, Any]) -> NodeDeclaration | None:
     where = f"host {host}"
     ours = [key for key in variables if not key.startswith(GPU_HOST_ROLE_PREFIXES)]
-    check.unknown_keys(where, ours, NODE_VARIABLES, _OUR_HOST_PREFIXES)
+    check.unknown_keys(where, ours, NODE_VARIABLES, OUR_HOST_PREFIXES)
     errors_before = len(check.errors)
     if "gpu_count" not in variables:
         check.error(where, "gpu_count", "the number of GPUs this node has (a non-negative integer)", None)
         gpu_count = None
     else:
-        gpu_count = check.non_negative_int(where, "gpu_count", variables["gpu_count"])
+        gpu_count = check.non_negative_int(where, "gpu_count", variables["gpu_count"], MAX_NODE_GPUS)
     name = variables.get("node_name", host)
-    node_name = check.text(where, "node_name", name, _DNS_SUBDOMAIN, "a Kubernetes node name (lower-case DNS name)")
+    node_name = None
+    if is_dns_subdomain(name):
+        node_name = str(name)
+    else:
+        check.error(where, "node_name", "a Kubernetes node name (lower-case DNS name of at most 253 characters)", name)
     product = variables.get("gpu_product")
-    if product is not None:
-        product = check.text(where, "gpu_product", product, _LABEL_VALUE, "a GPU product name usable as a label value")
+    if product is not None and not is_label_value(product):
+        check.error(where, "gpu_product", "a GPU product name usable as a label value (63 characters)", product)
     memory = variables.get("gpu_memory_mib")
     if memory is not None:
-        memory = check.positive_int(where, "gpu_memory_mib", memory)
-    cpu = check.positive_int(where, "node_cpu_cores", variables.get("node_cpu_cores", DEFAULT_CPU_CORES))
-    mem = check.positive_int(where, "node_memory_gib", variables.get("node_memory_gib", DEFAULT_MEMORY_GIB))
+        memory = check.positive_int(where, "gpu_memory_mib", memory, MAX_GPU_MEMORY_MIB)
+    cpu = variables.get("node_cpu_cores", DEFAULT_CPU_CORES)
+    cpu = check.positive_int(where, "node_cpu_cores", cpu, MAX_NODE_CPU_CORES)
+    mem = variables.get("node_memory_gib", DEFAULT_MEMORY_GIB)
+    mem = check.positive_int(where, "node_memory_gib", mem, MAX_NODE_MEMORY_GIB)
     labels = _check_labels(check, where, variables.get("node_labels"))
     taints = _check_taints(check, where, variables.get("node_taints"))
     if len(check.errors) > errors_before:
@@ -285,7 +347,9 @@ def _check_node(check: _Checker, host: str, variables: Mapping[str, Any]) -> Nod
     return NodeDeclaration(host, node_name, gpu_count, product, memory, cpu, mem, labels, taints)
 
 
-def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[ProjectDeclaration]:
+def _check_projects(
+    check: _Checker, value: Any, node_names: set[str], faulty_nodes: set[str]
+) -> list[ProjectDeclaration]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -301,7 +365,7 @@ def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[P
         name = project.get("name")
         if isinstance(name, str):
             where = f"project {name}"
-        for key in sorted(set(project) - set(PROJECT_FIELDS)):
+        for key in sorted(set(project) - set(PROJECT_FIELDS), key=str):
             expected = "one of %s" % ", ".join(PROJECT_FIELDS)
             check.errors.append(InventoryError(where, str(key), expected, "an unknown field"))
         errors_before = len(check.errors)
@@ -322,10 +386,11 @@ def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[P
         for field in ("gpu_quota", "gpu_limit", "over_quota_weight"):
             if field in rule_errors:
                 check.error(where, field, rule_errors[field].expected, rule_errors[field].found)
+        _check_amounts(check, where, fields, rule_errors)
         priority = project.get("priority")
-        if priority is not None and not _is_int(priority):
-            check.error(where, "priority", "an integer", priority)
-        affinity = _check_affinity(check, where, project.get("node_affinity"), node_names)
+        if priority is not None and not (_is_int(priority) and -INT32_MAX - 1 <= priority <= INT32_MAX):
+            check.error(where, "priority", "an integer from %d to %d" % (-INT32_MAX - 1, INT32_MAX), priority)
+        affinity = _check_affinity(check, where, project.get("node_affinity"), node_names, faulty_nodes)
         for field in ("gpu_lending_limit", "interactive_time_limit_seconds"):
             if field in rule_errors:
                 check.error(where, field, rule_errors[field].expected, rule_errors[field].found)
@@ -354,14 +419,35 @@ def _check_projects(check: _Checker, value: Any, node_names: set[str]) -> list[P
     return declared
 
 
-def _check_affinity(check: _Checker, where: str, value: Any, node_names: set[str]) -> dict[str, list[str]]:
+def _check_amounts(check: _Checker, where: str, fields: Mapping[str, Any], rule_errors: Mapping[str, Any]) -> None:
+    """Bounds beyond the project rules (tenancy/projects.py): GPUs in hundredths up to
+    MAX_PROJECT_GPUS, a weight up to MAX_WEIGHT, a time limit that fits Kubernetes' int32."""
+    for field in ("gpu_quota", "gpu_limit", "gpu_lending_limit"):
+        value = fields.get(field)
+        if field in rule_errors or not _is_number(value):
+            continue
+        if value > MAX_PROJECT_GPUS or not _in_hundredths(value):
+            check.error(where, field, "a number of GPUs of at most %d, in hundredths" % MAX_PROJECT_GPUS, value)
+    weight = fields.get("over_quota_weight")
+    if "over_quota_weight" not in rule_errors and _is_number(weight) and weight > MAX_WEIGHT:
+        check.error(where, "over_quota_weight", "a non-negative number of at most %d" % MAX_WEIGHT, weight)
+    time_limit = fields.get("interactive_time_limit_seconds")
+    if "interactive_time_limit_seconds" not in rule_errors and _is_int(time_limit) and time_limit > INT32_MAX:
+        check.error(
+            where, "interactive_time_limit_seconds", "a whole number of seconds of at most %d" % INT32_MAX, time_limit
+        )
+
+
+def _check_affinity(
+    check: _Checker, where: str, value: Any, node_names: set[str], faulty_nodes: set[str]
+) -> dict[str, list[str]]:
     affinity: dict[str, list[str]] = {"training": [], "interactive": []}
     if value is None:
         return affinity
     if not isinstance(value, Mapping):
         check.error(where, "node_affinity", "a mapping with training and/or interactive node lists", value)
         return affinity
-    for key in sorted(set(value) - set(affinity)):
+    for key in sorted(set(value) - set(affinity), key=str):
         check.errors.append(
             InventoryError(where, "node_affinity.%s" % key, "training or interactive", "an unknown key")
         )
@@ -371,11 +457,62 @@ def _check_affinity(check: _Checker, where: str, value: Any, node_names: set[str
             check.error(where, "node_affinity.%s" % kind, "a list of node names", nodes)
             continue
         for node in nodes:
-            if node not in node_names:
-                expected = "a GPU node of this inventory (%s)" % ", ".join(sorted(node_names)[:10])
+            if isinstance(node, str) and node in faulty_nodes:
+                continue  # its host's own error says what is wrong with it
+            if not isinstance(node, str) or node not in node_names:
+                declared = sorted(node_names)
+                shown = ", ".join(declared[:10]) + (", ..." if len(declared) > 10 else "")
+                expected = "a GPU node of this inventory (%s)" % (shown or "none is declared without errors")
                 check.error(where, "node_affinity.%s" % kind, expected, node)
         affinity[kind] = [str(node) for node in nodes]
     return affinity
+
+
+def _bounded(
+    check: _Checker, site_host: str, gpu_hosts: list[str], hostvars: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Mapping[str, Any]]:
+    """``hostvars`` without the variables the schema reads whose value, its shared references
+    (YAML aliases) expanded, exceeds ``bounds.MAX_VALUES``; each of those is an error. What is left
+    can be walked, shown and templated in time proportional to what the admin wrote."""
+    memo: dict[int, int] = {}
+    checked = {host: dict(variables) for host, variables in hostvars.items()}
+    readers = [(site_host, "group all", ("clusterproof_",))]
+    readers += [(host, f"host {host}", OUR_HOST_PREFIXES) for host in gpu_hosts if host in checked]
+    for host, where, prefixes in readers:
+        variables = checked[host]
+        for key in sorted(key for key in variables if isinstance(key, str) and key.startswith(prefixes)):
+            if bounds.expanded_size(variables[key], bounds.MAX_VALUES, memo) > bounds.MAX_VALUES:
+                expected = "at most %d values (YAML aliases expanded)" % bounds.MAX_VALUES
+                check.errors.append(InventoryError(where, key, expected, "more than %d" % bounds.MAX_VALUES))
+                del variables[key]
+    return checked
+
+
+def _check_site_settings(check: _Checker, site: Mapping[str, Any]) -> None:
+    """The settings the playbooks read beside the declaration: booleans, paths, the port base."""
+    for field in SITE_BOOLEANS:
+        value = site.get(field)
+        if value is not None and not isinstance(value, bool) and str(value).lower() not in BOOLEAN_WORDS:
+            check.error("group all", field, "a boolean (true or false)", value)
+    for field in SITE_STRINGS:
+        value = site.get(field)
+        if value is not None and not isinstance(value, str):
+            check.error("group all", field, "a path (a string)", value)
+    kubeconfig = site.get("clusterproof_kubeconfig")
+    if kubeconfig is not None and not isinstance(kubeconfig, str):
+        check.error("group all", "clusterproof_kubeconfig", "a path (a string)", kubeconfig)
+    if "clusterproof_sandbox_port_base" in site:
+        value = site["clusterproof_sandbox_port_base"]
+        # -e clusterproof_sandbox_port_base=17000 arrives as a string of digits.
+        base = int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
+        highest = PORT_MAX - SANDBOX_PORTS + 1
+        if not (_is_int(base) and PORT_MIN <= base <= highest):
+            expected = "an integer from %d to %d (the sandbox takes %d ports from it)" % (
+                PORT_MIN,
+                highest,
+                SANDBOX_PORTS,
+            )
+            check.error("group all", "clusterproof_sandbox_port_base", expected, value)
 
 
 def validate_site(
@@ -391,13 +528,14 @@ def validate_site(
     for group in REQUIRED_GROUPS:
         if group not in groups:
             check.error("inventory", f"group {group}", f"a group named {group}", None)
+        elif not list(groups[group]):
+            check.errors.append(InventoryError(f"group {group}", "hosts", "at least one host", "an empty group"))
     if check.errors:
         return None, check.errors
     control_plane = list(groups["kube_control_plane"])
-    if not control_plane:
-        check.error("group kube_control_plane", "hosts", "at least one host", "an empty group")
-        return None, check.errors
+    hostvars = _bounded(check, control_plane[0], list(groups["gpu_nodes"]), hostvars)
     site = hostvars[control_plane[0]]
+    _check_site_settings(check, site)
     for host in sorted(set(hostvars)):
         check.unknown_keys(
             f"host {host}", hostvars[host].keys(), {**SITE_VARIABLES, **NODE_VARIABLES}, ("clusterproof_",)
@@ -425,9 +563,16 @@ def validate_site(
 
     nodes: list[NodeDeclaration] = []
     by_name: dict[str, str] = {}
+    # Hosts (and the node names they give) whose declaration has errors: a project's affinity
+    # that names one is not reported again.
+    faulty: set[str] = set()
     for host in groups["gpu_nodes"]:
         node = _check_node(check, host, hostvars[host])
         if node is None:
+            faulty.add(host)
+            name = hostvars[host].get("node_name")
+            if isinstance(name, str):
+                faulty.add(name)
             continue
         if node.name in by_name:
             check.error(
@@ -439,7 +584,7 @@ def validate_site(
             continue
         by_name[node.name] = host
         nodes.append(node)
-    declared_projects = _check_projects(check, site.get("clusterproof_projects"), set(by_name))
+    declared_projects = _check_projects(check, site.get("clusterproof_projects"), set(by_name), faulty - set(by_name))
     lends_quota = scheduler in registry.lenders()
     for project in declared_projects:
         lending_only = {"gpu_lending_limit": project.gpu_lending_limit}

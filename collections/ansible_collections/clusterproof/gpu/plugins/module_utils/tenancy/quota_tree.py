@@ -19,6 +19,7 @@ labelled with their leaf (``LEAF_LABEL``) for tools, admission policies and engi
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -66,7 +67,8 @@ def _amounts(where: str, field: str, value: Any, problems: list[TreeProblem]) ->
                     where, "%s.%s" % (field, resource), "one of %s" % ", ".join(RESOURCES), "an unknown resource"
                 )
             )
-        elif isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+        elif isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount < math.inf:
+            # NaN and infinity fail the comparison too: neither is an amount a scheduler can hold.
             problems.append(TreeProblem(where, "%s.%s" % (field, resource), "a non-negative number", amount))
         else:
             amounts[str(resource)] = float(amount)
@@ -98,7 +100,7 @@ def check_tree(data: Any) -> tuple[list[TreeNode], list[TreeProblem]]:
             problems.append(TreeProblem(where, "name", "a DNS label no other tree node uses", name))
             continue
         parent = item.get("parent")
-        if parent is not None and parent not in by_name:
+        if parent is not None and (not isinstance(parent, str) or parent not in by_name):
             declared = ", ".join(by_name) or "none yet"
             problems.append(TreeProblem(where, "parent", "a node declared before it (%s)" % declared, parent))
             continue

@@ -21,8 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common import yaml_file
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as report
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
@@ -72,9 +71,13 @@ class ScenarioResult:
 
 
 def load(path: Path) -> scenarios.Scenario:
+    """The scenario file at ``path``, read by the project's one YAML loader (UTF-8, no aliases,
+    bounded size) and checked; ScenarioRefused names the file and every problem found."""
     try:
-        return scenarios.load(yaml.safe_load(path.read_text()), where=str(path))
-    except (OSError, yaml.YAMLError, scenarios.ScenarioError) as error:
+        return scenarios.load(yaml_file.load(path), where=str(path))
+    except OSError as error:
+        raise ScenarioRefused("scenario %s: %s; nothing was changed" % (path, error.strerror or error)) from None
+    except (yaml_file.YamlFileError, scenarios.ScenarioError) as error:
         raise ScenarioRefused("scenario %s: %s; nothing was changed" % (path, error)) from None
 
 

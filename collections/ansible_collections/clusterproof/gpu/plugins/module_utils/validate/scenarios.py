@@ -11,6 +11,7 @@ for the installed engine's policy as well, at any capacity the scenario scales t
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -29,6 +30,15 @@ STEP_FIELDS = ("name", "submit", "delete", "expect")
 EXPECT_FIELDS = ("allocated", "total", "running", "pending", "shared_gpus", "replicas")
 # Allocations are compared to a hundredth of a GPU (fractions are given in hundredths).
 TOLERANCE = 0.005
+# Bounds of what a scenario may ask (docs/scenarios.md), so that no file makes the model or the
+# cluster do unbounded work: capacity and quotas in GPUs (or cores), an over-quota weight, counts.
+MAX_CAPACITY = 10_000
+MAX_WEIGHT = 1_000_000
+MAX_PROJECTS = 100
+MAX_STEPS = 100
+MAX_WORKLOADS = 1_000
+MAX_REPLICAS = 1_000
+TITLE_MAX = 200  # characters of a scenario's name (it names report sections and check ids)
 
 
 class ScenarioError(ValueError):
@@ -143,12 +153,45 @@ class _Errors:
         self.items: list[str] = []
 
     def add(self, field: str, expected: str, found: Any) -> None:
-        shown = found if found == "an unknown field" else repr(found)
+        shown = found if found == "an unknown field" or isinstance(found, Said) else _brief(found)
         self.items.append("%s: %s: expected %s, found %s" % (self.where, field, expected, shown))
 
 
+class Said(str):
+    """A finding already in words (``101 steps``), shown as it is rather than quoted."""
+
+
+# What an error shows of a value: enough to find it, never a whole file.
+SHOWN_MAX = 200
+
+
+def _brief(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= SHOWN_MAX else shown[: SHOWN_MAX - 5] + " ...)"
+
+
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite number: NaN and infinity are refused here, before they reach the model."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# What an amount breaks when it keeps its rule but not the bounds.
+_IN_BOUNDS = ", at most %d, in hundredths (0.25, not 0.001)" % MAX_CAPACITY
+
+
+def _hundredths(value: Any, most: float = MAX_CAPACITY) -> bool:
+    """A finite number from 0 to ``most`` in hundredths (0.25, not 0.001): what the model counts."""
+    return _number(value) and 0 <= value <= most and abs(value * 100 - round(value * 100)) < 1e-6
+
+
+def _count(value: Any, most: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= most
+
+
+def _expected(rule: str, kept: bool, bound: str) -> str:
+    """The rule a value breaks: ``rule`` itself, or, when it keeps the rule (``kept``) but not the
+    bound beside it (a size, hundredths), the rule with ``bound`` added."""
+    return rule + bound if kept else rule
 
 
 def _names(value: Any) -> bool:
@@ -160,36 +203,53 @@ def load(data: Any, where: str = "scenario") -> Scenario:
     errors = _Errors(where)
     if not isinstance(data, Mapping):
         raise ScenarioError("%s: expected a mapping with %s, found %r" % (where, ", ".join(SCENARIO_FIELDS), data))
-    for key in sorted(set(data) - set(SCENARIO_FIELDS)):
+    for key in sorted(set(data) - set(SCENARIO_FIELDS), key=str):
         errors.add(str(key), "one of %s" % ", ".join(SCENARIO_FIELDS), "an unknown field")
     name = data.get("name")
-    if not isinstance(name, str) or not name:
-        errors.add("name", "a name", name)
+    if not isinstance(name, str) or not name or len(name) > TITLE_MAX:
+        errors.add("name", "a name of 1 to %d characters" % TITLE_MAX, name)
+    for field in ("title", "source"):
+        if data.get(field) is not None and not isinstance(data.get(field), str):
+            errors.add(field, "a string", data.get(field))
     policy = data.get("policy", "runai")
     if policy not in fairshare.POLICIES:
         errors.add("policy", "one of %s" % ", ".join(fairshare.POLICIES), policy)
     resource = data.get("resource", "gpu")
-    if resource not in RESOURCES:
+    if not isinstance(resource, str) or resource not in RESOURCES:
         errors.add("resource", "one of %s" % ", ".join(RESOURCES), resource)
         resource = "gpu"
     amount_field, node_field = RESOURCES[resource]
     capacity = data.get("capacity") or {}
     reference = capacity.get(amount_field) if isinstance(capacity, Mapping) else None
     node_gpus = capacity.get(node_field) if isinstance(capacity, Mapping) else None
+    if not isinstance(capacity, Mapping):
+        errors.add("capacity", "a mapping with %s and %s" % (amount_field, node_field), capacity)
     for field, value in (("capacity." + amount_field, reference), ("capacity." + node_field, node_gpus)):
-        if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-            errors.add(field, "a positive whole number of %s" % UNIT_WORDS[resource][0], value)
+        if not _count(value, MAX_CAPACITY):
+            rule = "a positive whole number of %s" % UNIT_WORDS[resource][0]
+            errors.add(field, _expected(rule, _count(value, math.inf), ", at most %d" % MAX_CAPACITY), value)
+    if _count(reference, MAX_CAPACITY) and _count(node_gpus, MAX_CAPACITY) and node_gpus > reference:
+        errors.add("capacity." + node_field, "at most capacity.%s (%d)" % (amount_field, reference), node_gpus)
+    node_size = node_gpus if _count(node_gpus, MAX_CAPACITY) else MAX_CAPACITY
     projects = _load_projects(errors, data.get("projects"), resource)
     known_projects = {project.name for project in projects}
     leaves = known_projects - {project.parent for project in projects if project.parent}
     steps = []
     submitted: set[str] = set()
-    for index, step in enumerate(data.get("steps") or []):
-        parsed = _load_step(errors, index, step, leaves, submitted, resource, known_projects)
+    raw_steps = data.get("steps") or []
+    if not isinstance(raw_steps, list) or len(raw_steps) > MAX_STEPS:
+        shown = Said("%d steps" % len(raw_steps)) if isinstance(raw_steps, list) else raw_steps
+        errors.add("steps", "a list of 1 to %d steps" % MAX_STEPS, shown)
+        raw_steps = []
+    for index, step in enumerate(raw_steps):
+        parsed = _load_step(errors, index, step, leaves, submitted, resource, known_projects, node_size)
         if parsed is not None:
             steps.append(parsed)
-    if not steps:
+    if not steps and isinstance(data.get("steps") or [], list):
         errors.add("steps", "at least one step", data.get("steps"))
+    workloads = sum(len(step.submit) for step in steps)
+    if workloads > MAX_WORKLOADS:
+        errors.add("steps", "at most %d workloads in all" % MAX_WORKLOADS, Said("%d workloads" % workloads))
     if errors.items:
         raise ScenarioError("; ".join(errors.items))
     return Scenario(
@@ -212,42 +272,54 @@ PROJECT_FIELDS = ("name", "parent", "gpu_quota", "gpu_limit", "min", "max", "ove
 def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.Project]:
     projects: list[fairshare.Project] = []
     names: set[str] = set()
+    if data is not None and (not isinstance(data, list) or len(data) > MAX_PROJECTS):
+        shown = Said("%d projects" % len(data)) if isinstance(data, list) else data
+        errors.add("projects", "a list of 1 to %d projects" % MAX_PROJECTS, shown)
+        return projects
     for index, project in enumerate(data or []):
         field = "projects[%d]" % index
         if not isinstance(project, Mapping) or not isinstance(project.get("name"), str):
             errors.add(field, "a mapping with name and gpu_quota (or min)", project)
             continue
         allowed = PROJECT_FIELDS if resource == "gpu" else tuple(f for f in PROJECT_FIELDS if not f.startswith("gpu_"))
-        for key in sorted(set(project) - set(allowed)):
+        for key in sorted(set(project) - set(allowed), key=str):
             errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(allowed), "an unknown field")
         name = project["name"]
         if not _dns_label(name) or name in names:
             errors.add(field + ".name", "a DNS label (it names a namespace and a queue) not used before", name)
         quota = project.get("min", project.get("gpu_quota"))
         limit = project.get("max", project.get("gpu_limit"))
-        if not _number(quota) or quota < 0:
+        if not _hundredths(quota):
             errors.add(
                 field + (".min" if "min" in project or resource != "gpu" else ".gpu_quota"),
-                "a non-negative number",
+                _expected("a non-negative number", _number(quota) and quota >= 0, _IN_BOUNDS),
                 quota,
             )
             continue
-        if limit is not None and (not _number(limit) or limit < quota):
+        if limit is not None and (not _hundredths(limit) or limit < quota):
             errors.add(
                 field + (".max" if "max" in project else ".gpu_limit"),
-                "a number at least the quota (%s)" % quota,
+                _expected("a number at least the quota (%s)" % quota, _number(limit) and limit >= quota, _IN_BOUNDS),
                 limit,
             )
             continue
+        weight = project.get("over_quota_weight")
+        if weight is not None and not (_number(weight) and 0 <= weight <= MAX_WEIGHT):
+            errors.add(field + ".over_quota_weight", "a number from 0 to %d" % MAX_WEIGHT, weight)
+            continue
         parent = project.get("parent")
-        if parent is not None and parent not in names:
+        if parent is not None and (not isinstance(parent, str) or parent not in names):
             declared = ", ".join(sorted(names)) or "none yet"
             errors.add(field + ".parent", "a project declared before it (%s)" % declared, parent)
             continue
         names.add(name)
         projects.append(
             fairshare.Project(
-                name, float(quota), None if limit is None else float(limit), project.get("over_quota_weight"), parent
+                name,
+                float(quota),
+                None if limit is None else float(limit),
+                None if weight is None else float(weight),
+                parent,
             )
         )
     if not projects:
@@ -271,6 +343,7 @@ def _load_step(
     submitted: set[str],
     resource: str,
     all_projects: set[str],
+    node_size: int = MAX_CAPACITY,
 ) -> Step | None:
     amount_field = RESOURCES[resource][0]
     plural, one = UNIT_WORDS[resource]
@@ -278,21 +351,25 @@ def _load_step(
     if not isinstance(step, Mapping):
         errors.add(field, "a mapping with name, submit, delete and expect", step)
         return None
-    for key in sorted(set(step) - set(STEP_FIELDS)):
+    for key in sorted(set(step) - set(STEP_FIELDS), key=str):
         errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(STEP_FIELDS), "an unknown field")
     jobs = []
     job_fields = ("name", "project", "kind", amount_field, "replicas")
-    for number, job in enumerate(step.get("submit") or []):
+    submit = step.get("submit") or []
+    if not isinstance(submit, list):
+        errors.add(field + ".submit", "a list of workloads", submit)
+        submit = []
+    for number, job in enumerate(submit):
         where = "%s.submit[%d]" % (field, number)
         if not isinstance(job, Mapping):
             errors.add(where, "a mapping with %s" % ", ".join(job_fields), job)
             continue
-        for key in sorted(set(job) - set(job_fields)):
+        for key in sorted(set(job) - set(job_fields), key=str):
             errors.add("%s.%s" % (where, key), "one of %s" % ", ".join(job_fields), "an unknown field")
         name, project, kind, gpus, replicas = (job.get(key) for key in job_fields)
         if not isinstance(name, str) or not _dns_label(name) or name in submitted:
             errors.add(where + ".name", "a workload name (a DNS label) not used before in the scenario", name)
-        if project not in projects:
+        if not isinstance(project, str) or project not in projects:
             errors.add(
                 where + ".project",
                 "one of the scenario's projects without sub-projects (%s)" % ", ".join(sorted(projects)),
@@ -300,11 +377,29 @@ def _load_step(
             )
         if kind not in KINDS:
             errors.add(where + ".kind", "one of %s" % ", ".join(KINDS), kind)
-        if replicas is not None and not (isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0):
-            errors.add(where + ".replicas", "a positive whole number of pods (a Deployment)", replicas)
+        if replicas is not None and not _count(replicas, MAX_REPLICAS):
+            errors.add(
+                where + ".replicas",
+                _expected(
+                    "a positive whole number of pods (a Deployment)",
+                    _count(replicas, math.inf),
+                    ", at most %d" % MAX_REPLICAS,
+                ),
+                replicas,
+            )
             continue
-        if not _number(gpus) or gpus <= 0 or (gpus > 1 and gpus != int(gpus)):
-            errors.add(where + "." + amount_field, "whole %s, or a fraction of one %s below 1" % (plural, one), gpus)
+        whole_or_fraction = _number(gpus) and gpus > 0 and (gpus < 1 or gpus == int(gpus))
+        if not whole_or_fraction or not _hundredths(gpus):
+            rule = "whole %s, or a fraction of one %s below 1" % (plural, one)
+            errors.add(where + "." + amount_field, _expected(rule, whole_or_fraction, _IN_BOUNDS), gpus)
+            continue
+        if gpus > node_size:
+            node_field = RESOURCES[resource][1]
+            errors.add(
+                where + "." + amount_field,
+                "at most capacity.%s (%d): one node holds a pod" % (node_field, node_size),
+                gpus,
+            )
             continue
         if isinstance(name, str):
             submitted.add(name)
@@ -316,47 +411,68 @@ def _load_step(
     for name in delete:
         if name not in submitted:
             errors.add(field + ".delete", "workloads submitted in an earlier step", name)
-    expect = _load_expectation(errors, field + ".expect", step.get("expect") or {}, all_projects)
+    expect = _load_expectation(errors, field + ".expect", step.get("expect") or {}, all_projects, submitted)
     return Step(str(step.get("name") or "step %d" % (index + 1)), tuple(jobs), tuple(delete), expect)
 
 
-def _load_expectation(errors: _Errors, field: str, data: Any, projects: set[str]) -> Expectation:
+def _unknown_workloads(errors: _Errors, field: str, names: Any, submitted: set[str]) -> None:
+    """Expectations name workloads submitted by this step or before (a typo would expect nothing)."""
+    for name in sorted(set(names) - submitted, key=str):
+        errors.add(field, "workloads submitted by this step or before", name)
+
+
+def _load_expectation(
+    errors: _Errors, field: str, data: Any, projects: set[str], submitted: set[str] = frozenset()
+) -> Expectation:
     if not isinstance(data, Mapping):
         errors.add(field, "a mapping with %s" % ", ".join(EXPECT_FIELDS), data)
         return Expectation()
-    for key in sorted(set(data) - set(EXPECT_FIELDS)):
+    for key in sorted(set(data) - set(EXPECT_FIELDS), key=str):
         errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(EXPECT_FIELDS), "an unknown field")
     allocated = data.get("allocated")
     if allocated is not None:
-        if not isinstance(allocated, Mapping) or not all(_number(v) for v in allocated.values()):
-            errors.add(field + ".allocated", "a mapping of project to GPUs", allocated)
+        if not isinstance(allocated, Mapping) or not all(_hundredths(v) for v in allocated.values()):
+            errors.add(
+                field + ".allocated", "a mapping of project to GPUs (0 to %d, in hundredths)" % MAX_CAPACITY, allocated
+            )
             allocated = None
         else:
             for project in set(allocated) - projects:
                 errors.add(field + ".allocated", "the scenario's projects", project)
             allocated = {str(k): float(v) for k, v in allocated.items()}
     total = data.get("total")
-    if total is not None and not _number(total):
-        errors.add(field + ".total", "a number of GPUs", total)
+    if total is not None and not _hundredths(total):
+        errors.add(field + ".total", "a number of GPUs from 0 to %d in hundredths" % MAX_CAPACITY, total)
         total = None
     running = data.get("running")
     if running is not None and running != "all" and not _names(running):
         errors.add(field + ".running", "'all' or a list of workload names", running)
         running = None
+    elif running not in (None, "all"):
+        _unknown_workloads(errors, field + ".running", running, submitted)
     pending = data.get("pending")
     if pending is not None and not _names(pending):
         errors.add(field + ".pending", "a list of workload names", pending)
         pending = None
+    elif pending is not None:
+        _unknown_workloads(errors, field + ".pending", pending, submitted)
     shared = data.get("shared_gpus")
     if shared is not None and not (isinstance(shared, list) and all(_names(group) for group in shared)):
         errors.add(field + ".shared_gpus", "a list of lists of workload names", shared)
         shared = None
+    elif shared is not None:
+        _unknown_workloads(errors, field + ".shared_gpus", [name for group in shared for name in group], submitted)
     replicas = data.get("replicas")
     if replicas is not None and not (
         isinstance(replicas, Mapping)
-        and all(isinstance(count, int) and not isinstance(count, bool) and count >= 0 for count in replicas.values())
+        and all(
+            isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= MAX_REPLICAS
+            for count in replicas.values()
+        )
     ):
-        errors.add(field + ".replicas", "a mapping of Deployment name to running replicas", replicas)
+        errors.add(
+            field + ".replicas", "a mapping of Deployment name to running replicas (0 to %d)" % MAX_REPLICAS, replicas
+        )
         replicas = None
     return Expectation(
         replicas=None if replicas is None else {str(k): int(v) for k, v in replicas.items()},
