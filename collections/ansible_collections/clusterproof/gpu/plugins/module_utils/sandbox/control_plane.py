@@ -1,10 +1,11 @@
 """The sandbox control plane: its processes, their flags, and the simulated GPU nodes.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK run as local processes of
-this machine, all listening on 127.0.0.1. Each process is started in its own session with its
-output in ``logs/``; its pid, start time and command line are recorded in ``run/``, and only a
-process that still matches that record is ever signalled, so ``down`` never touches anything it did
-not start.
+this machine, all listening on 127.0.0.1; etcd serves TLS only and answers only clients with a
+certificate of the sandbox CA (the API server's, the readiness check's). Each process is started
+in its own session with its output in ``logs/``; its pid, start time and command line are
+recorded in ``run/``, and only a process that still matches that record is ever signalled, so
+``down`` never touches anything it did not start.
 
 State directory layout (default ``~/.local/state/clusterproof/sandbox``)::
 
@@ -125,18 +126,31 @@ class Component:
     argv: tuple[str, ...]
     # Empty: the process has no endpoint, and running is ready.
     ready_url: str
-    # The API server's /readyz is checked against the sandbox CA; the controller-manager and
-    # scheduler serve /healthz with a self-signed certificate they make themselves.
-    verify_with_ca: bool = False
+    # The client certificate (a stem of ``pki.CLIENTS``) the readiness check presents, checking
+    # the server against the sandbox CA: the API server's /readyz and etcd's /health. Empty: the
+    # controller-manager and scheduler serve /healthz with a self-signed certificate they make
+    # themselves, which is not checked.
+    ready_client: str = ""
     # Variables set for the process on top of this one's environment.
     env: tuple[tuple[str, str], ...] = ()
+
+
+def _etcd_tls(prefix: str, pki: sandbox_pki.PkiPaths) -> tuple[str, ...]:
+    """etcd's flags for TLS with client certificates of the sandbox CA, on its client port
+    (``prefix`` empty) or its peer port (``peer-``); it presents one certificate on both."""
+    return (
+        f"--{prefix}cert-file={pki.etcd_cert}",
+        f"--{prefix}key-file={pki.etcd_key}",
+        f"--{prefix}client-cert-auth=true",
+        f"--{prefix}trusted-ca-file={pki.ca_cert}",
+    )
 
 
 def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
     """Every sandbox process in start order, with its full command line. Pure."""
     pki = layout.pki
-    etcd_url = "http://%s:%d" % (LOOPBACK, ports.etcd_client)
-    peer_url = "http://%s:%d" % (LOOPBACK, ports.etcd_peer)
+    etcd_url = "https://%s:%d" % (LOOPBACK, ports.etcd_client)
+    peer_url = "https://%s:%d" % (LOOPBACK, ports.etcd_peer)
     server = "https://%s:%d" % (LOOPBACK, ports.apiserver)
     return [
         Component(
@@ -150,18 +164,27 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
                 f"--listen-peer-urls={peer_url}",
                 f"--initial-advertise-peer-urls={peer_url}",
                 f"--initial-cluster=sandbox={peer_url}",
+                # TLS with client certificates of the sandbox CA on both ports: without them any
+                # local user could read every object (secrets included) whatever the kubeconfig's
+                # mode. Metrics are served on the client port, behind the same check.
+                *_etcd_tls("", pki),
+                *_etcd_tls("peer-", pki),
                 # A throw-away cluster on one machine: durability is not worth an fsync per write,
                 # and 1,000 simulated nodes write a lot.
                 "--unsafe-no-fsync=true",
                 "--log-level=warn",
             ),
             etcd_url + "/health",
+            ready_client=sandbox_pki.ETCD_HEALTHCHECK_CLIENT,
         ),
         Component(
             "kube-apiserver",
             (
                 str(bin_dir / "kube-apiserver"),
                 f"--etcd-servers={etcd_url}",
+                f"--etcd-cafile={pki.ca_cert}",
+                f"--etcd-certfile={pki.client_cert(sandbox_pki.APISERVER_ETCD_CLIENT)}",
+                f"--etcd-keyfile={pki.client_key(sandbox_pki.APISERVER_ETCD_CLIENT)}",
                 f"--bind-address={LOOPBACK}",
                 f"--advertise-address={LOOPBACK}",
                 "--secure-port=%d" % ports.apiserver,
@@ -180,7 +203,7 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
                 "--cert-dir=%s" % (layout.root / "pki" / "apiserver-generated"),
             ),
             server + "/readyz",
-            verify_with_ca=True,
+            ready_client="admin",
         ),
         Component(
             "kube-controller-manager",
@@ -415,10 +438,10 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def _ssl_context(layout: Layout, verify_with_ca: bool) -> ssl.SSLContext:
-    if verify_with_ca:
+def _ssl_context(layout: Layout, client: str) -> ssl.SSLContext:
+    if client:
         context = ssl.create_default_context(cafile=str(layout.pki.ca_cert))
-        context.load_cert_chain(str(layout.pki.client_cert("admin")), str(layout.pki.client_key("admin")))
+        context.load_cert_chain(str(layout.pki.client_cert(client)), str(layout.pki.client_key(client)))
         return context
     context = ssl.create_default_context()
     context.check_hostname = False
@@ -429,7 +452,7 @@ def _ssl_context(layout: Layout, verify_with_ca: bool) -> ssl.SSLContext:
 def is_ready(layout: Layout, component: Component) -> bool:
     if not component.ready_url:
         return running_pid(layout, component.name) is not None
-    context = _ssl_context(layout, component.verify_with_ca) if component.ready_url.startswith("https") else None
+    context = _ssl_context(layout, component.ready_client) if component.ready_url.startswith("https") else None
     try:
         with urllib.request.urlopen(component.ready_url, timeout=2, context=context) as response:
             return response.status == 200
