@@ -4,8 +4,6 @@ without a certificate of the sandbox CA."""
 from __future__ import annotations
 
 import json
-import os
-import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -16,73 +14,9 @@ import pytest
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 
+from .listeners import off_loopback, sandbox_listeners
+
 pytestmark = pytest.mark.sandbox
-TCP_LISTEN = "0A"
-
-
-def _session_pids(leader: int) -> list[int]:
-    """Every process of the session ``leader`` started (each sandbox process starts its own), so
-    that a process's children (Kueue runs under unshare and sh) are counted with it."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path("/proc/%s/stat" % entry).read_text()
-        except OSError:
-            continue
-        # Fields after the command name: state, ppid, pgrp, session.
-        if int(stat[stat.rindex(")") + 2 :].split()[3]) == leader:
-            pids.append(int(entry))
-    return pids
-
-
-def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
-    for fd in Path("/proc/%d/fd" % pid).iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:[") : -1])
-    return inodes
-
-
-def _address(hex_address: str) -> str:
-    """An address of /proc/net/tcp{,6}: 32-bit words in host (little-endian) order."""
-    words = [bytes.fromhex(hex_address[i : i + 8])[::-1] for i in range(0, len(hex_address), 8)]
-    packed = b"".join(words)
-    return socket.inet_ntop(socket.AF_INET if len(packed) == 4 else socket.AF_INET6, packed)
-
-
-def _listeners(pid: int) -> dict[str, tuple[str, int]]:
-    """The TCP sockets listening in ``pid``'s network namespace, by inode: (address, port)."""
-    found = {}
-    for table in ("tcp", "tcp6"):
-        lines = Path("/proc/%d/net/%s" % (pid, table)).read_text().splitlines()[1:]
-        for line in lines:
-            fields = line.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state == TCP_LISTEN:
-                address, port = local.split(":")
-                found[inode] = (_address(address), int(port, 16))
-    return found
-
-
-def sandbox_listeners(state_dir: Path) -> dict[str, set[tuple[str, int]]]:
-    """Every TCP socket the sandbox's processes listen on, by component: read from /proc, as
-    ``ss -ltnp`` would show them."""
-    layout = control_plane.Layout(state_dir)
-    by_component: dict[str, set[tuple[str, int]]] = {}
-    for name in control_plane.recorded_components(layout):
-        leader = control_plane.running_pid(layout, name)
-        assert leader is not None, "%s is recorded but not running" % name
-        sockets = by_component.setdefault(name, set())
-        for pid in _session_pids(leader):
-            listening = _listeners(pid)
-            sockets |= {listening[inode] for inode in _socket_inodes(pid) if inode in listening}
-    return by_component
 
 
 def test_every_listening_socket_of_the_sandbox_is_on_loopback(sandbox, kai_site):
@@ -94,11 +28,7 @@ def test_every_listening_socket_of_the_sandbox_is_on_loopback(sandbox, kai_site)
     assert ("127.0.0.1", ports.apiserver) in listeners["kube-apiserver"]
     # KAI's plugin server listened on every interface; it no longer listens at all.
     assert {port for _, port in listeners["kai-scheduler"]} == {kai.KaiPorts(sandbox.port_base).port(0)}
-    elsewhere = {
-        name: sorted(sockets - {s for s in sockets if s[0] in ("127.0.0.1", "::ffff:127.0.0.1")})
-        for name, sockets in listeners.items()
-    }
-    assert not any(elsewhere.values()), "listening beyond 127.0.0.1: %s" % json.dumps(elsewhere)
+    assert off_loopback(listeners) == {}, "listening beyond 127.0.0.1: %s" % json.dumps(off_loopback(listeners))
 
 
 def _etcd_health(url: str, context: ssl.SSLContext | None) -> dict:
