@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -119,6 +120,42 @@ def test_up_restarts_a_dead_addon_from_its_record_and_not_one_stopped_on_purpose
         assert sandbox.restart_recorded(layout, ["etcd"], timeout=5) == []
     finally:
         sandbox.stop(layout, "sleeper")
+
+
+# Exits only at a second SIGTERM, as Kubernetes' components do while they drain requests; says
+# when its handler is in place.
+DRAINING = """
+import signal, sys, time
+seen = []
+def on_term(*_):
+    seen.append(1)
+    if len(seen) == 2:
+        sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+open(sys.argv[1], "w").close()
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_stop_signals_a_draining_process_again_rather_than_waiting_to_kill_it(tmp_path, monkeypatch):
+    import sys
+    import time
+
+    monkeypatch.setattr(sandbox, "SECOND_SIGNAL_AFTER", 0.3)
+    layout = sandbox.Layout(tmp_path)
+    armed = tmp_path / "armed"
+    pid = sandbox.start(layout, sandbox.Component("draining", (sys.executable, "-c", DRAINING, str(armed)), ""))
+    deadline = time.monotonic() + 20
+    while not armed.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    began = time.monotonic()
+    assert sandbox.stop(layout, "draining", timeout=30)
+    # Without the second signal it would have been killed after the 30 s timeout.
+    assert time.monotonic() - began < 10
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    assert not layout.record("draining").exists()
 
 
 def test_a_dead_addon_of_an_earlier_version_is_named_not_guessed_at(tmp_path):
