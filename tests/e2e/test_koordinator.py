@@ -25,6 +25,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import qu
 
 from ..conftest import ALIBABA_QUOTA_TREE as TREE
 from .conftest import ad_hoc, free_port_base, module_result, run_playbook, sandbox_down, sandbox_vars, wait_for
+from .listeners import off_loopback, sandbox_listeners
 
 pytestmark = pytest.mark.sandbox
 
@@ -153,6 +154,8 @@ def test_koordinator_runs_the_guides_quota_tree(tmp_path):
         assert rc == 0 and first["started"] == [koordinator.SCHEDULER_NAME], first
         rc, again = _module(scheduler)
         assert rc == 0 and again["changed"] is False, again
+        listeners = sandbox_listeners(state_dir)
+        assert listeners.get(koordinator.SCHEDULER_NAME) and off_loopback(listeners) == {}, listeners
         rc, checked = _module(scheduler, "--check")
         assert rc == 0 and checked["changed"] is False, checked
 

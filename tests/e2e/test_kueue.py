@@ -29,6 +29,7 @@ from .conftest import (
     settled,
     wait_for,
 )
+from .listeners import off_loopback, sandbox_listeners
 
 pytestmark = pytest.mark.sandbox
 NODES = ("gpu-1", "gpu-2")
@@ -235,6 +236,11 @@ def test_lending_limit_above_the_quota_stops_before_anything_runs(tmp_path):
     assert run.returncode != 0
     assert "project team-a: gpu_lending_limit: expected a number of GPUs from 0 to gpu_quota (4), found 5" in run.output
     assert not state_dir.exists()
+
+
+def test_every_listening_socket_is_on_loopback(site):
+    listeners = sandbox_listeners(site.state_dir)
+    assert listeners.get("kueue") and off_loopback(listeners) == {}, listeners
 
 
 def test_chart_renders_with_the_role_values_and_the_api_server_accepts_it(site, api):

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 
-from .conftest import REPO, free_port_base, run_playbook, sandbox_vars, wait_for
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
+
+from .conftest import REPO, ad_hoc, free_port_base, module_result, own_sandbox, run_playbook, sandbox_vars, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -219,3 +225,50 @@ def test_down_stops_every_process_and_removes_the_state(tmp_path):
 
 def test_repo_inventory_is_the_netapp_site():
     assert (REPO / "inventories" / "sandbox" / "hosts.yml").read_text().count("dgx1-") == 2
+
+
+def _sandbox_status(site) -> dict[str, dict]:
+    """The sandbox_cluster module's status of every process, by name."""
+    done = ad_hoc(
+        "clusterproof.gpu.sandbox_cluster",
+        {"state": "status", "state_dir": str(site.state_dir), "port_base": site.port_base},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {component["name"]: component for component in module_result(done)["components"]}
+
+
+def test_up_heals_a_sandbox_whose_api_server_and_gpu_agent_went(tmp_path):
+    """SIGTERM to the API server (it closes its port at once but takes about a minute to exit)
+    with KAI and the GPU agent running: the agent waits the outage out; killed after all, it is
+    started again by the next ``up``, run at once, as is the API server; GPU fractions work after."""
+    with own_sandbox(REPO / "inventories" / "sandbox", tmp_path / "state") as site:
+        layout = control_plane.Layout(site.state_dir)
+        before = _sandbox_status(site)
+        assert "sandbox-gpu-agent" in before and all(c["running"] and c["ready"] for c in before.values()), before
+        os.kill(before["kube-apiserver"]["pid"], signal.SIGTERM)
+        agent_log = layout.log("sandbox-gpu-agent")
+        assert wait_for(lambda: "API server not answering" in agent_log.read_text(), 30), agent_log.read_text()
+        assert control_plane.running_pid(layout, "sandbox-gpu-agent") == before["sandbox-gpu-agent"]["pid"]
+        os.kill(before["sandbox-gpu-agent"]["pid"], signal.SIGKILL)
+
+        healed = run_playbook("playbooks/sandbox.yml", *site.vars())
+        assert healed.returncode == 0, healed.output[-3000:]
+        after = _sandbox_status(site)
+        assert set(after) == set(before)
+        assert all(c["running"] and c["ready"] for c in after.values()), after
+        for name in ("kube-apiserver", "sandbox-gpu-agent"):
+            assert after[name]["pid"] != before[name]["pid"], name
+
+        # A half GPU needs KAI's reservation pod answered by the GPU agent before it runs.
+        api = config.new_client_from_config(config_file=str(site.kubeconfig))
+        core = client.CoreV1Api(api)
+        namespace = api.sanitize_for_serialization(core.read_namespace("team-b"))
+        settings = workloads.ProjectSettings.from_namespace(namespace)
+        job = kai.job_manifest(workloads.Workload("b-half", "team-b", workloads.INTERACTIVE, 0.5), settings)
+        client.BatchV1Api(api).create_namespaced_job("team-b", job)
+
+        def half_running():
+            return [p for p in core.list_namespaced_pod("team-b").items if p.status.phase == "Running"]
+
+        assert wait_for(half_running, 90), core.list_namespaced_pod("team-b").items
+        api.close()

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import shutil
+import signal
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane as sandbox
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import gpu_agent, pki
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 
 NODE = {
     "name": "dgx1-1",
@@ -31,6 +40,139 @@ def test_every_process_listens_on_loopback_only():
         for flag in component.argv:
             if "url" in flag.split("=")[0] or "address" in flag.split("=")[0]:
                 assert "127.0.0.1" in flag or "node-ip" in flag, flag
+
+
+def _argv(component: sandbox.Component) -> dict[str, str]:
+    return dict(flag.split("=", 1) for flag in component.argv[1:] if "=" in flag)
+
+
+def test_etcd_serves_tls_to_clients_with_a_certificate_of_the_sandbox_ca_only():
+    layout = sandbox.Layout(Path("/state"))
+    etcd, apiserver = sandbox.components(layout, Path("/bin"), sandbox.Ports(20000))[:2]
+    flags = _argv(etcd)
+    for url in ("--listen-client-urls", "--advertise-client-urls", "--listen-peer-urls"):
+        assert flags[url] in ("https://127.0.0.1:20000", "https://127.0.0.1:20001"), url
+    assert flags["--client-cert-auth"] == flags["--peer-client-cert-auth"] == "true"
+    assert flags["--trusted-ca-file"] == flags["--peer-trusted-ca-file"] == "/state/pki/ca.crt"
+    assert etcd.ready_url == "https://127.0.0.1:20000/health" and etcd.ready_client == "etcd-healthcheck-client"
+    api_flags = _argv(apiserver)
+    assert api_flags["--etcd-servers"] == "https://127.0.0.1:20000"
+    assert api_flags["--etcd-certfile"] == "/state/pki/apiserver-etcd-client.crt"
+    assert api_flags["--etcd-cafile"] == "/state/pki/ca.crt"
+
+
+def test_kai_components_listen_on_loopback_or_not_at_all():
+    """KAI's plugin server has a port flag and no address flag: it would listen on every interface."""
+    layout = sandbox.Layout(Path("/state"))
+    components = kai.components(layout, Path("/bin"), kai.KaiPorts(20000), Path("/c.yaml"), ("agent",))
+    for component in components:
+        for flag, value in _argv(component).items():
+            if "address" in flag:
+                assert value.startswith("127.0.0.1:"), (component.name, flag)
+            elif flag.endswith("port"):
+                assert not 0 <= int(value) <= 65535, (component.name, flag, "binds every interface")
+
+
+def test_pki_of_an_earlier_version_gets_the_missing_certificates_from_its_own_ca(tmp_path):
+    paths = pki.PkiPaths(tmp_path)
+    assert pki.ensure_pki(paths)
+    kept = {path: path.read_bytes() for path in (paths.ca_cert, paths.ca_key, paths.apiserver_cert)}
+    for path in (paths.etcd_cert, paths.etcd_key, paths.client_cert("apiserver-etcd-client")):
+        path.unlink()
+    assert pki.ensure_pki(paths)
+    assert {path: path.read_bytes() for path in kept} == kept
+    ca = x509.load_pem_x509_certificate(paths.ca_cert.read_bytes())
+    etcd = x509.load_pem_x509_certificate(paths.etcd_cert.read_bytes())
+    etcd.verify_directly_issued_by(ca)
+    names = etcd.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    usages = etcd.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert set(usages) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+    client = x509.load_pem_x509_certificate(paths.client_cert("apiserver-etcd-client").read_bytes())
+    client.verify_directly_issued_by(ca)
+    assert not pki.ensure_pki(paths)
+
+
+def test_run_record_says_how_to_start_the_process_again():
+    component = sandbox.Component("agent", ("python", "-m", "x"), "", env=(("KUBECONFIG", "/k"),))
+    record = json.loads(json.dumps(component.record(42, 1.0)))
+    assert sandbox.Component.from_record("agent", record) == component
+    assert sandbox.Component.from_record("agent", {"pid": 42, "start_time": 1.0, "argv": ["x"]}) is None
+
+
+SLEEP = shutil.which("sleep") or "/bin/sleep"
+
+
+def test_up_restarts_a_dead_addon_from_its_record_and_not_one_stopped_on_purpose(tmp_path):
+    layout = sandbox.Layout(tmp_path)
+    sleeper = sandbox.Component("sleeper", (SLEEP, "60"), "")
+    stopped = sandbox.Component("stopped", (SLEEP, "61"), "")
+    try:
+        first = sandbox.start(layout, sleeper)
+        sandbox.start(layout, stopped)
+        sandbox.stop(layout, "stopped")
+        os.kill(first, signal.SIGKILL)
+        os.waitpid(first, 0)
+        assert sandbox.restart_recorded(layout, ["etcd"], timeout=5) == ["sleeper"]
+        assert sandbox.running_pid(layout, "sleeper") not in (None, first)
+        assert sandbox.running_pid(layout, "stopped") is None
+        assert [c["name"] for c in sandbox.status(layout, Path("/bin"), sandbox.Ports(20000))][-1] == "sleeper"
+        assert sandbox.restart_recorded(layout, ["etcd"], timeout=5) == []
+    finally:
+        sandbox.stop(layout, "sleeper")
+
+
+# Exits only at a second SIGTERM, as Kubernetes' components do while they drain requests; says
+# when its handler is in place.
+DRAINING = """
+import signal, sys, time
+seen = []
+def on_term(*_):
+    seen.append(1)
+    if len(seen) == 2:
+        sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+open(sys.argv[1], "w").close()
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_stop_signals_a_draining_process_again_rather_than_waiting_to_kill_it(tmp_path, monkeypatch):
+    import sys
+    import time
+
+    monkeypatch.setattr(sandbox, "SECOND_SIGNAL_AFTER", 0.3)
+    layout = sandbox.Layout(tmp_path)
+    armed = tmp_path / "armed"
+    pid = sandbox.start(layout, sandbox.Component("draining", (sys.executable, "-c", DRAINING, str(armed)), ""))
+    deadline = time.monotonic() + 20
+    while not armed.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    began = time.monotonic()
+    assert sandbox.stop(layout, "draining", timeout=30)
+    # Without the second signal it would have been killed after the 30 s timeout.
+    assert time.monotonic() - began < 10
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    assert not layout.record("draining").exists()
+
+
+def test_a_dead_addon_of_an_earlier_version_is_named_not_guessed_at(tmp_path):
+    layout = sandbox.Layout(tmp_path)
+    layout.record("kai-binder").parent.mkdir(parents=True)
+    layout.record("kai-binder").write_text(json.dumps({"pid": 1, "start_time": -1.0, "argv": ["kai-binder"]}))
+    assert sandbox.restart_recorded(layout, ["etcd"], timeout=5) == []
+    assert sandbox.not_restartable(layout, ["etcd"]) == ["kai-binder"]
+    assert [c["name"] for c in sandbox.status(layout, Path("/bin"), sandbox.Ports(20000)) if not c["running"]][-1] == (
+        "kai-binder"
+    )
+
+
+def test_gpu_agent_backs_off_doubling_up_to_its_cap():
+    waits = [gpu_agent.backoff(failures) for failures in range(1, 8)]
+    assert waits == sorted(waits) and waits[0] == gpu_agent.BACKOFF_FIRST
+    assert waits[-1] == gpu_agent.BACKOFF_MAX
 
 
 def test_ports_derive_from_the_base():

@@ -12,7 +12,14 @@ description:
     listening on 127.0.0.1, generates their certificates and an admin kubeconfig (mode 0600) under
     O(state_dir), and makes the simulated nodes exactly the declared ones (GPU count, GPU feature
     discovery labels, CPU, memory, taints), waiting until they are Ready.
+  - etcd serves TLS only and answers only clients with a certificate of the sandbox CA (the API
+    server's and the readiness check's).
   - C(up) on a sandbox that already runs as declared changes nothing.
+  - C(up) heals the sandbox; it restarts a process that runs but does not answer its readiness
+    check within 10 s (a kube-apiserver shutting down, say), after waiting for it to exit, and
+    every process started into the sandbox since (an engine's, the GPU agent) that has died, from
+    its run record.
+  - C(status) lists every process, the control plane's and those started into the sandbox.
   - C(down) stops only the processes this module started (by their recorded pid and start time) and
     removes O(state_dir).
   - The binaries come from the sandbox build (see C(clusterproof.gpu.sandbox_binaries)).
@@ -79,12 +86,22 @@ api_server:
   returned: always
   type: str
 components:
-  description: Each process with running, pid, rss_bytes, ready and log path.
+  description:
+    - Each process with running, pid, rss_bytes, ready and log path; the control plane's, then
+      every process started into the sandbox (KAI's, the GPU agent...).
   returned: always
   type: list
   elements: dict
 started:
-  description: Components started by this run.
+  description: Components started (or restarted) by this run.
+  returned: state=up
+  type: list
+  elements: str
+not_restarted:
+  description:
+    - Processes started into the sandbox by an earlier version of clusterproof that have died and
+      that this run could not start again (their record holds no environment); a warning says
+      which playbook starts them.
   returned: state=up
   type: list
   elements: str
@@ -123,12 +140,18 @@ def run(module):
         names = [component.name for component in control_plane.components(layout, bin_dir, ports)]
         result.update(lifecycle.down(layout, names, module.check_mode))
     elif params["state"] == "status":
-        result["nodes"] = lifecycle.node_status(layout)
+        result["nodes"] = lifecycle.node_status(layout, bin_dir, ports)
     else:
         stages = Path(params["kwok_stages"]).read_text()
         result.update(
             lifecycle.up(layout, bin_dir, ports, params["nodes"], stages, params["timeout"], module.check_mode)
         )
+        for name in result.get("not_restarted", []):
+            module.warn(
+                "%s is not running and was started by an earlier version of clusterproof, which did not record "
+                "how to start it again: re-run the playbook that installed it (playbooks/scheduler.yml, "
+                "playbooks/storage.yml)" % name
+            )
     result["components"] = control_plane.status(layout, bin_dir, ports)
     return result
 

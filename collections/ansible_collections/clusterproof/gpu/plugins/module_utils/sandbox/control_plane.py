@@ -1,10 +1,12 @@
 """The sandbox control plane: its processes, their flags, and the simulated GPU nodes.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK run as local processes of
-this machine, all listening on 127.0.0.1. Each process is started in its own session with its
-output in ``logs/``; its pid, start time and command line are recorded in ``run/``, and only a
-process that still matches that record is ever signalled, so ``down`` never touches anything it did
-not start.
+this machine, all listening on 127.0.0.1; etcd serves TLS only and answers only clients with a
+certificate of the sandbox CA (the API server's, the readiness check's). Each process is started in
+its own session with its output in ``logs/``; its pid, start time, command line, environment and
+readiness endpoint are recorded in ``run/``, and only a process that still matches that record is
+ever signalled, so ``down`` never touches anything it did not start. The record is also what
+``up`` restarts an engine's process from (``restart_recorded``) when that process has died.
 
 State directory layout (default ``~/.local/state/clusterproof/sandbox``)::
 
@@ -125,18 +127,51 @@ class Component:
     argv: tuple[str, ...]
     # Empty: the process has no endpoint, and running is ready.
     ready_url: str
-    # The API server's /readyz is checked against the sandbox CA; the controller-manager and
-    # scheduler serve /healthz with a self-signed certificate they make themselves.
-    verify_with_ca: bool = False
+    # The client certificate (a stem of ``pki.CLIENTS``) the readiness check presents, checking
+    # the server against the sandbox CA: the API server's /readyz and etcd's /health. Empty: the
+    # controller-manager and scheduler serve /healthz with a self-signed certificate they make
+    # themselves, which is not checked.
+    ready_client: str = ""
     # Variables set for the process on top of this one's environment.
     env: tuple[tuple[str, str], ...] = ()
+
+    def record(self, pid: int, start_time: float | None) -> dict[str, Any]:
+        """What ``run/<name>.json`` holds: the process, and all it takes to start it again."""
+        return {
+            "pid": pid,
+            "start_time": start_time,
+            "argv": list(self.argv),
+            "env": [list(pair) for pair in self.env],
+            "ready_url": self.ready_url,
+            "ready_client": self.ready_client,
+        }
+
+    @classmethod
+    def from_record(cls, name: str, record: Mapping[str, Any]) -> Component | None:
+        """The component a run record describes; None for a record of an earlier version, which
+        held the command line alone."""
+        if "ready_url" not in record:
+            return None
+        env = tuple((str(key), str(value)) for key, value in record.get("env") or ())
+        return cls(name, tuple(record["argv"]), record["ready_url"], record.get("ready_client") or "", env)
+
+
+def _etcd_tls(prefix: str, pki: sandbox_pki.PkiPaths) -> tuple[str, ...]:
+    """etcd's flags for TLS with client certificates of the sandbox CA, on its client port
+    (``prefix`` empty) or its peer port (``peer-``); it presents one certificate on both."""
+    return (
+        f"--{prefix}cert-file={pki.etcd_cert}",
+        f"--{prefix}key-file={pki.etcd_key}",
+        f"--{prefix}client-cert-auth=true",
+        f"--{prefix}trusted-ca-file={pki.ca_cert}",
+    )
 
 
 def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
     """Every sandbox process in start order, with its full command line. Pure."""
     pki = layout.pki
-    etcd_url = "http://%s:%d" % (LOOPBACK, ports.etcd_client)
-    peer_url = "http://%s:%d" % (LOOPBACK, ports.etcd_peer)
+    etcd_url = "https://%s:%d" % (LOOPBACK, ports.etcd_client)
+    peer_url = "https://%s:%d" % (LOOPBACK, ports.etcd_peer)
     server = "https://%s:%d" % (LOOPBACK, ports.apiserver)
     return [
         Component(
@@ -150,18 +185,27 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
                 f"--listen-peer-urls={peer_url}",
                 f"--initial-advertise-peer-urls={peer_url}",
                 f"--initial-cluster=sandbox={peer_url}",
+                # TLS with client certificates of the sandbox CA on both ports: without them any
+                # local user could read every object (secrets included) whatever the kubeconfig's
+                # mode. Metrics are served on the client port, behind the same check.
+                *_etcd_tls("", pki),
+                *_etcd_tls("peer-", pki),
                 # A throw-away cluster on one machine: durability is not worth an fsync per write,
                 # and 1,000 simulated nodes write a lot.
                 "--unsafe-no-fsync=true",
                 "--log-level=warn",
             ),
             etcd_url + "/health",
+            ready_client=sandbox_pki.ETCD_HEALTHCHECK_CLIENT,
         ),
         Component(
             "kube-apiserver",
             (
                 str(bin_dir / "kube-apiserver"),
                 f"--etcd-servers={etcd_url}",
+                f"--etcd-cafile={pki.ca_cert}",
+                f"--etcd-certfile={pki.client_cert(sandbox_pki.APISERVER_ETCD_CLIENT)}",
+                f"--etcd-keyfile={pki.client_key(sandbox_pki.APISERVER_ETCD_CLIENT)}",
                 f"--bind-address={LOOPBACK}",
                 f"--advertise-address={LOOPBACK}",
                 "--secure-port=%d" % ports.apiserver,
@@ -180,7 +224,7 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
                 "--cert-dir=%s" % (layout.root / "pki" / "apiserver-generated"),
             ),
             server + "/readyz",
-            verify_with_ca=True,
+            ready_client="admin",
         ),
         Component(
             "kube-controller-manager",
@@ -368,33 +412,56 @@ def start(layout: Layout, component: Component) -> int:
             cwd=layout.root,
         )
     start_time = _process_start_time(process.pid)
-    layout.record(component.name).write_text(
-        json.dumps({"pid": process.pid, "start_time": start_time, "argv": list(component.argv)}) + "\n"
-    )
+    layout.record(component.name).write_text(json.dumps(component.record(process.pid, start_time)) + "\n")
     return process.pid
 
 
+def _complete_record(layout: Layout, component: Component) -> None:
+    """Give the record of a process started by an earlier version (its command line alone) what
+    it takes to start the process again, so that ``up`` can restart it should it die."""
+    record = _read_record(layout, component.name)
+    if record is not None and Component.from_record(component.name, record) is None:
+        full = component.record(int(record["pid"]), record["start_time"])
+        layout.record(component.name).write_text(json.dumps(full) + "\n")
+
+
+# Seconds a process has to exit after SIGTERM before it gets a second one. Kubernetes' components
+# (and KAI's, Kueue's) drain in-flight requests first: a kube-apiserver whose etcd went away waits
+# out its 60 s request timeout; at a second signal they exit at once. etcd finishes its own
+# graceful stop whatever follows.
+SECOND_SIGNAL_AFTER = 5.0
+
+
 def stop(layout: Layout, name: str, timeout: float = 15.0) -> bool:
-    """Stop a component we started (only if its recorded pid is still that process). True if it ran."""
+    """Stop a component we started (only if its recorded pid is still that process), and wait until
+    it has gone: SIGTERM, a second one after ``SECOND_SIGNAL_AFTER`` s, SIGKILL after ``timeout``.
+    True if it ran."""
     pid = running_pid(layout, name)
     layout_record = layout.record(name)
     if pid is None:
         layout_record.unlink(missing_ok=True)
         return False
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if running_pid(layout, name) is None:
-            break
+    start = time.monotonic()
+    signalled_again = False
+    while running_pid(layout, name) is not None:
+        waited = time.monotonic() - start
+        if waited > timeout:
+            _signal(pid, signal.SIGKILL)
+        elif waited > SECOND_SIGNAL_AFTER and not signalled_again:
+            _signal(pid, signal.SIGTERM)
+            signalled_again = True
         _reap(pid)
         time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        while running_pid(layout, name) is not None:
-            _reap(pid)
-            time.sleep(0.05)
     layout_record.unlink(missing_ok=True)
     return True
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass  # it exited since it was last seen
 
 
 def _reap(pid: int) -> None:
@@ -415,10 +482,10 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def _ssl_context(layout: Layout, verify_with_ca: bool) -> ssl.SSLContext:
-    if verify_with_ca:
+def _ssl_context(layout: Layout, client: str) -> ssl.SSLContext:
+    if client:
         context = ssl.create_default_context(cafile=str(layout.pki.ca_cert))
-        context.load_cert_chain(str(layout.pki.client_cert("admin")), str(layout.pki.client_key("admin")))
+        context.load_cert_chain(str(layout.pki.client_cert(client)), str(layout.pki.client_key(client)))
         return context
     context = ssl.create_default_context()
     context.check_hostname = False
@@ -429,7 +496,7 @@ def _ssl_context(layout: Layout, verify_with_ca: bool) -> ssl.SSLContext:
 def is_ready(layout: Layout, component: Component) -> bool:
     if not component.ready_url:
         return running_pid(layout, component.name) is not None
-    context = _ssl_context(layout, component.verify_with_ca) if component.ready_url.startswith("https") else None
+    context = _ssl_context(layout, component.ready_client) if component.ready_url.startswith("https") else None
     try:
         with urllib.request.urlopen(component.ready_url, timeout=2, context=context) as response:
             return response.status == 200
@@ -558,15 +625,36 @@ def bring_up(layout: Layout, bin_dir: Path, ports: Ports, timeout: float = 120.0
     return run_components(layout, components(layout, bin_dir, ports), timeout)
 
 
+# How long a process that runs but does not answer its readiness check is given to answer
+# before it is restarted: one just started (or whose API server just came back) answers within
+# seconds; one that is shutting down never does.
+READY_GRACE = 10.0
+
+
+def answers(layout: Layout, component: Component, grace: float = READY_GRACE) -> bool:
+    """Whether a running component answers its readiness check within ``grace`` seconds."""
+    deadline = time.monotonic() + grace
+    while not is_ready(layout, component):
+        if time.monotonic() > deadline or running_pid(layout, component.name) is None:
+            return False
+        time.sleep(0.5)
+    return True
+
+
 def run_components(layout: Layout, wanted: Iterable[Component], timeout: float = 120.0) -> list[str]:
     """Start, in order, each component not already running with its command line (restarting one
-    that runs with another), waiting for each to be ready. Returns the names started."""
+    that runs with another, or that runs but does not answer), waiting for each to be ready.
+    Returns the names started."""
     started = []
     for component in wanted:
-        if running_pid(layout, component.name, component.argv) is not None:
+        if running_pid(layout, component.name, component.argv) is not None and answers(layout, component):
+            _complete_record(layout, component)
             continue
         if running_pid(layout, component.name) is not None:
-            # Running with another command line (the inventory changed its ports, say): restart.
+            # Running with another command line (the inventory changed its ports, say), or running
+            # but not answering: a kube-apiserver sent SIGTERM closes its port at once yet takes
+            # about a minute to exit. ``stop`` signals it again (the API server exits at a second
+            # signal) and waits until it has gone, so the new one finds its port free.
             stop(layout, component.name)
         missing = [arg for arg in component.argv[:1] if not os.access(arg, os.X_OK)]
         if missing:
@@ -577,18 +665,51 @@ def run_components(layout: Layout, wanted: Iterable[Component], timeout: float =
     return started
 
 
+def recorded_addons(layout: Layout, core: Iterable[str]) -> dict[str, Component | None]:
+    """The processes started into this sandbox beside ``core`` (an engine's, the GPU agent,
+    local-path-provisioner), by name, as their run records describe them (None: a record of an
+    earlier version, which does not say how to start the process again)."""
+    skip = set(core)
+    addons: dict[str, Component | None] = {}
+    for name in recorded_components(layout):
+        record = _read_record(layout, name)
+        if name not in skip and record is not None:
+            addons[name] = Component.from_record(name, record)
+    return addons
+
+
+def restart_recorded(layout: Layout, core: Iterable[str], timeout: float) -> list[str]:
+    """Start again every add-on process that was started into the sandbox and has died (or runs
+    but does not answer), from its run record. A process stopped on purpose (an engine's, when
+    another is installed) has no record left, so it stays stopped. Returns the names started."""
+    addons = recorded_addons(layout, core)
+    return run_components(layout, [component for component in addons.values() if component is not None], timeout)
+
+
+def not_restartable(layout: Layout, core: Iterable[str]) -> list[str]:
+    """Add-ons that have died and that ``restart_recorded`` cannot start again: an earlier version
+    started them and recorded their command line alone, not their environment. The playbook that
+    installed them starts them again (and records them in full)."""
+    addons = recorded_addons(layout, core)
+    return sorted(name for name, component in addons.items() if component is None and running_pid(layout, name) is None)
+
+
 def status(layout: Layout, bin_dir: Path, ports: Ports) -> list[dict[str, Any]]:
+    """Every process of the sandbox, the control plane's and those started into it, with its
+    pid, memory, readiness and log."""
+    core = components(layout, bin_dir, ports)
+    addons = recorded_addons(layout, [component.name for component in core])
     report = []
-    for component in components(layout, bin_dir, ports):
-        pid = running_pid(layout, component.name)
+    for name, component in [(c.name, c) for c in core] + list(addons.items()):
+        pid = running_pid(layout, name)
         report.append(
             {
-                "name": component.name,
+                "name": name,
                 "running": pid is not None,
                 "pid": pid,
                 "rss_bytes": rss_bytes(pid) if pid else 0,
-                "ready": bool(pid) and is_ready(layout, component),
-                "log": str(layout.log(component.name)),
+                "ready": bool(pid) and (component is None or is_ready(layout, component)),
+                "log": str(layout.log(name)),
             }
         )
     return report

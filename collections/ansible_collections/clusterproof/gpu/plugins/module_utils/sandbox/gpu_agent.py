@@ -73,40 +73,80 @@ def assign(pods: Iterable[Mapping[str, Any]], gpus_per_node: Mapping[str, int]) 
 
 def _gpus_per_node(core: Any) -> dict[str, int]:
     counts = {}
-    for node in core.list_node().items:
+    for node in core.list_node(_request_timeout=10).items:
         allocatable = node.status.allocatable or {}
         counts[node.metadata.name] = int(allocatable.get("nvidia.com/gpu", "0"))
     return counts
 
 
-def run(kubeconfig: str, namespace: str, interval: float) -> None:
-    from kubernetes import client, config, watch
+# Waits between tries while the API server does not answer: doubling from the first, at most the last.
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 10.0
 
+
+def backoff(failures: int) -> float:
+    """Seconds to wait after ``failures`` failed rounds in a row. Pure."""
+    return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(0, failures - 1))
+
+
+def run(kubeconfig: str, namespace: str, interval: float) -> None:
+    """Answer reservation pods until SIGTERM. The API server going away (restarted, shutting down)
+    is waited out with backoff, as a node's agent would, rather than ending the agent."""
+    import urllib3
+    from kubernetes import client, config
+
+    # What the API server being away looks like: refused or reset connections, timeouts, and
+    # errors it answers with while it starts or stops. Anything else is a bug, and ends the agent.
+    unreachable = (urllib3.exceptions.HTTPError, OSError, client.ApiException)
     api = config.new_client_from_config(config_file=kubeconfig)
     core = client.CoreV1Api(api)
-    stopping = []
+    stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    failures = 0
     while not stopping:
-        listing = core.list_namespaced_pod(namespace)
-        pods = [api.sanitize_for_serialization(pod) for pod in listing.items]
-        for name, uuid in assign(pods, _gpus_per_node(core)).items():
-            patch = {"metadata": {"annotations": {RESERVED_GPU_ANNOTATION: uuid}}}
-            core.patch_namespaced_pod(name, namespace, patch)
-            print("gave %s the GPU %s" % (name, uuid), flush=True)
-        # Wake up as soon as a reservation pod changes after that listing, or after the interval.
-        stream = watch.Watch()
         try:
-            for _event in stream.stream(
-                core.list_namespaced_pod,
-                namespace,
-                resource_version=listing.metadata.resource_version,
-                timeout_seconds=max(1, int(interval)),
-            ):
-                stream.stop()
-        except client.ApiException as error:
-            if error.status != 410:  # an expired resource version only means: list again
-                raise
+            answer_once(api, core, namespace, interval)
+        except unreachable as error:
+            failures += 1
+            wait = backoff(failures)
+            print("API server not answering (%s); trying again in %.1f s" % (type(error).__name__, wait), flush=True)
+            _sleep_unless(stopping, wait)
+            continue
+        if failures:
+            print("API server answers again", flush=True)
+        failures = 0
         time.sleep(0.05)
+
+
+def answer_once(api: Any, core: Any, namespace: str, interval: float) -> None:
+    """One round: give every waiting reservation pod a GPU, then wait until a reservation pod
+    changes after that listing, or for ``interval`` seconds."""
+    from kubernetes import client, watch
+
+    listing = core.list_namespaced_pod(namespace, _request_timeout=10)
+    pods = [api.sanitize_for_serialization(pod) for pod in listing.items]
+    for name, uuid in assign(pods, _gpus_per_node(core)).items():
+        patch = {"metadata": {"annotations": {RESERVED_GPU_ANNOTATION: uuid}}}
+        core.patch_namespaced_pod(name, namespace, patch, _request_timeout=10)
+        print("gave %s the GPU %s" % (name, uuid), flush=True)
+    stream = watch.Watch()
+    try:
+        for _event in stream.stream(
+            core.list_namespaced_pod,
+            namespace,
+            resource_version=listing.metadata.resource_version,
+            timeout_seconds=max(1, int(interval)),
+        ):
+            stream.stop()
+    except client.ApiException as error:
+        if error.status != 410:  # an expired resource version only means: list again
+            raise
+
+
+def _sleep_unless(stopping: list[bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not stopping and time.monotonic() < deadline:
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
 def main(argv: list[str]) -> int:

@@ -58,12 +58,18 @@ def wait_nodes_ready(core: Any, expected: int, timeout: float) -> int:
         time.sleep(0.5)
 
 
-def node_status(layout: Layout) -> dict[str, int]:
-    """How many simulated nodes there are and how many are Ready; nothing when the API server is down."""
-    if control_plane.running_pid(layout, "kube-apiserver") is None:
+def node_status(layout: Layout, bin_dir: Path, ports: Ports) -> dict[str, int]:
+    """How many simulated nodes there are and how many are Ready; nothing when the API server does
+    not answer (stopped, or shutting down)."""
+    api_server = next(c for c in control_plane.components(layout, bin_dir, ports) if c.name == "kube-apiserver")
+    if not _runs(layout, api_server.name) or not control_plane.is_ready(layout, api_server):
         return {}
     nodes = existing_nodes(node_api(layout))
     return {"simulated": len(nodes), "ready": ready_count(nodes)}
+
+
+def _runs(layout: Layout, name: str) -> bool:
+    return control_plane.running_pid(layout, name) is not None
 
 
 def down(layout: Layout, names: Sequence[str], check_mode: bool) -> dict[str, Any]:
@@ -84,9 +90,12 @@ def up(
     timeout: float,
     check_mode: bool,
 ) -> dict[str, Any]:
-    """The sandbox running as declared: its processes, then exactly the declared simulated nodes, Ready."""
+    """The sandbox running as declared: its processes, then exactly the declared simulated nodes,
+    Ready, then every process started into it since (an engine's, the GPU agent) that has died."""
     wanted = control_plane.components(layout, bin_dir, ports)
+    core_names = [c.name for c in wanted]
     not_running = [c.name for c in wanted if control_plane.running_pid(layout, c.name, c.argv) is None]
+    not_running += [name for name in control_plane.recorded_addons(layout, core_names) if not _runs(layout, name)]
     if check_mode:
         changed = bool(not_running) or control_plane.plan_nodes(nodes, existing_nodes(node_api(layout))).changed
         return {"changed": changed, "started": not_running}
@@ -107,7 +116,9 @@ def up(
             "%d of %d simulated nodes became Ready within %d s; see %s"
             % (ready, len(nodes), timeout, layout.log("kwok"))
         )
+    started += control_plane.restart_recorded(layout, core_names, timeout)
     return {
+        "not_restarted": control_plane.not_restartable(layout, core_names),
         "changed": changed or bool(started) or plan.changed,
         "started": started,
         "nodes": {

@@ -1,9 +1,13 @@
 """Certificates and kubeconfigs of the sandbox control plane, generated locally.
 
-One CA signs the API server's serving certificate (for 127.0.0.1 and the in-cluster names) and a
-client certificate per component; the service-account signing key is a separate RSA pair. Private
-keys and kubeconfigs are written with mode 0600. Nothing here is meant to leave the machine: the
-sandbox listens on 127.0.0.1 only.
+One CA signs the API server's serving certificate (for 127.0.0.1 and the in-cluster names),
+etcd's (for 127.0.0.1; etcd also presents it to its peer port) and a client certificate per
+component, the API server's client certificate for etcd and etcd's health check's among them;
+the service-account signing key is a separate RSA pair. Private keys and kubeconfigs are written
+with mode 0600. Nothing here is meant to leave the machine: the sandbox listens on 127.0.0.1 only.
+
+A PKI folder made by an earlier version lacks some of these: ``ensure_pki`` issues what is
+missing from the CA in force, so the certificates the running processes hold stay valid.
 
 What it touches: the ``pki`` folder and the kubeconfig files under the sandbox state directory.
 """
@@ -34,6 +38,8 @@ API_SERVER_NAMES = (
     "kubernetes.default.svc.cluster.local",
 )
 API_SERVER_IPS = ("127.0.0.1", "10.96.0.1")
+ETCD_NAMES = ("localhost",)
+ETCD_IPS = ("127.0.0.1",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,13 +53,18 @@ class ClientIdentity:
 
 # The admin and KWOK act for the whole cluster (KWOK writes node and pod status of every simulated
 # node), so they are in system:masters. The controller-manager and scheduler get the users their
-# built-in RBAC roles are bound to.
+# built-in RBAC roles are bound to. etcd's two clients (the API server, and ``up``'s readiness
+# check) are kubeadm's; no RBAC role is bound to their users, so the API server grants them nothing.
 CLIENTS = (
     ClientIdentity("admin", "clusterproof-admin", ("system:masters",)),
     ClientIdentity("kube-controller-manager", "system:kube-controller-manager"),
     ClientIdentity("kube-scheduler", "system:kube-scheduler"),
     ClientIdentity("kwok", "kwok-controller", ("system:masters",)),
+    ClientIdentity("apiserver-etcd-client", "kube-apiserver-etcd-client"),
+    ClientIdentity("etcd-healthcheck-client", "kube-etcd-healthcheck-client"),
 )
+APISERVER_ETCD_CLIENT = "apiserver-etcd-client"
+ETCD_HEALTHCHECK_CLIENT = "etcd-healthcheck-client"
 
 
 def _write(path: Path, data: bytes, private: bool) -> None:
@@ -133,6 +144,8 @@ class PkiPaths:
     ca_key = Below("root", "ca.key")
     apiserver_cert = Below("root", "apiserver.crt")
     apiserver_key = Below("root", "apiserver.key")
+    etcd_cert = Below("root", "etcd.crt")
+    etcd_key = Below("root", "etcd.key")
     service_account_key = Below("root", "sa.key")
     service_account_pub = Below("root", "sa.pub")
 
@@ -142,56 +155,88 @@ class PkiPaths:
     def client_key(self, stem: str) -> Path:
         return self.root / (f"{stem}.key")
 
-    def all_files(self) -> list[Path]:
-        files = [
-            self.ca_cert,
-            self.ca_key,
-            self.apiserver_cert,
-            self.apiserver_key,
-            self.service_account_key,
-            self.service_account_pub,
+    def leaves(self) -> list[Leaf]:
+        """Every certificate the CA signs, with its key."""
+        leaves = [
+            Leaf(self.apiserver_cert, self.apiserver_key, _name("kube-apiserver"), API_SERVER_NAMES, API_SERVER_IPS),
+            # etcd presents its certificate to its peers as a client too.
+            Leaf(self.etcd_cert, self.etcd_key, _name("etcd"), ETCD_NAMES, ETCD_IPS, client=True),
         ]
-        for client in CLIENTS:
-            files += [self.client_cert(client.stem), self.client_key(client.stem)]
+        leaves += [
+            Leaf(self.client_cert(c.stem), self.client_key(c.stem), _name(c.user, c.groups), client=True)
+            for c in CLIENTS
+        ]
+        return leaves
+
+    def all_files(self) -> list[Path]:
+        files = [self.ca_cert, self.ca_key, self.service_account_key, self.service_account_pub]
+        for leaf in self.leaves():
+            files += [leaf.cert, leaf.key]
         return files
 
 
+@dataclasses.dataclass(frozen=True)
+class Leaf:
+    """A certificate signed by the sandbox CA: where it and its key go, its subject, the names and
+    addresses it serves (none for a client's) and whether it is a client's."""
+
+    cert: Path
+    key: Path
+    subject: x509.Name
+    server_names: tuple[str, ...] = ()
+    server_ips: tuple[str, ...] = ()
+    client: bool = False
+
+
 def ensure_pki(paths: PkiPaths) -> bool:
-    """Create the CA, serving, client and service-account keys unless all exist. True if created."""
+    """Create the CA, the certificates it signs and the service-account keys, those that are
+    missing. A new CA (none yet, or part of it lost) re-issues every certificate; with the CA in
+    force, only the missing ones are issued (a sandbox made by an earlier version, which had fewer),
+    so the processes running keep certificates that stay valid. True if anything was written."""
     if all(path.exists() for path in paths.all_files()):
         return False
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("clusterproof-sandbox-ca")
-    ca_cert = _certificate(ca_name, ca_key.public_key(), ca_name, ca_key, ca=True)
-    _write(paths.ca_key, _key_pem(ca_key), private=True)
-    _write(paths.ca_cert, _cert_pem(ca_cert), private=False)
-
-    server_key = ec.generate_private_key(ec.SECP256R1())
-    server_cert = _certificate(
-        _name("kube-apiserver"),
-        server_key.public_key(),
-        ca_name,
-        ca_key,
-        server_names=API_SERVER_NAMES,
-        server_ips=API_SERVER_IPS,
-    )
-    _write(paths.apiserver_key, _key_pem(server_key), private=True)
-    _write(paths.apiserver_cert, _cert_pem(server_cert), private=False)
-
-    for identity in CLIENTS:
+    if paths.ca_cert.exists() and paths.ca_key.exists():
+        ca_name = x509.load_pem_x509_certificate(paths.ca_cert.read_bytes()).subject
+        ca_key = _load_ca_key(paths)
+        leaves = [leaf for leaf in paths.leaves() if not (leaf.cert.exists() and leaf.key.exists())]
+    else:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = _name("clusterproof-sandbox-ca")
+        ca_cert = _certificate(ca_name, ca_key.public_key(), ca_name, ca_key, ca=True)
+        _write(paths.ca_key, _key_pem(ca_key), private=True)
+        _write(paths.ca_cert, _cert_pem(ca_cert), private=False)
+        leaves = paths.leaves()
+    for leaf in leaves:
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = _certificate(_name(identity.user, identity.groups), key.public_key(), ca_name, ca_key, client=True)
-        _write(paths.client_key(identity.stem), _key_pem(key), private=True)
-        _write(paths.client_cert(identity.stem), _cert_pem(cert), private=False)
+        cert = _certificate(
+            leaf.subject,
+            key.public_key(),
+            ca_name,
+            ca_key,
+            server_names=leaf.server_names,
+            server_ips=leaf.server_ips,
+            client=leaf.client,
+        )
+        _write(leaf.key, _key_pem(key), private=True)
+        _write(leaf.cert, _cert_pem(cert), private=False)
 
-    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    _write(paths.service_account_key, _key_pem(sa_key), private=True)
-    _write(
-        paths.service_account_pub,
-        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
-        private=False,
-    )
+    if not (paths.service_account_key.exists() and paths.service_account_pub.exists()):
+        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        _write(paths.service_account_key, _key_pem(sa_key), private=True)
+        _write(
+            paths.service_account_pub,
+            sa_key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            ),
+            private=False,
+        )
     return True
+
+
+def _load_ca_key(paths: PkiPaths) -> ec.EllipticCurvePrivateKey:
+    ca_key = serialization.load_pem_private_key(paths.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    return ca_key
 
 
 def kubeconfig_text(
@@ -239,8 +284,7 @@ def ensure_serving_certificate(
             return False
         except (ValueError, TypeError, InvalidSignature):
             pass  # signed by an earlier CA of a sandbox that was torn down: issue a new one
-    ca_key = serialization.load_pem_private_key(paths.ca_key.read_bytes(), password=None)
-    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca_key = _load_ca_key(paths)
     key = ec.generate_private_key(ec.SECP256R1())
     cert = _certificate(
         _name(common_name),
