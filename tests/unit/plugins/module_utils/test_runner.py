@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
+from tests.conftest import run_module_file
+
+MODULES = Path(__file__).resolve().parents[4] / "collections/ansible_collections/clusterproof/gpu/plugins/modules"
 
 
 class Failed(Exception):
@@ -103,3 +109,36 @@ def test_a_host_check_takes_its_options_and_the_host_check_ones_and_reports_its_
     with pytest.raises(Failed) as failed:
         runner.run_host_check({}, bad_options, doing="checking the host", expected=(ValueError,))
     assert failed.value.args[0] == {"msg": "timeout: expected a number of seconds > 0"}
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"port_base": 70000}, "port_base: expected a number from 1024 to 65512, found 70000"),
+        ({"port_base": 80}, "port_base: expected a number from 1024 to 65512, found 80"),
+        ({"timeout": 0}, "timeout: expected a number from 1 to 86400, found 0"),
+        ({"settle_seconds": float("nan")}, "settle_seconds: expected a number from 0 to 3600, found nan"),
+        ({"step_timeout": float("inf")}, "step_timeout: expected a number from 1 to 86400, found inf"),
+        ({"priority": 10**20}, "priority: expected a number from -2147483648 to 2147483647, found %d" % 10**20),
+    ],
+)
+def test_shared_numeric_options_out_of_range_are_named_with_the_range(params, problem):
+    assert runner.out_of_bounds(params) == [problem]
+
+
+def test_numeric_options_in_range_or_absent_pass():
+    assert runner.out_of_bounds({"port_base": 16440, "timeout": 120, "settle_seconds": 0.5, "priority": None}) == []
+    assert runner.out_of_bounds({"name": "team-a", "gpu_quota": 10**9}) == []
+
+
+def test_the_runners_port_count_is_the_sandboxs():
+    assert runner.SANDBOX_PORTS == control_plane.PORTS_PER_SANDBOX
+
+
+def test_a_module_refuses_an_out_of_range_option_before_it_acts(tmp_path):
+    module = MODULES / "sandbox_cluster.py"
+    state_dir = tmp_path / "state"
+    result = run_module_file(module, {"state": "status", "state_dir": str(state_dir), "port_base": 70000})
+    assert result["failed"] is True
+    assert result["msg"] == "port_base: expected a number from 1024 to 65512, found 70000; nothing was changed"
+    assert not state_dir.exists()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -67,6 +68,44 @@ STORAGE_CLASSES_ARG_SPEC: dict[str, dict[str, Any]] = {
 QUOTA_TREE_ARG_SPEC: dict[str, dict[str, Any]] = {
     "tree": {"type": "list", "elements": "dict", "required": True},
 }
+
+
+# The sandbox's loopback ports: port_base .. port_base + SANDBOX_PORTS - 1 (sandbox/control_plane.py
+# PORT_TABLE; a unit test keeps the two equal, as for the inventory's schema).
+SANDBOX_PORTS = 24
+INT32_MAX = 2**31 - 1
+# The ranges of the numeric options that modules share by name, inclusive. Ansible checks an
+# option's type only; these are checked before a module does anything, so that a value that would
+# fail late or never (a port base of 70000, a NaN or negative timeout, a priority of 10^20) is
+# refused at once, with the option's name, the range and the value.
+NUMBER_BOUNDS: dict[str, tuple[float, float]] = {
+    "port_base": (1024, 65535 - SANDBOX_PORTS + 1),
+    "timeout": (1, 86400),
+    "request_timeout": (1, 3600),
+    "cleanup_timeout": (1, 86400),
+    "step_timeout": (1, 86400),
+    "settle_seconds": (0, 3600),
+    "arrival_seconds": (0, 3600),
+    "delay_evict_seconds": (0, 86400),
+    "priority": (-INT32_MAX - 1, INT32_MAX),
+    "interactive_time_limit_seconds": (1, INT32_MAX),
+}
+
+
+def out_of_bounds(params: Mapping[str, Any]) -> list[str]:
+    """What of ``params`` is outside :data:`NUMBER_BOUNDS` (or not a finite number), one sentence each."""
+    problems = []
+    for name, (low, high) in NUMBER_BOUNDS.items():
+        value = params.get(name)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not (math.isfinite(value) and low <= value <= high):
+            problems.append("%s: expected a number from %s to %s, found %r" % (name, _plain(low), _plain(high), value))
+    return problems
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else str(number)
 
 
 class ModuleError(RuntimeError):
@@ -153,6 +192,9 @@ def run_module(
     # Looked up when called, so that a linter's stand-in for AnsibleModule (ansible-lint's args rule)
     # is the one used.
     module = basic.AnsibleModule(argument_spec=dict(spec), supports_check_mode=check_mode, **module_options)
+    problems = out_of_bounds(module.params)
+    if problems:
+        module.fail_json(msg="; ".join(problems) + "; nothing was changed")
     try:
         result = dict(work(module))
     except expected as error:  # type: ignore[misc]
