@@ -154,7 +154,8 @@ def write_stopped_report(events: list[dict[str, Any]], interrupted_by: str) -> d
 
     now = datetime.now(UTC)
     sections = [model.section_from_dict(section) for section in progress.gathered_sections(events)]
-    sections.append(model.stopped_section(*progress.stop_cause(events, interrupted_by)))
+    task, result = progress.stop_cause(events, interrupted_by)
+    sections.append(model.stopped_section(task, model.failure_message(result)))
     report = model.Report(
         site=str(site["site_name"]),
         cluster_mode=str(site.get("cluster_mode") or ""),

@@ -203,20 +203,21 @@ def gathered_sections(events: Iterable[Event]) -> list[dict[str, Any]]:
     return list(sections.values())
 
 
-def stop_cause(events: Sequence[Event], interrupted_by: str = "") -> tuple[str, str]:
-    """Where a run that wrote no report stopped, and why: (task, message). An interrupt names the
-    signal and the task under way; otherwise the last failed task and its message."""
+def stop_cause(events: Sequence[Event], interrupted_by: str = "") -> tuple[str, dict[str, Any]]:
+    """Where a run that wrote no report stopped, and why: (task, its result as Ansible gives it, a
+    ``msg`` at least). An interrupt names the signal and the task under way; otherwise the last
+    failed task and its result."""
     task = ""
     for event in events:
         if event.get("event") == "playbook_on_task_start":
             task = str((event.get("event_data") or {}).get("task") or "")
     if interrupted_by:
-        return task, "interrupted by %s while this task ran; the run stopped there" % interrupted_by
+        return task, {"msg": "interrupted by %s while this task ran; the run stopped there" % interrupted_by}
     failures = _failures(events)
     if failures:
         data = failures[-1]
-        return str(data.get("task") or task), str((data.get("res") or {}).get("msg") or "failed, with no message")
-    return task, "ansible-playbook ended before the report was written, with no failed task"
+        return str(data.get("task") or task), dict(data.get("res") or {})
+    return task, {"msg": "ansible-playbook ended before the report was written, with no failed task"}
 
 
 def playbook_pid(events: Iterable[Event]) -> int | None:

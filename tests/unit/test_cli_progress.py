@@ -148,10 +148,13 @@ def test_the_stop_cause_is_the_last_failed_task_or_the_interrupt_and_its_task():
         task("Run each fairness scenario"),
         result("failed", "localhost", "Run each fairness scenario", res={"msg": "scenario x not started"}),
     ]
-    assert progress.stop_cause(events) == ("Run each fairness scenario", "scenario x not started")
-    task_name, message = progress.stop_cause(events[:3], "SIGINT")
-    assert task_name == "Run each fairness scenario" and message.startswith("interrupted by SIGINT")
-    assert progress.stop_cause([])[1].startswith("ansible-playbook ended before the report was written")
+    assert progress.stop_cause(events) == (
+        "Run each fairness scenario",
+        {"changed": False, "msg": "scenario x not started"},
+    )
+    task_name, stopped = progress.stop_cause(events[:3], "SIGINT")
+    assert task_name == "Run each fairness scenario" and stopped["msg"].startswith("interrupted by SIGINT")
+    assert progress.stop_cause([])[1]["msg"].startswith("ansible-playbook ended before the report was written")
 
 
 def test_gathered_sections_and_facts_come_from_the_results_in_order():

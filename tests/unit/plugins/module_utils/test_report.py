@@ -368,3 +368,15 @@ def test_a_stopped_check_without_a_task_or_message_still_says_so_and_a_long_mess
     assert check.observed == "stopped at: an unnamed task" and check.message == "no message"
     (check,) = rp.stopped_section("t", "x" * 5000).checks
     assert len(check.message) < 2100 and check.message.endswith(" […]")
+
+
+def test_the_failure_of_a_loop_is_each_failed_item_s_message():
+    loop = {
+        "msg": "One or more items failed",
+        "results": [{"failed": False, "msg": "ok"}, {"failed": True, "msg": "scenario a not started: busy"}],
+    }
+    assert rp.failure_message(loop) == "scenario a not started: busy"
+    assert rp.failure_message({"msg": "the API server at 127.0.0.1:16443 cannot be reached"}) == (
+        "the API server at 127.0.0.1:16443 cannot be reached"
+    )
+    assert rp.failure_message({}) == "failed, with no message"

@@ -55,18 +55,18 @@ options:
   stopped:
     description:
       - What stopped the validation before its end, when something did (a rescued task's name and
-        error message); the report gets a section C(run) with the failed check C(run/stopped) naming
-        them, after the sections gathered so far.
+        result); the report gets a section C(run) with the failed check C(run/stopped) naming the task
+        and its error (for a loop, each failed item's), after the sections gathered so far.
     type: dict
     suboptions:
       task:
         description: The task that failed.
         type: str
         default: ""
-      message:
-        description: Its error message.
-        type: str
-        default: ""
+      result:
+        description: Its result (C(ansible_failed_result)).
+        type: dict
+        default: {}
 """
 
 EXAMPLES = r"""
@@ -138,6 +138,7 @@ import datetime
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import (
     Report,
+    failure_message,
     section_from_dict,
     stopped_section,
 )
@@ -155,7 +156,7 @@ ARGUMENT_SPEC = {
     "fail_on_failed_checks": {"type": "bool", "default": True},
     "stopped": {
         "type": "dict",
-        "options": {"task": {"type": "str", "default": ""}, "message": {"type": "str", "default": ""}},
+        "options": {"task": {"type": "str", "default": ""}, "result": {"type": "dict", "default": {}}},
     },
 }
 
@@ -166,7 +167,8 @@ def _report(params, finished):
     except (ValueError, TypeError, KeyError) as error:
         raise runner.ModuleError(f"invalid report sections: {error}") from error
     if params["stopped"]:
-        sections.append(stopped_section(params["stopped"]["task"], params["stopped"]["message"]))
+        stopped = params["stopped"]
+        sections.append(stopped_section(stopped["task"], failure_message(stopped["result"])))
     return Report(
         site=params["site"],
         cluster_mode=params["cluster_mode"],

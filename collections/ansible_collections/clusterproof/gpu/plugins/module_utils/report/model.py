@@ -198,6 +198,15 @@ STOPPED_CHECK_ID = "run/stopped"
 _STOPPED_MESSAGE_CHARS = 2000
 
 
+def failure_message(result: Mapping[str, Any]) -> str:
+    """What a failed Ansible task result says went wrong: its ``msg``, or for a loop (whose own msg
+    is only "One or more items failed") each failed item's, joined."""
+    items = [item for item in result.get("results") or [] if isinstance(item, Mapping) and item.get("failed")]
+    if items:
+        return "; ".join(str(item.get("msg") or "failed, with no message") for item in items)
+    return str(result.get("msg") or "failed, with no message")
+
+
 def stopped_section(task: str, cause: str) -> Section:
     """The section a run that stopped before its end adds to the report: one failed check that
     names where it stopped (the task) and why (the error's message, or the signal)."""
