@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            run = run_playbook(playbook, [*fixed_args, *options.args], on_event=view)
+            run = run_playbook(playbook, [*fixed_args, *options.args], on_event=view, cancel=lambda: False)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

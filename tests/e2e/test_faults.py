@@ -147,7 +147,7 @@ def assert_passes(site: Site) -> None:
     assert run.returncode == 0, run.output[-3000:]
     report = site.report()
     assert report["verdict"] == "pass", failed(report)
-    assert checks(report)["scenario/faults/2/model/allocated/team-b"]["status"] == "pass"
+    assert checks(report)["scenario/faults/2/allocated/team-b"]["observed"] == 4
     assert site.scenario_objects() == []
 
 
