@@ -7,11 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner as sr
+
+REPO = Path(__file__).resolve().parents[4]
 
 
 def obj(name: str, **labels: str) -> dict:
@@ -104,3 +107,20 @@ def test_the_cause_of_a_stop_reads_as_a_sentence():
     assert sr._brief(sr.Unhealthy("node dgx1-2 is NotReady")) == "node dgx1-2 is NotReady"
     assert sr._brief(sr.Interrupted("interrupted by SIGINT")) == "interrupted by SIGINT"
     assert sr._brief(KeyError("spec")) == "KeyError: 'spec'"
+
+
+def test_an_error_the_runner_did_not_foresee_is_the_scenario_s_failed_check_not_a_traceback():
+    def connect():
+        raise AssertionError("nothing may be reached once the run stopped")
+
+    scenario = REPO / "scenarios" / "fractional-gpus.yml"
+    nodes = [{"name": "dgx1-1", "gpu_count": "eight"}]
+    result = sr.run(scenario, nodes, registry.backend("kai"), sr.RunOptions(), connect)
+    assert result.error == "ValueError: invalid literal for int() with base 10: 'eight'"
+    (check,) = result.section["checks"]
+    assert (check["id"], check["status"]) == ("scenario/fractional-gpus/stopped", "fail")
+    assert check["message"] == (
+        "scenario fractional-gpus stopped: ValueError: invalid literal for int() with base 10: 'eight'; "
+        "nothing was changed"
+    )
+    assert result.to_dict()["failed_checks"] == 1 and result.to_dict()["stopped"] == result.error

@@ -178,7 +178,8 @@ def run(
 ) -> ScenarioResult:
     """Run the scenario at ``path`` on the site's ``nodes`` (as the inventory declares them) with
     the engine ``backend``; ``connect`` gives the API client. Raises ScenarioRefused when the
-    scenario is not started; a run that stops on the way returns with ``error`` set."""
+    scenario is not started; a run that stops on the way returns with ``error`` set, and its
+    failed check ``scenario/<name>/stopped``."""
     scenario = load(path)
     section: dict[str, Any] = {
         "id": "scenario-%s" % scenario.name,
@@ -187,6 +188,37 @@ def run(
         "tables": [],
         "charts": [],
     }
+    try:
+        return _run_loaded(scenario, section, nodes, backend, options, connect, check_mode)
+    except ScenarioRefused:
+        raise
+    except Exception as error:  # what the runner did not foresee: the scenario's failed check, not a traceback
+        cause = _brief(error)
+        section["checks"].append(stopped_check(scenario, "preparing its run", "%s; nothing was changed" % cause))
+        return ScenarioResult(section, error=cause)
+
+
+def stopped_check(scenario: scenarios.Scenario, where: str, message: str) -> dict[str, Any]:
+    """The failed check of a scenario run that stopped: where it was and why."""
+    return {
+        "id": "scenario/%s/stopped" % scenario.name,
+        "title": "%s: the scenario ran to its end" % scenario.title,
+        "status": "fail",
+        "expected": "every step settled",
+        "observed": "stopped while %s" % where,
+        "message": "scenario %s stopped: %s" % (scenario.name, message),
+    }
+
+
+def _run_loaded(
+    scenario: scenarios.Scenario,
+    section: dict[str, Any],
+    nodes: Sequence[Mapping[str, Any]],
+    backend: Backend,
+    options: RunOptions,
+    connect: Callable[[], Any],
+    check_mode: bool,
+) -> ScenarioResult:
     capacity_key = "cpu_cores" if scenario.resource == "cpu" else "gpu_count"
     plan = scenarios.fit_to_site(scenario, [(str(node["name"]), int(node.get(capacity_key) or 0)) for node in nodes])
     if check_mode:
@@ -322,14 +354,7 @@ class _Run:
                 RUN_LABEL,
                 self.run_id,
             )
-        return {
-            "id": "scenario/%s/stopped" % self.scenario.name,
-            "title": "%s: the scenario ran to its end" % self.scenario.title,
-            "status": "fail",
-            "expected": "every step settled",
-            "observed": "stopped while %s" % self.where,
-            "message": "scenario %s stopped: %s; %s" % (self.scenario.name, cause, after),
-        }
+        return stopped_check(self.scenario, self.where, "%s; %s" % (cause, after))
 
     def _check_health(self) -> None:
         """Fail the step now, naming the cause, when it cannot settle: a node the scenario uses is
