@@ -245,3 +245,30 @@ def test_faults_end_in_a_report_that_names_the_cause_and_leave_nothing_behind(tm
         assert wait_for(lambda: site.scenario_objects() == [], timeout=120), site.scenario_objects()
         assert_passes(site)
         site.api.close()
+
+
+def test_a_validation_that_cannot_reach_its_cluster_still_writes_its_report(tmp_path, monkeypatch):
+    """No sandbox: a cluster that cannot be reached stops the validation at its first task; the
+    playbook's rescue still writes the report, whose failed check names the task and the cause."""
+    from cli import __main__ as cli_main
+
+    missing = tmp_path / "no-such-kubeconfig"
+    (tmp_path / "hosts.yml").write_text(
+        INVENTORY.replace("clusterproof_site_name: faults", "clusterproof_site_name: unreachable")
+        + "    clusterproof_cluster_mode: existing\n    clusterproof_scheduler: none\n"
+        + "    clusterproof_kubeconfig: %s\n    clusterproof_reports_dir: %s\n" % (missing, tmp_path / "reports")
+    )
+    monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
+    assert cli_main.main(["validate", "-i", str(tmp_path / "hosts.yml")]) == 1
+    report = json.loads((tmp_path / "reports" / "unreachable" / "latest" / "report.json").read_text())
+    stopped = checks(report)["run/stopped"]
+    assert stopped["status"] == "fail"
+    assert stopped["observed"] == "stopped at: Check the declared GPU nodes against the cluster's Nodes"
+    assert stopped["message"].startswith("cannot read the cluster's Nodes")
+    assert "kubeconfig %s does not exist" % missing in stopped["message"]
+    # Written by the playbook's own report task (its log moved beside it), not by the entry point.
+    assert (tmp_path / "reports" / "unreachable" / "latest" / "ansible.log").is_file()
+    assert (
+        "site_report : Write the site validation report"
+        in (tmp_path / "reports" / "unreachable" / "latest" / "ansible.log").read_text()
+    )
