@@ -216,8 +216,11 @@ def test_faults_end_in_a_report_that_names_the_cause_and_leave_nothing_behind(tm
         message = failed(site.report())[STOPPED]
         assert "the API server at 127.0.0.1:%d cannot be reached" % (sandbox.port_base + 3) in message, message
         assert "the next run removes it first (label clusterproof.io/scenario-run=" in message
-        # `up` restarts what is not running once the old API server is gone.
-        assert wait_for(lambda: control_plane.running_pid(site.layout, "kube-apiserver") is None, timeout=120)
+        # `up` restarts what is not running once the old API server is gone; its graceful shutdown
+        # can take a minute, which is not what this test is about: cut it short.
+        if control_plane.running_pid(site.layout, "kube-apiserver") is not None:
+            os.kill(apiserver, signal.SIGKILL)
+        assert wait_for(lambda: control_plane.running_pid(site.layout, "kube-apiserver") is None, timeout=60)
         up = run_playbook("playbooks/sandbox.yml", *sandbox.vars(), inventory=site.inventory)
         assert up.returncode == 0, up.output[-3000:]
         # KAI's components may have given up without the API server; `up` restarts the control
