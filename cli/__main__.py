@@ -49,14 +49,18 @@ class LiveView:
         self.progress = progress.Progress(started=started)
         self.tty = stream.isatty()
         self.last_plain = started
-        # ansible-playbook's pid (from its events), to pass an interrupt on to it.
+        # ansible-playbook's pid (from its events), to pass an interrupt on to it; the signals
+        # received, by name.
         self.playbook_pid: int | None = None
+        self.interrupted: list[str] = []
 
     def __call__(self, event: dict[str, Any]) -> None:
         self.events_log.write(json.dumps(event, default=str) + "\n")
         self.events_log.flush()
         if self.playbook_pid is None:
             self.playbook_pid = progress.playbook_pid([event])
+            if self.playbook_pid is not None and self.interrupted:
+                self.pass_on_interrupt()  # one came before the playbook had said who it is
         stage_before = self.progress.stage
         if not self.progress.update(event):
             return
@@ -73,6 +77,20 @@ class LiveView:
             self.stream.write(self.progress.line(now) + "\n")
             self.last_plain = now
         self.stream.flush()
+
+    def interrupt(self, signum: int, frame: Any = None) -> None:
+        """A signal handler for SIGINT and SIGTERM: note it, and pass it on to the playbook."""
+        self.interrupted.append(signal.Signals(signum).name)
+        self.pass_on_interrupt()
+
+    def pass_on_interrupt(self) -> None:
+        # ansible-playbook runs on a terminal of its own (ansible-runner's pexpect): pass the
+        # interrupt on as the SIGINT a terminal sends its process group, and let it stop.
+        if self.playbook_pid is not None:
+            try:
+                os.killpg(os.getpgid(self.playbook_pid), signal.SIGINT)
+            except OSError:
+                pass  # it has ended already
 
     def finish(self) -> None:
         if self.tty:
@@ -95,21 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_dir = RUNS_DIR / f"{stamp}-{options.command}"
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    interrupted: list[str] = []
     with (run_dir / EVENTS_FILE).open("w") as events_log:
         view = LiveView(sys.stdout, events_log, started)
-
-        def interrupt(signum: int, frame: Any) -> None:
-            # ansible-playbook runs on a terminal of its own (ansible-runner's pexpect): pass the
-            # interrupt on as the SIGINT a terminal sends its process group, and let it stop.
-            interrupted.append(signal.Signals(signum).name)
-            if view.playbook_pid is not None:
-                try:
-                    os.killpg(os.getpgid(view.playbook_pid), signal.SIGINT)
-                except OSError:
-                    pass  # it has ended already
-
-        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, view.interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             run = run_playbook(playbook, [*fixed_args, *options.args], on_event=view, cancel=lambda: False)
         finally:
@@ -126,14 +132,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = run.report_paths()
     if options.command != "down" and not paths and returncode != progress.EXIT_BAD_INPUT:
         check_mode = any(arg in ("--check", "-C") for arg in options.args)
-        paths = {} if check_mode else write_stopped_report(run.events, interrupted[0] if interrupted else "")
+        paths = {} if check_mode else write_stopped_report(run.events, view.interrupted[0] if view.interrupted else "")
     log_dir = run_dir
     if paths.get("dir") and Path(paths["dir"]).is_dir():
         log_dir = Path(paths["dir"])
         for name in (EVENTS_FILE, LOG_FILE):
             shutil.move(str(run_dir / name), str(log_dir / name))
         run_dir.rmdir()
-    status = "interrupted" if interrupted else run.status
+    status = "interrupted" if view.interrupted else run.status
     for line in summary(returncode, status, paths, log_dir, time.monotonic() - started):
         print(line)
     return returncode

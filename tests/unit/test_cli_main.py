@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import signal
+import subprocess
 
 import pytest
 
@@ -161,3 +163,16 @@ def test_a_bad_inventory_gets_no_report_and_exit_status_2(tmp_path, monkeypatch)
     monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
     assert cli_main.main(["validate", "-i", str(inventory)]) == 2
     assert not (tmp_path / "reports").exists()
+
+
+def test_an_interrupt_is_passed_on_to_the_playbook_s_process_group_even_before_it_is_known():
+    """Ctrl-C reaches ansible-playbook (on a terminal of its own) as the SIGINT a terminal sends."""
+    playbook = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        view = cli_main.LiveView(io.StringIO(), io.StringIO(), started=0.0)
+        view.interrupt(signal.SIGINT)  # before the first event: noted, passed on once the pid is known
+        assert view.interrupted == ["SIGINT"] and playbook.poll() is None
+        view({"event": "playbook_on_start", "pid": playbook.pid, "event_data": {}})
+        assert playbook.wait(timeout=10) == -signal.SIGINT
+    finally:
+        playbook.kill()
