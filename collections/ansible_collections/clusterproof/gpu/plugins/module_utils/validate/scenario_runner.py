@@ -300,14 +300,11 @@ class _Run:
         return manifest
 
     def run(self) -> ScenarioResult:
-        signals: list[int] = []
-
         def interrupt(signum: int, frame: Any) -> None:
-            signals.append(signum)
             raise Interrupted("interrupted by %s" % signal.Signals(signum).name)
 
-        def note(signum: int, frame: Any) -> None:
-            signals.append(signum)  # the cleanup under way is what the signal asks for: let it finish
+        def let_cleanup_finish(signum: int, frame: Any) -> None:
+            pass  # the cleanup under way is what a further signal asks for: it must not be cut short
 
         previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         objects: list[dict[str, Any]] = []
@@ -329,7 +326,7 @@ class _Run:
             error = _brief(stopped)
         finally:
             for sig in previous:
-                signal.signal(sig, note)
+                signal.signal(sig, let_cleanup_finish)
             left = self._cleanup(objects)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
