@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,20 @@ def assert_passes(site: Site) -> None:
     assert site.scenario_objects() == []
 
 
+def in_background(validate: Callable[[], PlaybookRun]) -> Callable[[], PlaybookRun]:
+    """Start ``validate`` in a thread; the function returned waits for its run."""
+    done: list[PlaybookRun] = []
+    thread = threading.Thread(target=lambda: done.append(validate()))
+    thread.start()
+
+    def wait() -> PlaybookRun:
+        thread.join(timeout=300)
+        assert done, "the run did not end"
+        return done[0]
+
+    return wait
+
+
 def hold_not_ready(site: Site, node: str) -> None:
     """Take the node from KWOK (which would make it Ready again at once) and mark it NotReady."""
     site.core.patch_node(node, {"metadata": {"annotations": {control_plane.KWOK_NODE_ANNOTATION: "held-by-test"}}})
@@ -174,11 +189,14 @@ def test_faults_end_in_a_report_that_names_the_cause_and_leave_nothing_behind(tm
     with own_sandbox(tmp_path / "hosts.yml", tmp_path / "state") as sandbox:
         site = Site(sandbox, tmp_path)
 
-        # The scheduler frozen: the step stops at once with the cause, not after its timeout.
+        # The scheduler frozen mid-scenario: the step stops at once with the cause, not after its
+        # timeout with fairness numbers.
         scheduler = site.pid("kai-scheduler")
-        os.kill(scheduler, signal.SIGSTOP)
+        frozen = in_background(site.validate)
         try:
-            run = site.validate()
+            assert wait_for(site.scenario_running, timeout=120), "the scenario did not start"
+            os.kill(scheduler, signal.SIGSTOP)
+            run = frozen()
         finally:
             os.kill(scheduler, signal.SIGCONT)
         assert run.returncode != 0
@@ -186,6 +204,7 @@ def test_faults_end_in_a_report_that_names_the_cause_and_leave_nothing_behind(tm
         assert failed(report)[STOPPED].startswith(
             "scenario faults stopped: kai-scheduler is not responding: its process (pid %d) is stopped" % scheduler
         )
+        assert checks(report)[STOPPED]["observed"].startswith("stopped while running step ")
         assert "everything it created was removed" in failed(report)[STOPPED]
         assert checks(report)["gpu-nodes/dgx1-1/ready"]["status"] == "pass", "the checks gathered before are kept"
         assert site.scenario_objects() == []
@@ -205,14 +224,11 @@ def test_faults_end_in_a_report_that_names_the_cause_and_leave_nothing_behind(tm
 
         # The API server killed mid-scenario: the report is written, the next run (after `up`)
         # removes what the cut-off run could not, by its label, and passes.
-        stopped: list[PlaybookRun] = []
-        runner = threading.Thread(target=lambda: stopped.append(site.validate()))
-        runner.start()
+        cut_off = in_background(site.validate)
         assert wait_for(site.scenario_running, timeout=120), "the scenario did not start"
         apiserver = site.pid("kube-apiserver")
         os.kill(apiserver, signal.SIGTERM)
-        runner.join(timeout=300)
-        assert stopped and stopped[0].returncode != 0
+        assert cut_off().returncode != 0
         message = failed(site.report())[STOPPED]
         assert "the API server at 127.0.0.1:%d cannot be reached" % (sandbox.port_base + 3) in message, message
         assert "the next run removes it first (label clusterproof.io/scenario-run=" in message
