@@ -1,15 +1,24 @@
-"""``python -m cli site|down [ansible-playbook args]``: a playbook through ansible-runner with a
-short live view, the full event log and output kept beside the report.
+"""``python -m cli site|validate|down [ansible-playbook args]``: a playbook through ansible-runner
+with a short live view, the full event log and output kept beside the report.
 
 On a terminal the view is one line rewritten in place; elsewhere (CI, a pipe) it is a plain line
 per stage and per failure, and a heartbeat a minute, so a log stays short and still shows life.
+
+Every ``site`` and ``validate`` run ends in a report: when the playbook stopped before writing one
+(a stage failed, or the run was interrupted), the report is written here from the sections the
+validation tasks had returned, with the failed check ``run/stopped`` naming where and why. SIGINT
+(Ctrl-C) and SIGTERM are passed on to ansible-playbook as the SIGINT a terminal sends, so that a
+scenario under way removes what it created. The exit status: 0 every check passed, 1 a check
+failed or the run stopped, 2 bad input (the inventory check failed, or ansible-playbook's arguments).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -22,6 +31,7 @@ from .playbook import EVENTS_FILE, LOG_FILE, REPO, run_playbook
 
 PLAYBOOKS = {
     "site": ("playbooks/site.yml", []),
+    "validate": ("playbooks/validate.yml", []),
     "down": ("playbooks/sandbox.yml", ["-e", "sandbox_cluster_state=down"]),
 }
 HEARTBEAT_S = 60.0
@@ -39,10 +49,18 @@ class LiveView:
         self.progress = progress.Progress(started=started)
         self.tty = stream.isatty()
         self.last_plain = started
+        # ansible-playbook's pid (from its events), to pass an interrupt on to it; the signals
+        # received, by name.
+        self.playbook_pid: int | None = None
+        self.interrupted: list[str] = []
 
     def __call__(self, event: dict[str, Any]) -> None:
         self.events_log.write(json.dumps(event, default=str) + "\n")
         self.events_log.flush()
+        if self.playbook_pid is None:
+            self.playbook_pid = progress.playbook_pid([event])
+            if self.playbook_pid is not None and self.interrupted:
+                self.pass_on_interrupt()  # one came before the playbook had said who it is
         stage_before = self.progress.stage
         if not self.progress.update(event):
             return
@@ -59,6 +77,20 @@ class LiveView:
             self.stream.write(self.progress.line(now) + "\n")
             self.last_plain = now
         self.stream.flush()
+
+    def interrupt(self, signum: int, frame: Any = None) -> None:
+        """A signal handler for SIGINT and SIGTERM: note it, and pass it on to the playbook."""
+        self.interrupted.append(signal.Signals(signum).name)
+        self.pass_on_interrupt()
+
+    def pass_on_interrupt(self) -> None:
+        # ansible-playbook runs on a terminal of its own (ansible-runner's pexpect): pass the
+        # interrupt on as the SIGINT a terminal sends its process group, and let it stop.
+        if self.playbook_pid is not None:
+            try:
+                os.killpg(os.getpgid(self.playbook_pid), signal.SIGINT)
+            except OSError:
+                pass  # it has ended already
 
     def finish(self) -> None:
         if self.tty:
@@ -83,7 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     with (run_dir / EVENTS_FILE).open("w") as events_log:
         view = LiveView(sys.stdout, events_log, started)
-        run = run_playbook(playbook, [*fixed_args, *options.args], on_event=view)
+        previous = {sig: signal.signal(sig, view.interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            run = run_playbook(playbook, [*fixed_args, *options.args], on_event=view, cancel=lambda: False)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         view.finish()
     (run_dir / LOG_FILE).write_text(run.output)
     if not any(event.get("event") == "playbook_on_play_start" for event in run.events):
@@ -91,16 +128,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         # ansible-playbook printed is the answer, so show it.
         print(run.output.rstrip())
 
+    returncode = progress.exit_status(run.returncode, run.events)
     paths = run.report_paths()
+    if options.command != "down" and not paths and returncode != progress.EXIT_BAD_INPUT:
+        check_mode = any(arg in ("--check", "-C") for arg in options.args)
+        paths = {} if check_mode else write_stopped_report(run.events, view.interrupted[0] if view.interrupted else "")
     log_dir = run_dir
     if paths.get("dir") and Path(paths["dir"]).is_dir():
         log_dir = Path(paths["dir"])
         for name in (EVENTS_FILE, LOG_FILE):
             shutil.move(str(run_dir / name), str(log_dir / name))
         run_dir.rmdir()
-    for line in summary(run.returncode, run.status, paths, log_dir, time.monotonic() - started):
+    status = "interrupted" if view.interrupted else run.status
+    for line in summary(returncode, status, paths, log_dir, time.monotonic() - started):
         print(line)
-    return run.returncode
+    return returncode
+
+
+def write_stopped_report(events: list[dict[str, Any]], interrupted_by: str) -> dict[str, str]:
+    """The report of a run that stopped before writing its own: the sections gathered so far and
+    the failed check run/stopped. Nothing (``{}``) when the run got no site settings (it stopped
+    before the inventory was read)."""
+    facts = progress.run_facts(events)
+    site, reports_dir = facts.get("clusterproof_site") or {}, facts.get("clusterproof_reports_dir")
+    if not site.get("site_name") or not reports_dir:
+        return {}
+    collections = str(REPO / "collections")
+    if collections not in sys.path:
+        sys.path.insert(0, collections)
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model, render
+
+    now = datetime.now(UTC)
+    sections = [model.section_from_dict(section) for section in progress.gathered_sections(events)]
+    task, result = progress.stop_cause(events, interrupted_by)
+    sections.append(model.stopped_section(task, model.failure_message(result)))
+    report = model.Report(
+        site=str(site["site_name"]),
+        cluster_mode=str(site.get("cluster_mode") or ""),
+        started=str(facts.get("clusterproof_run_started") or ""),
+        finished=now.isoformat(timespec="seconds"),
+        sections=sections,
+    )
+    return render.write_report(report, reports_dir, now)
 
 
 def summary(returncode: int, status: str, paths: dict[str, str], log_dir: Path, elapsed: float) -> list[str]:

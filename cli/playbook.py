@@ -63,12 +63,17 @@ def run_playbook(
     inventory: str | Path | None = None,
     timeout: int | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
 ) -> PlaybookRun:
     """Run ``playbook`` (a path relative to the repository, or absolute) with ansible-playbook's
     ``args`` (``-e VAR=VALUE``, ``--check``, ``-i``...) through ansible-runner.
 
     ``inventory`` is the repository's sandbox inventory unless given (here or as ``-i`` in ``args``).
-    Each run has a private data directory of its own, so runs side by side never share one."""
+    Each run has a private data directory of its own, so runs side by side never share one.
+
+    ``cancel``: asked while the playbook runs, True stops it (with SIGKILL). Without it, ansible-runner
+    takes SIGINT and SIGTERM itself and kills the playbook with them; the entry point passes one that
+    never cancels and passes interrupts on itself, so that a module under way can clean up."""
     import ansible_runner  # imported here so that `--help` and the unit tests of `progress` stay light
 
     args = list(args)
@@ -94,6 +99,7 @@ def run_playbook(
             quiet=True,
             timeout=timeout,
             suppress_env_files=True,
+            cancel_callback=cancel,
         )
         output = Path(runner.stdout.name).read_text(errors="replace") if runner.stdout else ""
         returncode = runner.rc if runner.rc is not None else 1

@@ -7,7 +7,7 @@ Pure functions over the event dicts ansible-runner hands its event handler (and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,3 +130,100 @@ def failure_line(event: Event) -> str:
         return ""
     message = str((data.get("res") or {}).get("msg", "")).strip().splitlines()
     return "%s %s: %s: %s" % (kind.upper(), data.get("host", ""), data.get("task", ""), message[0] if message else "")
+
+
+# --- how a run ended ---------------------------------------------------------------------------------
+
+# The exit status of ./clusterproof site (and validate, down): every check passed; some check failed,
+# or the run stopped before its end; the input was bad (the inventory check failed, or
+# ansible-playbook refused its arguments or could not parse a playbook or the inventory).
+EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+# ansible-playbook's own statuses for a parser error and bad or incomplete options.
+_ANSIBLE_BAD_INPUT = (4, 5)
+INVENTORY_CHECK_ACTIONS = {"clusterproof.gpu.site_inventory", "site_inventory"}
+
+
+def _action(data: Mapping[str, Any]) -> str:
+    return str(data.get("resolved_action", data.get("task_action")) or "")
+
+
+def _failures(events: Iterable[Event]) -> list[Mapping[str, Any]]:
+    """The event data of every failed or unreachable host result that was not ignored, in order."""
+    failed = []
+    for event in events:
+        data = event.get("event_data") or {}
+        if HOST_RESULTS.get(event.get("event", "")) in ("failed", "unreachable") and not data.get("ignore_errors"):
+            failed.append(data)
+    return failed
+
+
+def report_verdict(events: Iterable[Event]) -> str:
+    """The verdict (``pass``/``fail``) of the site report the run wrote, or ``""`` when it wrote none."""
+    verdict = ""
+    for event in events:
+        data = event.get("event_data") or {}
+        if event.get("event") in ("runner_on_ok", "runner_on_failed") and _action(data) in SITE_REPORT_ACTIONS:
+            res = data.get("res") or {}
+            if res.get("paths"):
+                verdict = str(res.get("verdict") or "")
+    return verdict
+
+
+def exit_status(returncode: int, events: Sequence[Event]) -> int:
+    """0 when the run ended and every check passed, 2 for bad input (the inventory check failed, or
+    ansible-playbook refused its arguments or input), 1 for anything else that failed or stopped."""
+    if returncode in _ANSIBLE_BAD_INPUT or any(_action(data) in INVENTORY_CHECK_ACTIONS for data in _failures(events)):
+        return EXIT_BAD_INPUT
+    verdict = report_verdict(events)
+    if returncode == 0 and verdict in ("", "pass"):
+        return EXIT_PASSED
+    return EXIT_FAILED
+
+
+def run_facts(events: Iterable[Event]) -> dict[str, Any]:
+    """The facts the run's tasks set (``ansible_facts`` of their results), the later winning."""
+    facts: dict[str, Any] = {}
+    for event in events:
+        if event.get("event") == "runner_on_ok":
+            facts.update(((event.get("event_data") or {}).get("res") or {}).get("ansible_facts") or {})
+    return facts
+
+
+def gathered_sections(events: Iterable[Event]) -> list[dict[str, Any]]:
+    """The report sections the validation tasks returned before the run stopped (a loop's items
+    each), in order; a section returned again (by id) replaces the earlier one."""
+    sections: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event.get("event") not in ("runner_on_ok", "runner_item_on_ok"):
+            continue
+        section = ((event.get("event_data") or {}).get("res") or {}).get("section")
+        if isinstance(section, Mapping) and section.get("id"):
+            sections.pop(str(section["id"]), None)
+            sections[str(section["id"])] = dict(section)
+    return list(sections.values())
+
+
+def stop_cause(events: Sequence[Event], interrupted_by: str = "") -> tuple[str, dict[str, Any]]:
+    """Where a run that wrote no report stopped, and why: (task, its result as Ansible gives it, a
+    ``msg`` at least). An interrupt names the signal and the task under way; otherwise the last
+    failed task and its result."""
+    task = ""
+    for event in events:
+        if event.get("event") == "playbook_on_task_start":
+            task = str((event.get("event_data") or {}).get("task") or "")
+    if interrupted_by:
+        return task, {"msg": "interrupted by %s while this task ran; the run stopped there" % interrupted_by}
+    failures = _failures(events)
+    if failures:
+        data = failures[-1]
+        return str(data.get("task") or task), dict(data.get("res") or {})
+    return task, {"msg": "ansible-playbook ended before the report was written, with no failed task"}
+
+
+def playbook_pid(events: Iterable[Event]) -> int | None:
+    """The pid of the ansible-playbook process the events come from (its first event's)."""
+    for event in events:
+        pid = event.get("pid")
+        if isinstance(pid, int) and pid > 0:
+            return pid
+    return None

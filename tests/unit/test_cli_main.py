@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import signal
+import subprocess
 
 import pytest
 
@@ -69,7 +71,8 @@ def test_a_run_keeps_its_event_log_and_output_and_ends_with_its_exit_status(tmp_
     monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
     monkeypatch.setitem(cli_main.PLAYBOOKS, "site", (str(playbook), []))
     returncode = cli_main.main(["site", "-e", "fail_now=%s" % fail])
-    assert returncode == (2 if fail else 0)
+    # A failed task is a failed run (1); 2 is kept for bad input.
+    assert returncode == (1 if fail else 0)
     (run_dir,) = (tmp_path / "runs").iterdir()
     logged = [json.loads(line) for line in (run_dir / "ansible-events.jsonl").read_text().splitlines()]
     assert "playbook_on_stats" in [event["event"] for event in logged]
@@ -114,3 +117,62 @@ def test_a_run_where_no_play_starts_shows_what_ansible_printed(tmp_path, monkeyp
     monkeypatch.setitem(cli_main.PLAYBOOKS, "site", (str(playbook), []))
     assert cli_main.main(["site", "--list-tasks"]) == 0
     assert "Change one thing" in capsys.readouterr().out
+
+
+STOPPING_PLAYBOOK = """
+- name: Validate
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Settle the site  # as site_inventory and clusterproof_defaults do
+      ansible.builtin.set_fact:
+        clusterproof_site: {site_name: stopping-site, cluster_mode: sandbox}
+        clusterproof_reports_dir: "{{ reports }}"
+    - name: Refuse the scenario
+      ansible.builtin.fail:
+        msg: "scenario netapp not started: 1 workload pod(s) outside it hold or wait for GPUs"
+"""
+
+
+def test_a_run_that_stops_before_its_report_gets_one_naming_the_task_and_cause(tmp_path, monkeypatch, capsys):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(STOPPING_PLAYBOOK)
+    monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setitem(cli_main.PLAYBOOKS, "validate", (str(playbook), []))
+    returncode = cli_main.main(["validate", "-e", "reports=%s" % (tmp_path / "reports")])
+    assert returncode == 1
+    report = json.loads((tmp_path / "reports" / "stopping-site" / "latest" / "report.json").read_text())
+    assert report["verdict"] == "fail"
+    (check,) = [check for section in report["sections"] for check in section["checks"]]
+    assert check["id"] == "run/stopped"
+    assert check["observed"] == "stopped at: Refuse the scenario"
+    assert check["message"] == "scenario netapp not started: 1 workload pod(s) outside it hold or wait for GPUs"
+    # The run's log moved beside the report it got.
+    assert (tmp_path / "reports" / "stopping-site" / "latest" / "ansible.log").is_file()
+    assert "report json " in capsys.readouterr().out
+
+
+def test_a_bad_inventory_gets_no_report_and_exit_status_2(tmp_path, monkeypatch):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  children:\n    kube_control_plane:\n      hosts:\n        localhost:\n"
+        "          ansible_connection: local\n          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        "    gpu_nodes:\n      hosts:\n        gpu-1:\n          gpu_count: eight\n"
+        "  vars:\n    clusterproof_reports_dir: %s\n" % (tmp_path / "reports")
+    )
+    monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
+    assert cli_main.main(["validate", "-i", str(inventory)]) == 2
+    assert not (tmp_path / "reports").exists()
+
+
+def test_an_interrupt_is_passed_on_to_the_playbook_s_process_group_even_before_it_is_known():
+    """Ctrl-C reaches ansible-playbook (on a terminal of its own) as the SIGINT a terminal sends."""
+    playbook = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        view = cli_main.LiveView(io.StringIO(), io.StringIO(), started=0.0)
+        view.interrupt(signal.SIGINT)  # before the first event: noted, passed on once the pid is known
+        assert view.interrupted == ["SIGINT"] and playbook.poll() is None
+        view({"event": "playbook_on_start", "pid": playbook.pid, "event_data": {}})
+        assert playbook.wait(timeout=10) == -signal.SIGINT
+    finally:
+        playbook.kill()

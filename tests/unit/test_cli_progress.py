@@ -113,3 +113,59 @@ def test_report_paths_come_from_the_site_report_task():
     ]  # fmt: skip
     assert progress.report_paths(events) == paths
     assert progress.report_paths(events[:1]) == {}
+
+
+def report_written(verdict: str) -> dict:
+    return result(
+        "ok",
+        "localhost",
+        "site_report : Write the site validation report",
+        resolved_action="clusterproof.gpu.site_report",
+        res={"verdict": verdict, "paths": {"dir": "/r/s/1", "json": "/r/s/1/report.json"}},
+    )
+
+
+def test_exit_status_passed_failed_or_bad_input():
+    inventory_failed = result(
+        "failed", "localhost", "Check the inventory", resolved_action="clusterproof.gpu.site_inventory"
+    )
+    assert progress.exit_status(0, [report_written("pass")]) == progress.EXIT_PASSED
+    assert progress.exit_status(0, []) == progress.EXIT_PASSED  # down: no report, nothing failed
+    assert progress.exit_status(2, [report_written("fail")]) == progress.EXIT_FAILED
+    assert progress.exit_status(2, [result("failed", "localhost", "Start kube-apiserver")]) == progress.EXIT_FAILED
+    assert progress.exit_status(99, [task("Run each fairness scenario")]) == progress.EXIT_FAILED  # interrupted
+    assert progress.exit_status(2, [inventory_failed]) == progress.EXIT_BAD_INPUT
+    assert progress.exit_status(4, []) == progress.EXIT_BAD_INPUT  # ansible-playbook could not parse its input
+    assert progress.exit_status(5, []) == progress.EXIT_BAD_INPUT  # bad options
+    ignored = result("failed", "localhost", "x", resolved_action="clusterproof.gpu.site_inventory", ignore_errors=True)
+    assert progress.exit_status(0, [ignored, report_written("pass")]) == progress.EXIT_PASSED
+
+
+def test_the_stop_cause_is_the_last_failed_task_or_the_interrupt_and_its_task():
+    events = [
+        task("Check the nodes"),
+        result("failed", "localhost", "Check the nodes", ignore_errors=True, res={"msg": "ignored"}),
+        task("Run each fairness scenario"),
+        result("failed", "localhost", "Run each fairness scenario", res={"msg": "scenario x not started"}),
+    ]
+    assert progress.stop_cause(events) == (
+        "Run each fairness scenario",
+        {"changed": False, "msg": "scenario x not started"},
+    )
+    task_name, stopped = progress.stop_cause(events[:3], "SIGINT")
+    assert task_name == "Run each fairness scenario" and stopped["msg"].startswith("interrupted by SIGINT")
+    assert progress.stop_cause([])[1]["msg"].startswith("ansible-playbook ended before the report was written")
+
+
+def test_gathered_sections_and_facts_come_from_the_results_in_order():
+    events = [
+        result("ok", "localhost", "site", res={"ansible_facts": {"clusterproof_site": {"site_name": "a"}}}),
+        result("ok", "localhost", "nodes", res={"section": {"id": "gpu-nodes", "checks": []}}),
+        {"event": "runner_item_on_ok", "event_data": {"res": {"section": {"id": "scenario-x", "checks": []}}}},
+        result("ok", "localhost", "nodes again", res={"section": {"id": "gpu-nodes", "checks": [{"id": "c"}]}}),
+        result("ok", "localhost", "dir", res={"ansible_facts": {"clusterproof_reports_dir": "/r"}}),
+    ]
+    assert [section["id"] for section in progress.gathered_sections(events)] == ["scenario-x", "gpu-nodes"]
+    assert progress.gathered_sections(events)[1]["checks"] == [{"id": "c"}]
+    assert progress.run_facts(events) == {"clusterproof_site": {"site_name": "a"}, "clusterproof_reports_dir": "/r"}
+    assert progress.playbook_pid([{"event": "x"}, {"event": "y", "pid": 42}]) == 42

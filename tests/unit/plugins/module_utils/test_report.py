@@ -349,3 +349,34 @@ def test_write_report_takes_local_time_as_utc_stamp(tmp_path):
 def test_write_report_refuses_site_names_that_are_not_one_directory(tmp_path, site):
     with pytest.raises(ValueError, match="cannot name a directory"):
         render.write_report(sample_report(site=site), tmp_path, NOW)
+
+
+def test_a_stopped_run_is_one_failed_check_that_names_the_task_and_the_cause():
+    section = rp.stopped_section(
+        "validate_scenarios : Run each fairness scenario\n and judge", "scenario x not started: 1 workload pod(s)"
+    )
+    (check,) = section.checks
+    assert (section.id, check.id, check.status) == ("run", "run/stopped", "fail")
+    assert check.observed == "stopped at: validate_scenarios : Run each fairness scenario and judge"
+    assert check.message == "scenario x not started: 1 workload pod(s)"
+    report = Report("s", "sandbox", "", "", [section])
+    assert report.verdict == "fail" and [c.id for c in report.failed_checks] == ["run/stopped"]
+
+
+def test_a_stopped_check_without_a_task_or_message_still_says_so_and_a_long_message_is_cut():
+    (check,) = rp.stopped_section("", "").checks
+    assert check.observed == "stopped at: an unnamed task" and check.message == "no message"
+    (check,) = rp.stopped_section("t", "x" * 5000).checks
+    assert len(check.message) < 2100 and check.message.endswith(" […]")
+
+
+def test_the_failure_of_a_loop_is_each_failed_item_s_message():
+    loop = {
+        "msg": "One or more items failed",
+        "results": [{"failed": False, "msg": "ok"}, {"failed": True, "msg": "scenario a not started: busy"}],
+    }
+    assert rp.failure_message(loop) == "scenario a not started: busy"
+    assert rp.failure_message({"msg": "the API server at 127.0.0.1:16443 cannot be reached"}) == (
+        "the API server at 127.0.0.1:16443 cannot be reached"
+    )
+    assert rp.failure_message({}) == "failed, with no message"

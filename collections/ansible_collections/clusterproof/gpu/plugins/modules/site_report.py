@@ -52,6 +52,21 @@ options:
     description: Fail the task, after writing the report, when any check failed.
     type: bool
     default: true
+  stopped:
+    description:
+      - What stopped the validation before its end, when something did (a rescued task's name and
+        result); the report gets a section C(run) with the failed check C(run/stopped) naming the task
+        and its error (for a loop, each failed item's), after the sections gathered so far.
+    type: dict
+    suboptions:
+      task:
+        description: The task that failed.
+        type: str
+        default: ""
+      result:
+        description: Its result (C(ansible_failed_result)).
+        type: dict
+        default: {}
 """
 
 EXAMPLES = r"""
@@ -121,7 +136,12 @@ failed_checks:
 import datetime
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Report, section_from_dict
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import (
+    Report,
+    failure_message,
+    section_from_dict,
+    stopped_section,
+)
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.render import write_report
 
 # How many failed checks the failure message lists by name; the report has them all.
@@ -134,20 +154,28 @@ ARGUMENT_SPEC = {
     "sections": {"type": "list", "elements": "dict", "required": True},
     "started": {"type": "str"},
     "fail_on_failed_checks": {"type": "bool", "default": True},
+    "stopped": {
+        "type": "dict",
+        "options": {"task": {"type": "str", "default": ""}, "result": {"type": "dict", "default": {}}},
+    },
 }
 
 
 def _report(params, finished):
     try:
-        return Report(
-            site=params["site"],
-            cluster_mode=params["cluster_mode"],
-            started=params["started"] or finished,
-            finished=finished,
-            sections=[section_from_dict(section) for section in params["sections"]],
-        )
+        sections = [section_from_dict(section) for section in params["sections"]]
     except (ValueError, TypeError, KeyError) as error:
         raise runner.ModuleError(f"invalid report sections: {error}") from error
+    if params["stopped"]:
+        stopped = params["stopped"]
+        sections.append(stopped_section(stopped["task"], failure_message(stopped["result"])))
+    return Report(
+        site=params["site"],
+        cluster_mode=params["cluster_mode"],
+        started=params["started"] or finished,
+        finished=finished,
+        sections=sections,
+    )
 
 
 def run(module):

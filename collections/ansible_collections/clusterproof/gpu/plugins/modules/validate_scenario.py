@@ -15,8 +15,17 @@ description:
     what the scheduler did with the expectation written in the file and with the fair-share
     model's prediction for the scenario's policy.
   - Refuses to start when workloads outside the scenario hold or wait for GPUs, unless O(force=true).
-  - Always removes what it created, also when a step fails or the run is interrupted, so it
-    reports C(changed=false).
+  - Always removes what it created, also when a step fails or the run is interrupted (SIGINT,
+    SIGTERM, SIGHUP), so it reports C(changed=false). Every object it creates carries the label
+    C(clusterproof.io/scenario-run) with its run's id; what a run could not remove (the API server
+    gone) the next run removes before it starts, instead of failing on objects that already exist.
+  - Whatever stops a started run (an API error, the API server gone, a signal, a node the scenario
+    uses not Ready, on the sandbox a process of the engine stopped or gone) is the scenario's failed
+    check C(scenario/<name>/stopped), naming the cause; the task itself does not fail, so the report
+    has it. Before and during each step the nodes and, on the sandbox, the engine's processes are
+    checked, so a step that cannot settle stops at once with its cause, not after O(step_timeout).
+  - A scenario that is not started (a bad file, a busy cluster, a cluster out of reach) fails the
+    task with the reason, and nothing is changed.
   - A scenario is read as shares of the capacity it was written for, and runs sized to this site
     (docs/scenarios.md) - quotas, job sizes and written allocations scale, on nodes of one size, its
     workloads kept off the GPU nodes it does not use. Written expectations are checked where the
@@ -55,6 +64,11 @@ options:
     description: Prefix of the scenario's namespaces and queues.
     type: str
     default: scn-
+  sandbox_state_dir:
+    description:
+      - The sandbox's state directory, when the cluster is the sandbox; the engine's processes recorded
+        there are checked before and during each step (one stopped or gone stops the run, naming it).
+    type: path
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
@@ -86,6 +100,10 @@ skip_reason:
   description: Why the scenario was not run (check mode, a site too small, an engine that cannot run it).
   returned: when the scenario was skipped
   type: str
+stopped:
+  description: Why a started run stopped before its end (also its failed check C(scenario/<name>/stopped)).
+  returned: when the run stopped
+  type: str
 """
 
 from pathlib import Path
@@ -103,6 +121,7 @@ OPTIONS = {
     "arrival_seconds": {"type": "float", "default": 3},
     "step_timeout": {"type": "int", "default": 180},
     "namespace_prefix": {"type": "str", "default": "scn-"},
+    "sandbox_state_dir": {"type": "path"},
 }
 
 
@@ -114,6 +133,7 @@ def _run(module):
         params["step_timeout"],
         params["namespace_prefix"],
         params["force"],
+        params["sandbox_state_dir"],
     )
     result = scenario_runner.run(
         Path(params["scenario_file"]),
@@ -123,10 +143,7 @@ def _run(module):
         lambda: kube.api_client(params["kubeconfig"], params["context"]),
         module.check_mode,
     )
-    if result.error:
-        raise runner.ModuleError(
-            result.error + "; everything it created was removed", section=result.section, duration_s=result.duration_s
-        )
+    # A run that stopped says so in its section (its failed check names the cause): the report has it.
     return {"changed": False, **result.to_dict()}
 
 

@@ -189,6 +189,42 @@ class Report:
         return "fail" if self.failed_checks else "pass"
 
 
+# --- a run that stopped ---------------------------------------------------------------------------
+
+STOPPED_SECTION_ID = "run"
+STOPPED_CHECK_ID = "run/stopped"
+# How much of a stopping error's message the check keeps: the first lines say what and why; a
+# traceback's tail is in the run's log.
+_STOPPED_MESSAGE_CHARS = 2000
+
+
+def failure_message(result: Mapping[str, Any]) -> str:
+    """What a failed Ansible task result says went wrong: its ``msg``, or for a loop (whose own msg
+    is only "One or more items failed") each failed item's, joined."""
+    items = [item for item in result.get("results") or [] if isinstance(item, Mapping) and item.get("failed")]
+    if items:
+        return "; ".join(str(item.get("msg") or "failed, with no message") for item in items)
+    return str(result.get("msg") or "failed, with no message")
+
+
+def stopped_section(task: str, cause: str) -> Section:
+    """The section a run that stopped before its end adds to the report: one failed check that
+    names where it stopped (the task) and why (the error's message, or the signal)."""
+    where = " ".join(str(task or "").split()) or "an unnamed task"
+    why = str(cause or "").strip() or "no message"
+    if len(why) > _STOPPED_MESSAGE_CHARS:
+        why = why[:_STOPPED_MESSAGE_CHARS] + " […]"
+    check = Check(
+        id=STOPPED_CHECK_ID,
+        title="The run went to its end",
+        status="fail",
+        expected="every stage ran",
+        observed="stopped at: %s" % where,
+        message=why,
+    )
+    return Section(id=STOPPED_SECTION_ID, title="Run: stopped before its end", checks=[check])
+
+
 # --- building from data ---------------------------------------------------------------------------
 
 NODE_TABLE_COLUMNS = ["Node", "Declared GPUs", "Found GPUs", "Declared product", "Found product", "Ready"]

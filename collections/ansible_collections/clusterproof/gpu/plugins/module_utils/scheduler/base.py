@@ -90,11 +90,19 @@ class Backend(abc.ABC):
     # Namespaces whose pods are the engine's own, not workloads (GPU reservations).
     own_namespaces: ClassVar[tuple[str, ...]] = ()
     quota_table: ClassVar[QuotaTable]
+    # The engine's processes on the sandbox without which no workload is placed (its health check).
+    health_processes: ClassVar[tuple[str, ...]] = ()
 
     @property
     def hint(self) -> str:
         """Added to an API error's message: the likely cause when the engine's API is missing."""
         return "is %s installed?" % self.display_name
+
+    def health_problem(self, states: Mapping[str, tuple[int, str] | None]) -> str | None:
+        """Why the engine cannot place workloads now, from the states of its sandbox processes
+        (name -> (pid, state letter), None when not running): a sentence naming the process, or
+        None when every one of ``health_processes`` runs. Pure."""
+        return process_problem(states, self.health_processes)
 
     # --- Projects ---------------------------------------------------------------------------
 
@@ -194,6 +202,28 @@ class Backend(abc.ABC):
     def shared_gpu_group(self, pod: Any) -> str | None:
         """The GPU a fractional pod shares with others (an id), or None."""
         return None
+
+
+# Process states (``/proc/<pid>/stat``, field 3) of a process that runs no code until it is resumed.
+STOPPED_STATES = ("T", "t")
+
+
+def process_problem(states: Mapping[str, tuple[int, str] | None], names: Iterable[str]) -> str | None:
+    """Why the processes ``names`` cannot place workloads, from their ``states`` (name -> (pid,
+    state letter), None when not running), as a sentence naming the first that cannot; None when
+    every one runs. Pure."""
+    for name in names:
+        found = states.get(name)
+        if found is None:
+            return "%s is not running (no live process of it on the sandbox)" % name
+        pid, state = found
+        if state in STOPPED_STATES:
+            return "%s is not responding: its process (pid %d) is stopped (state %s) and places nothing" % (
+                name,
+                pid,
+                state,
+            )
+    return None
 
 
 def _quota_fields(project: projects.Project) -> dict[str, Any]:

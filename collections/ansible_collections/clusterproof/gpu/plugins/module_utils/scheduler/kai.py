@@ -462,6 +462,8 @@ class KaiBackend(base.Backend):
     removed_kinds = ("Queue",)
     member_rules = MEMBER_RULES
     own_namespaces = (RESERVATION_NAMESPACE,)
+    # The scheduler places and the binder binds; the pod grouper makes the pod groups KAI schedules.
+    health_processes = ("kai-scheduler", "kai-binder", "kai-podgrouper")
     quota_table = base.QuotaTable(
         "GPU quota per project: declared, configured in the scheduler, held now",
         "Quota (configured)",

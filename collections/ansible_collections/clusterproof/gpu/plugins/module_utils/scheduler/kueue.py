@@ -615,6 +615,8 @@ class KueueBackend(base.Backend):
     removed_kinds = ("ClusterQueue",)
     member_rules = MEMBER_RULES
     own_namespaces = (SYSTEM_NAMESPACE,)
+    # Kueue admits (the control plane's kube-scheduler then binds): its one process on the sandbox.
+    health_processes = SANDBOX_PROCESSES
     quota_table = base.QuotaTable(
         "GPU quota per project: declared, configured in Kueue, held now",
         "Nominal quota (configured)",

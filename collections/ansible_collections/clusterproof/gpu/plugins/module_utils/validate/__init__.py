@@ -7,5 +7,6 @@ client layer and handed in. One exception: ``scenario_runner`` runs a scenario o
 
 May import: ``tenancy/``, ``model/``, ``report.model``, ``install/`` (storage declarations),
 ``scheduler.registry`` and ``scheduler.base`` (the engine through its backend), and
-``kube.client`` in ``scenario_runner`` alone. Never imports an engine file directly.
+``kube.client`` and ``sandbox.control_plane`` (the engine's process records, read on the sandbox
+to tell a stopped scheduler) in ``scenario_runner`` alone. Never imports an engine file directly.
 """

@@ -8,22 +8,29 @@ signal. It talks to the engine only through its :class:`~scheduler.base.Backend`
 cluster only through ``kube.client``.
 
 Unlike the rest of ``validate/`` this touches the cluster: the objects it creates are its own,
-prefixed, and gone when it returns.
+prefixed, labelled with the run (``RUN_LABEL``), and gone when it returns. What stops a run (an API
+error, the API server gone, a signal, a node not Ready, the engine's process stopped) becomes the
+scenario's failed check ``scenario/<name>/stopped`` naming the cause; what a run could not remove
+(the API server gone) a later run finds by its label and removes before it starts. On the sandbox it
+reads the engine's process records (``sandbox.control_plane.running_pid``) to tell a stopped
+scheduler from a slow one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import yaml_file
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as report
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler.base import Backend
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, quota_tree, workloads
@@ -31,6 +38,11 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import s
 
 # The group (KAI's department queue, Kueue's cohort) a flat scenario's projects hang under, after the prefix.
 GROUP_SUFFIX = "scenarios"
+# Every object a run creates carries its run's id under this label, so that what an interrupted or
+# cut-off run left behind is found (and removed) by the next one.
+RUN_LABEL = "clusterproof.io/scenario-run"
+# Seconds to wait for a run's namespaces to be gone, when cleaning up after it or before one.
+CLEANUP_SECONDS = 90
 
 
 class ScenarioRefused(Exception):
@@ -41,6 +53,10 @@ class Interrupted(Exception):
     pass
 
 
+class Unhealthy(Exception):
+    """A step cannot settle: a node it uses is not Ready, or the engine cannot place workloads."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
     settle_seconds: float = 6
@@ -48,6 +64,8 @@ class RunOptions:
     step_timeout: int = 180
     namespace_prefix: str = "scn-"
     force: bool = False
+    # The sandbox's state directory, where the engine's processes are recorded; None off the sandbox.
+    sandbox_state_dir: str | None = None
 
 
 @dataclasses.dataclass
@@ -55,7 +73,7 @@ class ScenarioResult:
     section: dict[str, Any]
     duration_s: float = 0.0
     skip_reason: str | None = None
-    # Why the run stopped (everything it created was removed), or None.
+    # Why the run stopped (also its failed check ``scenario/<name>/stopped``), or None.
     error: str | None = None
 
     @property
@@ -67,6 +85,8 @@ class ScenarioResult:
         result["failed_checks"] = self.failed_checks
         if self.skip_reason is not None:
             result["skip_reason"] = self.skip_reason
+        if self.error is not None:
+            result["stopped"] = self.error
         return result
 
 
@@ -82,14 +102,66 @@ def load(path: Path) -> scenarios.Scenario:
 
 
 def _brief(error: BaseException) -> str:
-    """An API error as the API server's message (its status and reason), not the client's dump."""
+    """Why a run stopped, in a line: an API error as the API server's message (its status and
+    reason), an unreachable API server as its address and the socket's error, not the client's dump."""
     if isinstance(error, kube.ApiException):
         try:
             message = json.loads(error.body or "{}").get("message")
         except ValueError:
             message = None
         return "%s %s%s" % (error.status, error.reason, ": %s" % message if message else "")
-    return str(error)
+    if isinstance(error, (Interrupted, Unhealthy, kube.KubeError)):
+        return str(error)
+    # urllib3's MaxRetryError (the connection refused or reset) names its pool and the reason.
+    pool, reason = getattr(error, "pool", None), getattr(error, "reason", None)
+    if pool is not None and reason is not None:
+        said = str(reason).rsplit(": ", 1)[-1].rstrip("')\"")
+        return "the API server at %s:%s cannot be reached: %s" % (pool.host, pool.port, said)
+    return "%s: %s" % (type(error).__name__, error)
+
+
+def leftovers(objects: Iterable[Mapping[str, Any]], prefix: str) -> list[str]:
+    """The names, among ``objects`` (API objects as dicts), of those an earlier scenario run left:
+    labelled with ``RUN_LABEL`` (whatever run) and named with the scenario ``prefix``. Pure."""
+    found = []
+    for item in objects:
+        metadata = item.get("metadata") or {}
+        name = str(metadata.get("name") or "")
+        if RUN_LABEL in (metadata.get("labels") or {}) and name.startswith(prefix):
+            found.append(name)
+    return sorted(found)
+
+
+def node_problem(nodes: Iterable[Mapping[str, Any]], wanted: Iterable[str]) -> str | None:
+    """Why the nodes ``wanted`` cannot hold the scenario's workloads, from the cluster's ``nodes``
+    (API objects as dicts): the first that is missing or not Ready, with its condition. Pure."""
+    by_name = {(node.get("metadata") or {}).get("name"): node for node in nodes}
+    for name in wanted:
+        node = by_name.get(name)
+        if node is None:
+            return "node %s is not in the cluster" % name
+        ready = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+        if not ready or ready[0].get("status") != "True":
+            condition = ready[0] if ready else {}
+            said = ": ".join(str(part) for part in (condition.get("reason"), condition.get("message")) if part)
+            return "node %s is NotReady (Ready=%s%s)" % (
+                name,
+                condition.get("status", "missing"),
+                "; %s" % said if said else "",
+            )
+    return None
+
+
+def process_state(pid: int | None) -> tuple[int, str] | None:
+    """(pid, state letter of ``/proc/<pid>/stat``) of a live process, None when there is none."""
+    if pid is None:
+        return None
+    try:
+        stat = Path("/proc/%d/stat" % pid).read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces; the state follows its closing parenthesis.
+    return pid, stat[stat.rindex(")") + 2 :].split()[0]
 
 
 def _skipped(section: dict[str, Any], scenario: scenarios.Scenario, reason: str) -> ScenarioResult:
@@ -109,7 +181,8 @@ def run(
 ) -> ScenarioResult:
     """Run the scenario at ``path`` on the site's ``nodes`` (as the inventory declares them) with
     the engine ``backend``; ``connect`` gives the API client. Raises ScenarioRefused when the
-    scenario is not started; a run that stops on the way returns with ``error`` set."""
+    scenario is not started; a run that stops on the way returns with ``error`` set, and its
+    failed check ``scenario/<name>/stopped``."""
     scenario = load(path)
     section: dict[str, Any] = {
         "id": "scenario-%s" % scenario.name,
@@ -118,6 +191,37 @@ def run(
         "tables": [],
         "charts": [],
     }
+    try:
+        return _run_loaded(scenario, section, nodes, backend, options, connect, check_mode)
+    except ScenarioRefused:
+        raise
+    except Exception as error:  # what the runner did not foresee: the scenario's failed check, not a traceback
+        cause = _brief(error)
+        section["checks"].append(stopped_check(scenario, "preparing its run", "%s; nothing was changed" % cause))
+        return ScenarioResult(section, error=cause)
+
+
+def stopped_check(scenario: scenarios.Scenario, where: str, message: str) -> dict[str, Any]:
+    """The failed check of a scenario run that stopped: where it was and why."""
+    return {
+        "id": "scenario/%s/stopped" % scenario.name,
+        "title": "%s: the scenario ran to its end" % scenario.title,
+        "status": "fail",
+        "expected": "every step settled",
+        "observed": "stopped while %s" % where,
+        "message": "scenario %s stopped: %s" % (scenario.name, message),
+    }
+
+
+def _run_loaded(
+    scenario: scenarios.Scenario,
+    section: dict[str, Any],
+    nodes: Sequence[Mapping[str, Any]],
+    backend: Backend,
+    options: RunOptions,
+    connect: Callable[[], Any],
+    check_mode: bool,
+) -> ScenarioResult:
     capacity_key = "cpu_cores" if scenario.resource == "cpu" else "gpu_count"
     plan = scenarios.fit_to_site(scenario, [(str(node["name"]), int(node.get(capacity_key) or 0)) for node in nodes])
     if check_mode:
@@ -152,8 +256,10 @@ def run(
         api = connect()
         core = kube.core_v1(api)
         busy = _foreign_pods(core, own, scenario.resource, backend)
-    except (kube.KubeError, kube.ApiException) as error:
-        raise ScenarioRefused("cannot reach the cluster to run scenario %s: %s" % (scenario.name, error)) from None
+    except Exception as error:  # whatever the client raises (urllib3's errors too): the cluster is out of reach
+        raise ScenarioRefused(
+            "cannot reach the cluster to run scenario %s: %s; nothing was changed" % (scenario.name, _brief(error))
+        ) from None
     if busy and not options.force:
         raise ScenarioRefused(
             "scenario %s not started: %d workload pod(s) outside it hold or wait for %s (%s); "
@@ -181,31 +287,54 @@ class _Run:
         self.prefix = options.namespace_prefix
         self.core, self.batch, self.apps = kube.core_v1(api), kube.batch_v1(api), kube.apps_v1(api)
         self.applier = kube.Applier(api)
+        self.api = api
         self.timeline: list[Any] = []
         self.started = time.monotonic()
         self.created: dict[str, tuple[scenarios.ScenarioJob, list[dict[str, Any]]]] = {}
+        # This run's id, on every object it creates (RUN_LABEL): unique per process and time.
+        self.run_id = "%s-%d" % (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())
+        state_dir = options.sandbox_state_dir
+        self.layout = None if state_dir is None else control_plane.Layout(Path(state_dir))
+        # Where the run is, for the check that says where it stopped.
+        self.where = "preparing its projects"
+
+    def _labelled(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        manifest.setdefault("metadata", {}).setdefault("labels", {})[RUN_LABEL] = self.run_id
+        return manifest
 
     def run(self) -> ScenarioResult:
         def interrupt(signum: int, frame: Any) -> None:
-            raise Interrupted("interrupted by signal %d" % signum)
+            raise Interrupted("interrupted by %s" % signal.Signals(signum).name)
 
-        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+        def let_cleanup_finish(signum: int, frame: Any) -> None:
+            pass  # the cleanup under way is what a further signal asks for: it must not be cut short
+
+        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         objects: list[dict[str, Any]] = []
         error = None
         try:
-            objects = project_objects(self.scenario, self.prefix, self.plan.gpus, self.backend)
+            objects = [
+                self._labelled(manifest)
+                for manifest in project_objects(self.scenario, self.prefix, self.plan.gpus, self.backend)
+            ]
+            self._remove_leftovers(objects)
+            self._check_health()
             # What the scenario's workloads refer to of the site (the engine's install makes it; kept after).
             for manifest in self.backend.site_objects():
                 self.applier.apply(manifest)
             for manifest in objects:
                 self.applier.apply(manifest)
             self._steps()
-        except (kube.ApiException, kube.KubeError, ValueError, Interrupted) as stopped:
-            error = "scenario %s stopped: %s" % (self.scenario.name, _brief(stopped))
+        except Exception as stopped:  # the run's boundary: whatever stops it becomes its failed check
+            error = _brief(stopped)
         finally:
-            self._cleanup(objects)
+            for sig in previous:
+                signal.signal(sig, let_cleanup_finish)
+            left = self._cleanup(objects)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if error is not None:
+            self.section["checks"].append(self._stopped_check(error, left))
         self.section["charts"].append(
             {
                 "id": "scenario-%s-timeline" % self.scenario.name,
@@ -214,6 +343,55 @@ class _Run:
             }
         )
         return ScenarioResult(self.section, round(time.monotonic() - self.started, 1), error=error)
+
+    def _stopped_check(self, cause: str, left: str | None) -> dict[str, Any]:
+        """The failed check of a run that stopped: where, why, and whether its objects are gone."""
+        if left is None:
+            after = "everything it created was removed"
+        else:
+            after = "what it created could not all be removed (%s); the next run removes it first (label %s=%s)" % (
+                left,
+                RUN_LABEL,
+                self.run_id,
+            )
+        return stopped_check(self.scenario, self.where, "%s; %s" % (cause, after))
+
+    def _check_health(self) -> None:
+        """Fail the step now, naming the cause, when it cannot settle: a node the scenario uses is
+        not Ready, or (on the sandbox) a process of the engine is gone or stopped."""
+        problem = node_problem(kube.list_nodes(self.api), [name for name, _ in self.plan.nodes])
+        if problem is None and self.layout is not None:
+            layout = self.layout
+            states = {
+                name: process_state(control_plane.running_pid(layout, name)) for name in self.backend.health_processes
+            }
+            problem = self.backend.health_problem(states)
+        if problem is not None:
+            raise Unhealthy(problem)
+
+    def _remove_leftovers(self, objects: Sequence[dict[str, Any]]) -> None:
+        """Remove what an earlier run of a scenario left (found by RUN_LABEL and the prefix): its
+        namespaces (their workloads with them), then its engine objects, before this run makes its own."""
+        labelled = self.core.list_namespace(label_selector=RUN_LABEL).items
+        namespaces = leftovers((self.api.sanitize_for_serialization(ns) for ns in labelled), self.prefix)
+        for name in namespaces:
+            self.core.delete_namespace(name, propagation_policy="Background")
+        cluster_kinds = list(
+            dict.fromkeys(
+                (manifest["apiVersion"], manifest["kind"])
+                for manifest in reversed(objects)
+                if manifest["kind"] != "Namespace" and not manifest["metadata"].get("namespace")
+            )
+        )
+        for api_version, kind in cluster_kinds:
+            found = self.applier.dynamic.resources.get(api_version=api_version, kind=kind).get(label_selector=RUN_LABEL)
+            for name in leftovers(found.to_dict().get("items") or [], self.prefix):
+                self.applier.delete({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}})
+        if namespaces and not self._namespaces_gone(set(namespaces)):
+            raise kube.KubeError(
+                "namespaces an earlier scenario run left (%s) are still terminating after %d s"
+                % (", ".join(namespaces), CLEANUP_SECONDS)
+            )
 
     def _steps(self) -> None:
         scenario, plan, backend = self.scenario, self.plan, self.backend
@@ -228,6 +406,8 @@ class _Run:
         written_model = scenarios.predictions(scenario, list(plan.nodes))
         for index, step in enumerate(scenario.steps):
             step_started = time.monotonic()
+            self.where = "running step %d (%s)" % (index + 1, step.name)
+            self._check_health()
             for name in step.delete:
                 self._delete(name)
             if step.delete:
@@ -250,6 +430,7 @@ class _Run:
         namespace = self.prefix + job.project
         workload = workloads.Workload(job.name, namespace, job.kind, job.gpus)
         manifests = self.backend.workload_manifests(workload, settings, job.replicas, self.scenario.resource)
+        manifests = [self._labelled(manifest) for manifest in manifests]
         self.created[job.name] = (job, manifests)
         for manifest in manifests:
             if manifest["kind"] == "Deployment":
@@ -363,6 +544,7 @@ class _Run:
                 return observed
             if time.monotonic() > deadline:
                 return observed
+            self._check_health()
             time.sleep(1)
 
     def _placed_or_waiting(self, namespace: str, name: str, pods_wanted: int = 1) -> None:
@@ -375,16 +557,26 @@ class _Run:
                 return
             time.sleep(0.25)
 
-    def _cleanup(self, objects: Sequence[dict[str, Any]], timeout: float = 90) -> None:
-        for manifest in reversed(objects):
-            self.applier.delete(manifest)
-        deadline = time.monotonic() + timeout
-        names = {self.prefix + project.name for project in self.scenario.projects}
+    def _cleanup(self, objects: Sequence[dict[str, Any]]) -> str | None:
+        """Remove what the run created; None when it is gone, else why not (a sentence)."""
+        try:
+            for manifest in reversed(objects):
+                self.applier.delete(manifest)
+            names = {self.prefix + project.name for project in self.scenario.projects}
+            if not self._namespaces_gone(names):
+                return "namespaces still terminating after %d s" % CLEANUP_SECONDS
+        except Exception as error:  # the API server gone: the label lets the next run finish the job
+            return _brief(error)
+        return None
+
+    def _namespaces_gone(self, names: set[str]) -> bool:
+        deadline = time.monotonic() + CLEANUP_SECONDS
         while time.monotonic() < deadline:
             existing = {ns.metadata.name for ns in self.core.list_namespace().items}
             if not names & existing:
-                return
+                return True
             time.sleep(1)
+        return False
 
 
 def _foreign_pods(core: Any, own_namespaces: set[str], resource: str, backend: Backend) -> list[str]:

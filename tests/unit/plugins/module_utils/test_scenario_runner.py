@@ -1,0 +1,126 @@
+"""The scenario runner's pure parts: which objects are an earlier run's leftovers, when a node or
+the engine keeps a step from settling, and how the cause of a stop reads."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner as sr
+
+REPO = Path(__file__).resolve().parents[4]
+
+
+def obj(name: str, **labels: str) -> dict:
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def test_leftovers_are_the_labelled_objects_with_the_prefix():
+    objects = [
+        obj("scn-team-a", **{sr.RUN_LABEL: "20250101T000000Z-12"}),
+        obj("scn-scenarios", **{sr.RUN_LABEL: "another-run"}),
+        obj("scn-team-b"),  # not a scenario run's: left alone
+        obj("team-a", **{sr.RUN_LABEL: "x"}),  # another prefix: left alone
+        {"metadata": {"name": "scn-no-labels", "labels": None}},
+    ]
+    assert sr.leftovers(objects, "scn-") == ["scn-scenarios", "scn-team-a"]
+    assert sr.leftovers(objects, "other-") == []
+
+
+def node(name: str, status: str | None, reason: str = "", message: str = "") -> dict:
+    conditions = [] if status is None else [{"type": "Ready", "status": status, "reason": reason, "message": message}]
+    return {
+        "metadata": {"name": name},
+        "status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, *conditions]},
+    }
+
+
+def test_a_node_the_scenario_uses_that_is_missing_or_not_ready_is_named_with_its_condition():
+    nodes = [node("dgx1-1", "True"), node("dgx1-2", "False", "KubeletNotReady", "held by a test"), node("x", None)]
+    assert sr.node_problem(nodes, ["dgx1-1"]) is None
+    assert sr.node_problem(nodes, ["dgx1-1", "dgx1-2"]) == (
+        "node dgx1-2 is NotReady (Ready=False; KubeletNotReady: held by a test)"
+    )
+    assert sr.node_problem(nodes, ["x"]) == "node x is NotReady (Ready=missing)"
+    assert sr.node_problem(nodes, ["dgx1-3"]) == "node dgx1-3 is not in the cluster"
+    assert sr.node_problem([node("u", "Unknown")], ["u"]) == "node u is NotReady (Ready=Unknown)"
+
+
+@pytest.mark.parametrize("engine", registry.names())
+def test_the_engine_is_healthy_only_when_each_of_its_processes_runs(engine):
+    backend = registry.backend(engine)
+    assert backend.health_processes, "every engine names the processes its health depends on"
+    running = {name: (100 + index, "S") for index, name in enumerate(backend.health_processes)}
+    assert backend.health_problem(running) is None
+    first = backend.health_processes[0]
+    assert backend.health_problem({**running, first: (7, "T")}) == (
+        "%s is not responding: its process (pid 7) is stopped (state T) and places nothing" % first
+    )
+    assert backend.health_problem({**running, first: None}) == (
+        "%s is not running (no live process of it on the sandbox)" % first
+    )
+
+
+def test_process_state_reads_a_stopped_process_as_t():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        pid, state = sr.process_state(child.pid)
+        assert pid == child.pid and state in ("R", "S")  # starting up, or asleep
+        child.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while sr.process_state(child.pid) != (child.pid, "T") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sr.process_state(child.pid) == (child.pid, "T")
+    finally:
+        child.kill()
+        child.wait()
+    assert sr.process_state(child.pid) is None
+    assert sr.process_state(None) is None
+
+
+class Pool:
+    host, port = "127.0.0.1", 16443
+
+
+class MaxRetryError(Exception):
+    """What urllib3 raises when the API server refuses connections (its pool and reason)."""
+
+    def __init__(self) -> None:
+        super().__init__("HTTPSConnectionPool(host='127.0.0.1', port=16443): Max retries exceeded")
+        self.pool = Pool()
+        self.reason = Exception(
+            "<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection: "
+            "[Errno 111] Connection refused"
+        )
+
+
+def test_the_cause_of_a_stop_reads_as_a_sentence():
+    assert sr._brief(MaxRetryError()) == (
+        "the API server at 127.0.0.1:16443 cannot be reached: [Errno 111] Connection refused"
+    )
+    assert sr._brief(sr.Unhealthy("node dgx1-2 is NotReady")) == "node dgx1-2 is NotReady"
+    assert sr._brief(sr.Interrupted("interrupted by SIGINT")) == "interrupted by SIGINT"
+    assert sr._brief(KeyError("spec")) == "KeyError: 'spec'"
+
+
+def test_an_error_the_runner_did_not_foresee_is_the_scenario_s_failed_check_not_a_traceback():
+    def connect():
+        raise AssertionError("nothing may be reached once the run stopped")
+
+    scenario = REPO / "scenarios" / "fractional-gpus.yml"
+    nodes = [{"name": "dgx1-1", "gpu_count": "eight"}]
+    result = sr.run(scenario, nodes, registry.backend("kai"), sr.RunOptions(), connect)
+    assert result.error == "ValueError: invalid literal for int() with base 10: 'eight'"
+    (check,) = result.section["checks"]
+    assert (check["id"], check["status"]) == ("scenario/fractional-gpus/stopped", "fail")
+    assert check["message"] == (
+        "scenario fractional-gpus stopped: ValueError: invalid literal for int() with base 10: 'eight'; "
+        "nothing was changed"
+    )
+    assert result.to_dict()["failed_checks"] == 1 and result.to_dict()["stopped"] == result.error
