@@ -57,8 +57,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # Modules by the measured wall time of their longest group, longest first (--durations of a full
-# run: the site test twice through site.yml; the scenarios on KAI and on Kueue's sandbox; the faults
-# on a sandbox of their own; Kueue's module sandbox; Koordinator's tree; the molecule scenarios; storage; the quota trees).
+# run: the site test twice through site.yml; the scenarios on KAI and on Kueue's sandbox; the
+# faults on a sandbox of their own; Kueue's module sandbox; Koordinator's tree; the molecule
+# scenarios; storage; the quota trees).
 LONGEST_FIRST = {
     name: rank
     for rank, name in enumerate(
