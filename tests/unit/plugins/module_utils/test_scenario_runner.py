@@ -67,6 +67,36 @@ def test_the_engine_is_healthy_only_when_each_of_its_processes_runs(engine):
     )
 
 
+def pod(name: str, phase: str, *ready: bool, waiting: str = "") -> dict:
+    containers = [
+        {
+            "name": "c%d" % index,
+            "ready": flag,
+            "state": {"waiting": {"reason": waiting}} if waiting else {"running": {}},
+        }
+        for index, flag in enumerate(ready)
+    ]
+    return {"metadata": {"name": name}, "status": {"phase": phase, "containerStatuses": containers}}
+
+
+@pytest.mark.parametrize("engine", registry.names())
+def test_off_the_sandbox_the_engine_is_healthy_only_when_its_pods_are_ready(engine):
+    backend = registry.backend(engine)
+    namespace = backend.system_namespace
+    healthy = [pod("scheduler-0", "Running", True, True), pod("hook", "Succeeded", False)]
+    assert backend.cluster_health_problem(healthy) is None
+    crashing = [*healthy, pod("binder-1", "Running", True, False, waiting="CrashLoopBackOff")]
+    assert backend.cluster_health_problem(crashing) == (
+        "%s/binder-1 is not ready (phase Running; CrashLoopBackOff): the engine may place nothing" % namespace
+    )
+    assert backend.cluster_health_problem([pod("new", "Pending")]) == (
+        "%s/new is not ready (phase Pending): the engine may place nothing" % namespace
+    )
+    # No pod there: the engine runs outside the cluster (the sandbox's processes), not judged here.
+    assert backend.cluster_health_problem([pod("hook", "Succeeded", False)]) is None
+    assert backend.cluster_health_problem([]) is None
+
+
 def test_process_state_reads_a_stopped_process_as_t():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:

@@ -92,6 +92,8 @@ class Backend(abc.ABC):
     quota_table: ClassVar[QuotaTable]
     # The engine's processes on the sandbox without which no workload is placed (its health check).
     health_processes: ClassVar[tuple[str, ...]] = ()
+    # Where a cluster's install of the engine runs its pods (their health check off the sandbox).
+    system_namespace: ClassVar[str]
 
     @property
     def hint(self) -> str:
@@ -103,6 +105,10 @@ class Backend(abc.ABC):
         (name -> (pid, state letter), None when not running): a sentence naming the process, or
         None when every one of ``health_processes`` runs. Pure."""
         return process_problem(states, self.health_processes)
+
+    def cluster_health_problem(self, pods: Iterable[Mapping[str, Any]]) -> str | None:
+        """The same off the sandbox, from the pods of ``system_namespace`` (API objects as dicts). Pure."""
+        return pod_problem(pods, self.system_namespace)
 
     # --- Projects ---------------------------------------------------------------------------
 
@@ -223,6 +229,36 @@ def process_problem(states: Mapping[str, tuple[int, str] | None], names: Iterabl
                 pid,
                 state,
             )
+    return None
+
+
+def pod_problem(pods: Iterable[Mapping[str, Any]], namespace: str) -> str | None:
+    """Why an engine installed in ``namespace`` of a cluster cannot place workloads, from that
+    namespace's ``pods`` (API objects as dicts): the first that is not Running with every container
+    ready (with the waiting reason, e.g. CrashLoopBackOff); None when all are. Pods that ran to
+    completion (a chart's hooks) do not count, and neither does a namespace without pods: the
+    engine then runs outside the cluster (as on the sandbox, whose processes are checked instead). Pure."""
+    live = [pod for pod in pods if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    for pod in live:
+        status = pod.get("status") or {}
+        containers = status.get("containerStatuses") or []
+        unready = [container for container in containers if not container.get("ready")]
+        if status.get("phase") == "Running" and containers and not unready:
+            continue
+        reasons = sorted(
+            {
+                str(reason)
+                for container in unready
+                for reason in [((container.get("state") or {}).get("waiting") or {}).get("reason")]
+                if reason
+            }
+        )
+        return "%s/%s is not ready (phase %s%s): the engine may place nothing" % (
+            namespace,
+            (pod.get("metadata") or {}).get("name"),
+            status.get("phase", "unknown"),
+            "; " + ", ".join(reasons) if reasons else "",
+        )
     return None
 
 

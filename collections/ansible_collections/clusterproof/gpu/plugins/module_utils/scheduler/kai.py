@@ -464,6 +464,7 @@ class KaiBackend(base.Backend):
     own_namespaces = (RESERVATION_NAMESPACE,)
     # The scheduler places and the binder binds; the pod grouper makes the pod groups KAI schedules.
     health_processes = ("kai-scheduler", "kai-binder", "kai-podgrouper")
+    system_namespace = SYSTEM_NAMESPACE
     quota_table = base.QuotaTable(
         "GPU quota per project: declared, configured in the scheduler, held now",
         "Quota (configured)",

@@ -617,6 +617,7 @@ class KueueBackend(base.Backend):
     own_namespaces = (SYSTEM_NAMESPACE,)
     # Kueue admits (the control plane's kube-scheduler then binds): its one process on the sandbox.
     health_processes = SANDBOX_PROCESSES
+    system_namespace = SYSTEM_NAMESPACE
     quota_table = base.QuotaTable(
         "GPU quota per project: declared, configured in Kueue, held now",
         "Nominal quota (configured)",

@@ -366,6 +366,10 @@ class _Run:
                 name: process_state(control_plane.running_pid(layout, name)) for name in self.backend.health_processes
             }
             problem = self.backend.health_problem(states)
+        elif problem is None:
+            # Off the sandbox the engine runs as pods: one that crashed or is not ready names the cause.
+            pods = self.core.list_namespaced_pod(self.backend.system_namespace).items
+            problem = self.backend.cluster_health_problem(self.api.sanitize_for_serialization(pod) for pod in pods)
         if problem is not None:
             raise Unhealthy(problem)
 
