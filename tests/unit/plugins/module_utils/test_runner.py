@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common import bounds
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
@@ -131,8 +132,8 @@ def test_numeric_options_in_range_or_absent_pass():
     assert runner.out_of_bounds({"name": "team-a", "gpu_quota": 10**9}) == []
 
 
-def test_the_runners_port_count_is_the_sandboxs():
-    assert runner.SANDBOX_PORTS == control_plane.PORTS_PER_SANDBOX
+def test_the_port_count_the_runner_checks_is_the_sandboxs():
+    assert bounds.SANDBOX_PORTS == control_plane.PORTS_PER_SANDBOX
 
 
 def test_a_module_refuses_an_out_of_range_option_before_it_acts(tmp_path):

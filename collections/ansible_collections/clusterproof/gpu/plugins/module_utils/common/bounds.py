@@ -14,6 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+# Limits that more than one layer checks (the inventory's schema, the modules' runner).
+# Priorities and time limits become int32 fields of Kubernetes objects.
+INT32_MAX = 2**31 - 1
+# The sandbox's ports: base .. base + SANDBOX_PORTS - 1, all on loopback (sandbox/control_plane.py
+# PORT_TABLE; a unit test keeps the two equal). Below 1024 needs root.
+SANDBOX_PORTS = 24
+PORT_MIN, PORT_MAX = 1024, 65535
+PORT_BASE_MAX = PORT_MAX - SANDBOX_PORTS + 1
+
 # Values (scalars and containers) one variable of the inventory may hold, its aliases expanded: far
 # above any real site's projects or quota tree (a thousand projects of fifty users is 60,000).
 MAX_VALUES = 100_000

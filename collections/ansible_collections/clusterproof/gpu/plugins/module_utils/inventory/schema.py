@@ -21,6 +21,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import bounds
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.bounds import (
+    INT32_MAX,
+    PORT_BASE_MAX,
+    PORT_MIN,
+    SANDBOX_PORTS,
+)
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_device_layer, kubeadm_config, storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names, projects, quota_tree
@@ -94,11 +100,6 @@ MAX_NODE_CPU_CORES = 4096
 MAX_NODE_MEMORY_GIB = 65536  # 64 TiB
 MAX_PROJECT_GPUS = 100_000  # quota, limit and lending limit of one project
 MAX_WEIGHT = 1_000_000
-INT32_MAX = 2**31 - 1  # priorities and time limits become int32 fields of Kubernetes objects
-# The sandbox's ports: base .. base + SANDBOX_PORTS - 1, all on loopback (sandbox/control_plane.py
-# PORT_TABLE; a unit test keeps the two equal). Below 1024 needs root.
-SANDBOX_PORTS = 24
-PORT_MIN, PORT_MAX = 1024, 65535
 # What Ansible's ``bool`` filter reads as a boolean (a -e key=value gives a string).
 BOOLEAN_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # Site settings that are paths or text, and settings that are booleans.
@@ -505,11 +506,10 @@ def _check_site_settings(check: _Checker, site: Mapping[str, Any]) -> None:
         value = site["clusterproof_sandbox_port_base"]
         # -e clusterproof_sandbox_port_base=17000 arrives as a string of digits.
         base = int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
-        highest = PORT_MAX - SANDBOX_PORTS + 1
-        if not (_is_int(base) and PORT_MIN <= base <= highest):
+        if not (_is_int(base) and PORT_MIN <= base <= PORT_BASE_MAX):
             expected = "an integer from %d to %d (the sandbox takes %d ports from it)" % (
                 PORT_MIN,
-                highest,
+                PORT_BASE_MAX,
                 SANDBOX_PORTS,
             )
             check.error("group all", "clusterproof_sandbox_port_base", expected, value)

@@ -7,7 +7,7 @@ error on the way goes through :func:`fail_from_exception`, so an API error, an u
 and a bad argument read the same in every module: what was being done, what the API said, and
 where to look.
 
-May import: Ansible's module API and ``kube.base`` (never the client layer: host-side modules go
+May import: Ansible's module API, ``kube.base`` and ``common.bounds`` (never the client layer: host-side modules go
 through here too, and their payload stays free of it). Touches nothing itself.
 """
 
@@ -22,6 +22,7 @@ from typing import Any
 from ansible.module_utils import basic
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.bounds import INT32_MAX, PORT_BASE_MAX, PORT_MIN
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import base
 
 # Options every module that acts on the sandbox shares (the sandbox doc fragment documents them).
@@ -70,16 +71,12 @@ QUOTA_TREE_ARG_SPEC: dict[str, dict[str, Any]] = {
 }
 
 
-# The sandbox's loopback ports: port_base .. port_base + SANDBOX_PORTS - 1 (sandbox/control_plane.py
-# PORT_TABLE; a unit test keeps the two equal, as for the inventory's schema).
-SANDBOX_PORTS = 24
-INT32_MAX = 2**31 - 1
 # The ranges of the numeric options that modules share by name, inclusive. Ansible checks an
 # option's type only; these are checked before a module does anything, so that a value that would
 # fail late or never (a port base of 70000, a NaN or negative timeout, a priority of 10^20) is
 # refused at once, with the option's name, the range and the value.
 NUMBER_BOUNDS: dict[str, tuple[float, float]] = {
-    "port_base": (1024, 65535 - SANDBOX_PORTS + 1),
+    "port_base": (PORT_MIN, PORT_BASE_MAX),
     "timeout": (1, 86400),
     "request_timeout": (1, 3600),
     "cleanup_timeout": (1, 86400),
