@@ -542,13 +542,18 @@ class _Run:
             self.timeline.append([round(time.monotonic() - self.started, 1), dict(observed.allocated)])
             complete = not pods_first or set(expected_names) <= set(observed.running) | set(observed.pending)
             key = (observed.allocated, observed.running, observed.pending, observed.shared_gpus, observed.replicas)
-            if key != last or not complete:
+            moved = key != last
+            if moved or not complete:
                 last, since = key, time.monotonic()
             elif time.monotonic() - since >= self.options.settle_seconds:
                 return observed
             if time.monotonic() > deadline:
                 return observed
-            self._check_health()
+            if not moved:
+                # Nothing moved since the last poll: make sure it is not because a node or the engine
+                # cannot (while the allocation moves, both are evidently working; listing every node
+                # on each poll of a busy step is the API server's load for nothing).
+                self._check_health()
             time.sleep(1)
 
     def _placed_or_waiting(self, namespace: str, name: str, pods_wanted: int = 1) -> None:
