@@ -143,3 +143,13 @@ def test_a_module_refuses_an_out_of_range_option_before_it_acts(tmp_path):
     assert result["failed"] is True
     assert result["msg"] == "port_base: expected a number from 1024 to 65512, found 70000; nothing was changed"
     assert not state_dir.exists()
+
+
+def test_an_api_server_out_of_reach_is_named_with_its_address_not_a_traceback():
+    import urllib3
+
+    pool = urllib3.HTTPSConnectionPool("127.0.0.1", 16443)
+    error = urllib3.exceptions.MaxRetryError(pool, "/api", OSError("[Errno 111] Connection refused"))
+    assert failure(error, doing="installing KAI")["msg"] == (
+        "installing KAI failed: the API server at 127.0.0.1:16443 cannot be reached: [Errno 111] Connection refused"
+    )

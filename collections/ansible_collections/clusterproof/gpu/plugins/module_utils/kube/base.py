@@ -28,3 +28,14 @@ def is_api_error(error: BaseException) -> bool:
     HTTP error (the dynamic client's errors, NotFoundError and the like, are ApiExceptions too).
     Known by its class's name, so that no caller needs the library to ask."""
     return any(cls.__name__ == "ApiException" for cls in type(error).__mro__) and hasattr(error, "status")
+
+
+def unreachable_message(error: BaseException) -> str | None:
+    """For the client's "could not connect" error (urllib3's MaxRetryError: the connection refused,
+    reset or timed out), a line naming the API server's address and the socket's error; None for
+    any other error. Known by its attributes, so that no caller needs the library to ask."""
+    pool, reason = getattr(error, "pool", None), getattr(error, "reason", None)
+    if pool is None or reason is None or not hasattr(pool, "host"):
+        return None
+    said = str(reason).rsplit(": ", 1)[-1].rstrip("')\"")
+    return "the API server at %s:%s cannot be reached: %s" % (pool.host, pool.port, said)

@@ -151,6 +151,9 @@ def fail_from_exception(module: AnsibleModule, error: BaseException, doing: str 
         module.fail_json(msg=f"{doing} failed: {error}" if doing else str(error))
     if base.is_api_error(error):
         module.fail_json(msg=api_error_message(error, doing or "the API request", hint))
+    unreachable = base.unreachable_message(error)
+    if unreachable:
+        module.fail_json(msg=f"{doing or 'the API request'} failed: {unreachable}")
     module.fail_json(msg=f"{doing or 'the module'} failed: {type(error).__name__}: {error}")
 
 
@@ -197,7 +200,8 @@ def run_module(
     except expected as error:  # type: ignore[misc]
         module.fail_json(msg=str(error))
     except Exception as error:
-        if not isinstance(error, (ModuleError, base.KubeError)) and not base.is_api_error(error):
+        known = isinstance(error, (ModuleError, base.KubeError)) or base.is_api_error(error)
+        if not known and not base.unreachable_message(error):
             raise  # a bug: its traceback says more than a message would
         fail_from_exception(module, error, doing, hint)
     result.setdefault("changed", False)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import yaml_file
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import base as kube_base
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as report
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
@@ -112,12 +113,7 @@ def _brief(error: BaseException) -> str:
         return "%s %s%s" % (error.status, error.reason, ": %s" % message if message else "")
     if isinstance(error, (Interrupted, Unhealthy, kube.KubeError)):
         return str(error)
-    # urllib3's MaxRetryError (the connection refused or reset) names its pool and the reason.
-    pool, reason = getattr(error, "pool", None), getattr(error, "reason", None)
-    if pool is not None and reason is not None:
-        said = str(reason).rsplit(": ", 1)[-1].rstrip("')\"")
-        return "the API server at %s:%s cannot be reached: %s" % (pool.host, pool.port, said)
-    return "%s: %s" % (type(error).__name__, error)
+    return kube_base.unreachable_message(error) or "%s: %s" % (type(error).__name__, error)
 
 
 def leftovers(objects: Iterable[Mapping[str, Any]], prefix: str) -> list[str]:
