@@ -134,12 +134,15 @@ def test_json_has_the_documented_fields():
     assert list(data) == [
         "schema_version", "generator", "site", "cluster_mode", "started", "finished", "verdict", "counts", "sections",
     ]  # fmt: skip
-    assert data["schema_version"] == rp.SCHEMA_VERSION == 1
+    assert data["schema_version"] == rp.SCHEMA_VERSION == 2
     assert data["verdict"] == "fail"
     assert data["counts"]["fail"] == 1
     section = data["sections"][0]
     assert list(section) == ["id", "title", "verdict", "counts", "checks", "tables", "charts"]
-    assert list(section["checks"][1]) == ["id", "title", "status", "expected", "observed", "message", "duration_s"]
+    assert list(section["checks"][0]) == ["id", "title", "status", "expected", "observed", "message", "duration_s"]
+    assert list(section["checks"][1]) == [
+        "id", "title", "status", "expected", "observed", "message", "duration_s", "category", "action",
+    ]  # fmt: skip
     assert section["tables"][0]["columns"][:3] == ["Node", "Declared GPUs", "Found GPUs"]
     assert data["sections"][1]["charts"][0]["timeline"][1] == [30.0, {"team-a": 4, "team-b": 4, "team-d": 4}]
 
@@ -380,3 +383,74 @@ def test_the_failure_of_a_loop_is_each_failed_item_s_message():
         "the API server at 127.0.0.1:16443 cannot be reached"
     )
     assert rp.failure_message({}) == "failed, with no message"
+
+
+# --- categories and actions -----------------------------------------------------------------------
+
+
+def test_a_failed_check_takes_its_section_s_category_and_that_category_s_action():
+    report = sample_report()
+    failed = report.failed_checks[0]
+    assert (failed.category, failed.action) == ("capacity", rp.DEFAULT_ACTIONS["capacity"])
+    passing = report.sections[0].checks[0]
+    assert (passing.category, passing.action) == (None, None)
+    assert "category" not in passing.to_dict()
+
+
+def test_a_check_s_own_category_and_action_are_kept():
+    check = Check("gpu-health/n1/0/ecc", "no uncorrected ECC errors", "fail", 0, 3, category="hardware",
+                  action=rp.REPLACE_GPU)  # fmt: skip
+    section = Section(id="gpu-nodes", title="x", checks=[check])
+    assert (section.checks[0].category, section.checks[0].action) == ("hardware", rp.REPLACE_GPU)
+
+
+@pytest.mark.parametrize(
+    ("section_id", "category"),
+    [("gpu-health-n1", "hardware"), ("gpu-benchmark-n1", "performance"), ("scenario-4-8", "fairness"),
+     ("quota-tree", "fairness"), ("storage-classes", "configuration"), ("something-new", "configuration")],
+)  # fmt: skip
+def test_section_categories(section_id, category):
+    assert rp.section_category(section_id) == category
+
+
+def test_an_unknown_category_is_refused():
+    with pytest.raises(ValueError, match="category 'disk' is not one of configuration, capacity"):
+        Check("x", "x", "fail", category="disk")
+
+
+def test_a_check_added_after_its_section_was_made_is_classified_in_every_rendering():
+    report = sample_report()
+    late = Check("scenario-4-8/late", "late", "fail", 1, 2, "late failure")
+    report.sections[1].checks.append(late)
+    data = json.loads(render.to_json(report))
+    late_json = next(c for s in data["sections"] for c in s["checks"] if c["id"] == "scenario-4-8/late")
+    assert (late_json["category"], late_json["action"]) == ("fairness", rp.DEFAULT_ACTIONS["fairness"])
+
+
+def test_junit_carries_category_and_action_of_each_failure():
+    root = ET.fromstring(render.to_junit_xml(sample_report()))
+    case = next(c for c in root.iter("testcase") if c.get("name") == "gpu-nodes/dgx1-2/gpu-count")
+    properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert properties == {"category": "capacity", "action": rp.DEFAULT_ACTIONS["capacity"]}
+    failure = case.find("failure")
+    assert failure.get("type") == "capacity"
+    assert "action: " + rp.DEFAULT_ACTIONS["capacity"] in failure.text
+    passing = next(c for c in root.iter("testcase") if c.get("name") == "gpu-nodes/dgx1-1/gpu-count")
+    assert passing.find("properties") is None
+
+
+def test_html_says_what_to_do_about_each_failure():
+    page = render.to_html(sample_report())
+    # the failed list and the failed check's row, and the warning's row
+    assert page.count("What to do: " + rp.DEFAULT_ACTIONS["capacity"]) == 3
+
+
+def test_a_version_1_report_is_read_and_its_failures_classified():
+    data = json.loads(render.to_json(sample_report()))
+    data["schema_version"] = 1
+    for section in data["sections"]:
+        for check in section["checks"]:
+            check.pop("category", None)
+            check.pop("action", None)
+    report = rp.report_from_dict(data)
+    assert report.failed_checks[0].category == "capacity"

@@ -23,7 +23,9 @@ without carrying the renderers. Validation modules return their findings as sect
     counts          {"pass": n, "fail": n, "warn": n, "skip": n, "needs-hardware": n, "total": n}  (derived)
     sections[]      id, title, verdict (derived), counts (derived), checks[], tables[], charts[]
       checks[]      id, title, status (one of STATUSES), expected, observed (any JSON value or null),
-                    message (str), duration_s (number or null)
+                    message (str), duration_s (number or null), category (one of CATEGORIES or null),
+                    action (str or null); a failed or warning check always has both: its own, or
+                    its section's (``SECTION_CATEGORIES``, ``DEFAULT_ACTIONS``)           (derived)
       tables[]      id, title, columns (list of str), rows (list of lists), row_status (list of a
                     status per row, or null)
       charts[]      id, title, kind ("allocation"), y_label, timeline: [[t_seconds, {project: gpus}], ...]
@@ -35,9 +37,51 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-SCHEMA_VERSION = 1
+# 2: checks carry ``category`` and ``action``. A reader of version 2 reads version 1 reports.
+SCHEMA_VERSION = 2
 GENERATOR = "clusterproof"
 STATUSES = ("pass", "fail", "warn", "skip", "needs-hardware")
+
+# What kind of problem a failed check is, so that an admin knows whom it concerns.
+CATEGORIES = ("configuration", "capacity", "fairness", "hardware", "performance")
+# The actions a hardware verdict recommends, mildest first (the order DCGM's and the cloud node
+# health checks escalate in). A check names one of them, or its own sentence.
+ISOLATE_NODE = "isolate the node (cordon and drain it)"
+RESET_GPU = "reset the GPU (nvidia-smi -r, with the node drained)"
+REBOOT_NODE = "reboot the node"
+REPLACE_GPU = "replace the GPU (open a hardware case with its serial number)"
+HARDWARE_ACTIONS = (ISOLATE_NODE, RESET_GPU, REBOOT_NODE, REPLACE_GPU)
+# The action of a failed check that names none: what to do about its category.
+DEFAULT_ACTIONS: dict[str, str] = {
+    "configuration": "make the cluster match the inventory (or the inventory match the site), then validate again",
+    "capacity": "bring back the missing nodes or GPUs (or declare what the site has), then validate again",
+    "fairness": "compare the scheduler's version and settings with the inventory; report the scenario to the "
+    "engine's maintainers if they match",
+    "hardware": f"{ISOLATE_NODE}, then {RESET_GPU}; {REBOOT_NODE} or {REPLACE_GPU} if it persists",
+    "performance": f"{ISOLATE_NODE} and run the benchmark again alone; compare with the site's baseline",
+}
+# The category of a check that names none, by the first of these prefixes its section id has.
+SECTION_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("gpu-nodes", "capacity"),
+    ("gpu-health", "hardware"),
+    ("gpu-benchmark", "performance"),
+    ("host-tests", "configuration"),
+    ("storage", "configuration"),
+    ("project", "configuration"),
+    ("quota-tree", "fairness"),
+    ("scenario", "fairness"),
+    ("run", "configuration"),
+)
+FALLBACK_CATEGORY = "configuration"
+
+
+def section_category(section_id: str) -> str:
+    """The category of the checks of a section that name none (``SECTION_CATEGORIES``)."""
+    for prefix, category in SECTION_CATEGORIES:
+        if section_id.startswith(prefix):
+            return category
+    return FALLBACK_CATEGORY
+
 
 # A point of an allocation timeline: seconds since the scenario began, and GPUs held per project.
 TimelinePoint = tuple[float, Mapping[str, float]]
@@ -54,15 +98,35 @@ class Check:
     observed: Any = None
     message: str = ""
     duration_s: float | None = None
+    category: str | None = None  # one of CATEGORIES; for failed and warning checks, see classify()
+    action: str | None = None  # what an admin should do when the check failed
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"check {self.id}: status {self.status!r} is not one of {', '.join(STATUSES)}")
+        if self.category is not None and self.category not in CATEGORIES:
+            raise ValueError(f"check {self.id}: category {self.category!r} is not one of {', '.join(CATEGORIES)}")
+
+    def classify(self, section_id: str) -> None:
+        """Give a failed or warning check its category and action when it names none: its
+        section's category (``section_category``) and that category's default action."""
+        if self.status not in ("fail", "warn"):
+            return
+        if self.category is None:
+            self.category = section_category(section_id)
+        if not self.action:
+            self.action = DEFAULT_ACTIONS[self.category]
 
     def to_dict(self) -> dict[str, Any]:
         # Every field in order, as it is: the instance's dict holds exactly the fields. Not
         # dataclasses.asdict, whose deep copy costs five times as much on a report of thousands.
-        return dict(vars(self))
+        # Category and action only where set (failed and warning checks): most checks pass.
+        data = dict(vars(self))
+        if data["category"] is None:
+            del data["category"]
+        if data["action"] is None:
+            del data["action"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Check:
@@ -70,6 +134,7 @@ class Check:
             if not data.get(key):
                 raise ValueError(f"a check has no {key}: {dict(data)!r}")
         duration = data.get("duration_s")
+        category, action = data.get("category"), data.get("action")
         return cls(
             id=str(data["id"]),
             title=str(data.get("title") or data["id"]),
@@ -78,6 +143,8 @@ class Check:
             observed=data.get("observed"),
             message=str(data.get("message") or ""),
             duration_s=None if duration is None else float(duration),
+            category=None if category is None else str(category),
+            action=None if action is None else str(action),
         )
 
 
@@ -151,6 +218,10 @@ class Section:
     checks: list[Check]
     tables: list[Table] = dataclasses.field(default_factory=list)
     charts: list[Chart] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for check in self.checks:
+            check.classify(self.id)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -295,7 +366,18 @@ def report_from_dict(data: Mapping[str, Any]) -> Report:
 # --- JSON -----------------------------------------------------------------------------------------
 
 
+def classify(report: Report) -> Report:
+    """Every failed or warning check of the report with its category and action (``Check.classify``);
+    the same report, for chaining. The renderers call it, so checks added after their section was
+    made are classified too."""
+    for section in report.sections:
+        for check in section.checks:
+            check.classify(section.id)
+    return report
+
+
 def to_dict(report: Report) -> dict[str, Any]:
+    classify(report)
     return {
         "schema_version": SCHEMA_VERSION,
         "generator": GENERATOR,

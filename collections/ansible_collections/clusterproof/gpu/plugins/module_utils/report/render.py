@@ -26,10 +26,12 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model impo
     SCHEMA_VERSION,
     STATUSES,
     Chart,
+    Check,
     Report,
     Section,
     Table,
     TimelinePoint,
+    classify,
     to_dict,
 )
 
@@ -53,8 +55,10 @@ def to_junit_xml(report: Report) -> str:
     """JUnit XML: a testsuite per section, a testcase per check.
 
     fail becomes ``<failure>``; skip and needs-hardware become ``<skipped message=...>``; warn
-    passes, with the warning in the testcase's ``<system-out>``.
+    passes, with the warning in the testcase's ``<system-out>``. A failed or warning check's
+    category and action are the testcase's properties; the category is also the failure's type.
     """
+    classify(report)
     counts = report.counts
     root = ET.Element(
         "testsuites",
@@ -97,11 +101,19 @@ def to_junit_xml(report: Report) -> str:
             detail = (
                 f"{check.title}\nexpected: {format_value(check.expected)}\nobserved: {format_value(check.observed)}"
             )
+            if check.category:
+                # Testcase properties, as pytest's record_property writes them: CI systems show them
+                # beside the failure, and a script can sort failures by whom they concern.
+                properties = ET.SubElement(case, "properties")
+                ET.SubElement(properties, "property", {"name": "category", "value": _xml_text(check.category)})
+                ET.SubElement(properties, "property", {"name": "action", "value": _xml_text(check.action or "")})
             if check.status == "fail":
                 failure = ET.SubElement(
-                    case, "failure", {"message": _xml_text(check.message or check.title), "type": "check-failed"}
+                    case,
+                    "failure",
+                    {"message": _xml_text(check.message or check.title), "type": _xml_text(check.category or "")},
                 )
-                failure.text = _xml_text(detail)
+                failure.text = _xml_text(f"{detail}\ncategory: {check.category}\naction: {check.action}")
             elif check.status in ("skip", "needs-hardware"):
                 reason = check.message or check.status
                 if check.status == "needs-hardware" and not reason.startswith("needs hardware"):
@@ -156,6 +168,9 @@ tr.row-warn td { background: #fff8c5; }
 .status.skip { background: var(--skip); }
 .status.needs-hardware { background: var(--hw); }
 .failed-list li { margin: .2rem 0; }
+.category { font-size: .8em; font-weight: 600; text-transform: uppercase; padding: 0 .3em;
+  border: 1px solid #999; border-radius: 3px; }
+.action { font-size: .9em; font-style: italic; }
 .chart { margin: .5rem 0 1rem; overflow-x: auto; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .85em; }
 footer { color: #6e7781; font-size: .8rem; text-align: center; padding: 1rem; }
@@ -185,6 +200,7 @@ def format_value(value: Any) -> str:
 
 def to_html(report: Report) -> str:
     """A self-contained HTML page: verdict banner, failed checks, then each section in order."""
+    classify(report)
     counts = report.counts
     parts = [
         "<!DOCTYPE html>",
@@ -214,7 +230,10 @@ def to_html(report: Report) -> str:
         parts.append('<ul class="failed-list">')
         for check in failed:
             link = f'<a href="#{_e(_anchor(check.id))}"><code>{_e(check.id)}</code></a>'
-            parts.append(f"<li>{link}: {_e(check.message or check.title)}</li>")
+            parts.append(
+                f'<li>{link} <span class="category">{_e(check.category)}</span>: {_e(check.message or check.title)}'
+                f'<br><span class="action">What to do: {_e(check.action)}</span></li>'
+            )
         parts.append("</ul></section>")
     for section in report.sections:
         parts.append(_section_html(section))
@@ -256,11 +275,20 @@ def _section_html(section: Section) -> str:
                 f'<td><span class="status {_e(check.status)}">{_e(check.status)}</span></td>'
                 f"<td>{_e(check.title)}<br><code>{_e(check.id)}</code></td>"
                 f"<td>{_e(check.expected)}</td><td>{_e(check.observed)}</td>"
-                f'<td class="msg">{_e(check.message) if check.message else ""}</td></tr>'
+                f'<td class="msg">{_e(check.message) if check.message else ""}{_action_html(check)}</td></tr>'
             )
         parts.append("</tbody></table>")
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _action_html(check: Check) -> str:
+    if check.status not in ("fail", "warn") or not check.category:
+        return ""
+    return (
+        f'<br><span class="category">{_e(check.category)}</span> '
+        f'<span class="action">What to do: {_e(check.action)}</span>'
+    )
 
 
 def _table_html(table: Table) -> str:
