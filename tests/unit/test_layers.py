@@ -43,6 +43,7 @@ ENGINE_IMPORTERS = {
 NOT_ENGINE_COMPARISONS = {
     # Fair-share policies (runai, elastic, kueue) are the model's own names; a backend says which it follows.
     "module_utils/model/fairshare.py": "compares fair-share policies",
+    "module_utils/model/quota_lint.py": "compares fair-share policies",
     # Build items are binaries (the kueue binary), built whichever engine a site runs.
     "module_utils/sandbox/build.py": "compares build items",
 }

@@ -11,6 +11,9 @@ description:
   - Reads the scheduler's queues (KAI Queues or Kueue ClusterQueues) and the projects' namespaces and
     compares them with the declared projects (GPU quota, over-quota weight, limit, parent queue or
     cohort, node affinity and interactive time limit).
+  - Warns about quota settings that the engine accepts but that do not mean what they seem to (quota
+    lint) - quotas adding up to more than the cluster's allocatable GPUs, a limit below its quota, an
+    over-quota weight of 0 - and says what the engine does with them.
   - Returns checks and the quota table (declared, configured, GPUs held now) as a report section.
   - Reads only; never changes anything.
 options:
@@ -69,9 +72,14 @@ def _work(module):
             pods = core.list_namespaced_pod(name).items
             running = [p for p in pods if p.status.phase == "Running" and p.spec.node_name]
             holding[name] = round(sum(backend.pod_gpus(p) for p in running), 3)
+        nodes = [api.sanitize_for_serialization(node) for node in core.list_node().items]
     except kube.ApiException as error:
         runner.fail_from_exception(module, error, "reading the projects", backend.hint)
     checks, table = project_validation.validate_projects(params["projects"], queues, namespaces, holding, backend)
+    # A cluster whose GPUs no device plugin reports (none yet, or counted by DRA) has no capacity to
+    # compare the quotas with here; the node checks say what it has.
+    capacity = project_validation.allocatable_gpus(nodes) or None
+    checks += project_validation.lint_projects(params["projects"], capacity, backend.policy)
     section = {
         "id": "projects",
         "title": "Projects: quotas as declared",

@@ -12,10 +12,61 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare, quota_lint
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler.base import Backend, shown
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects
+
+LINT_TITLES = {
+    "quotas-above-capacity": "quotas fit in what they divide",
+    "limit-below-quota": "the limit is at least the quota",
+    "child-above-parent": "a child's quota is at most its parent's",
+    "zero-weight": "the over-quota weight is above 0",
+}
+
+
+def quota_lint_checks(findings: Sequence[quota_lint.Finding], prefix: str) -> list[Check]:
+    """Quota lint findings as warning checks ``<prefix>/lint/<code>/<field>``: what was set, and
+    what the engine does with it (a warning: every engine accepts these settings)."""
+    return [
+        Check(
+            f"{prefix}/lint/{finding.code}/{finding.field}",
+            f"{finding.field}: {LINT_TITLES[finding.code]}",
+            "warn",
+            finding.expected,
+            finding.found,
+            finding.what_the_engine_does,
+            category="configuration",
+            action=f"nothing, if this is what the site wants; otherwise change {finding.field}",
+        )
+        for finding in findings
+    ]
+
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def allocatable_gpus(nodes: Sequence[Mapping[str, Any]]) -> float:
+    """The GPUs the engine can hand out: the nodes' allocatable ``nvidia.com/gpu``, summed."""
+    total = 0.0
+    for node in nodes:
+        value = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE)
+        try:
+            total += float(value or 0)
+        except (TypeError, ValueError):
+            continue  # a quantity that is not a plain count is not a device plugin's GPU count
+    return total
+
+
+def lint_projects(declared: Sequence[Mapping[str, Any]], capacity: float | None, policy: str) -> list[Check]:
+    """Quota lint of the inventory's projects (a flat list: the tree is ``clusterproof_quota_tree``)
+    sharing ``capacity`` GPUs (None: not known)."""
+    model = [
+        fairshare.Project(wanted.name, wanted.gpu_quota, wanted.gpu_limit, wanted.over_quota_weight)
+        for wanted in (projects.Project.from_dict(project) for project in declared)
+    ]
+    return quota_lint_checks(quota_lint.lint(model, capacity, policy), "projects")
 
 
 def _namespace_check(wanted: projects.Project, namespace: Mapping[str, Any] | None) -> Check:

@@ -30,11 +30,13 @@ from typing import Any
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import yaml_file
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import base as kube_base
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.model import quota_lint
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as report
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler.base import Backend
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, quota_tree, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import projects as project_validation
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenarios
 
 # The group (KAI's department queue, Kueue's cohort) a flat scenario's projects hang under, after the prefix.
@@ -232,6 +234,11 @@ def _run_loaded(
         return _skipped(section, scenario, reason)
     section["title"] += " (%s)" % plan.describe()
     scenario = plan.scenario
+    # Quota lint before the run: settings the engine accepts but treats in its own way are warned of.
+    findings = quota_lint.lint(scenario.projects, float(sum(size for _, size in plan.nodes)), backend.policy)
+    section["checks"] += [
+        check.to_dict() for check in project_validation.quota_lint_checks(findings, "scenario/%s" % scenario.name)
+    ]
     # Steps whose written tables cannot apply on this engine, with the reason.
     not_applicable = {}
     if not backend.fractions and any(job.gpus < 1 for step in scenario.steps for job in step.submit):
