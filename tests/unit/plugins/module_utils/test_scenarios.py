@@ -335,3 +335,53 @@ def test_the_tree_scales_to_the_sandbox_cores():
         "namespace4": 2,
     }
     assert "16 CPU cores" in plan.describe()
+
+
+# --- disruption -----------------------------------------------------------------------------------
+
+
+def _states(predictions):
+    return [scenarios.Observation(dict(p.allocated), tuple(p.running), tuple(p.pending)) for p in predictions]
+
+
+def test_disruption_of_the_netapp_chain_is_the_document_s_two_reclaimed_jobs():
+    scenario = scenarios.load(NETAPP)
+    model = scenarios.predictions(scenario, NODES)
+    table = scenarios.disruption_table(scenario, _states(model), model)
+    assert [row[1:5] for row in table["rows"]] == [
+        ["16", "0", "0", "none"],  # 4.8: everything starts on an empty cluster
+        ["4", "4", "1", "b-4-gg (2), c-4-gg (2)"],  # 4.9: team-d's 4 GPUs are reclaimed from b and c
+        ["8", "0", "0", "none"],  # 4.10: team-d's deleted jobs are not evictions
+    ]
+    assert table["rows"][1][5] == "b-4-gg, c-4-gg"  # the model predicts the same victims
+    assert table["row_status"] == ["pass", "pass", "pass"]
+
+
+def test_a_step_that_evicts_more_than_it_asks_for_is_marked():
+    scenario = scenarios.load(NETAPP)
+    model = scenarios.predictions(scenario, NODES)
+    states = _states(model)
+    # 4.9 as an engine that evicted all of team-a's running work as well as b-4-gg and c-4-gg
+    taken = {"a-1-1-jupyter", "a-1-g", "a-2-gg", "b-4-gg", "c-4-gg"}
+    states[1] = dataclasses.replace(states[1], running=tuple(n for n in states[0].running if n not in taken))
+    seen = scenarios.disruption(scenario, 1, states[0], states[1])
+    assert (seen.requested, seen.evicted_gpus, seen.per_requested) == (4, 8, 2)
+    table = scenarios.disruption_table(scenario, states, [None, None, None])
+    assert table["row_status"][1] == "warn" and table["rows"][1][5] == "—"
+
+
+def test_a_deployment_that_loses_some_of_its_pods_counts_those_pods():
+    data = {
+        "name": "deploy", "title": "t", "source": "s", "policy": "runai", "capacity": {"gpus": 8, "node_gpus": 8},
+        "projects": [{"name": "a", "gpu_quota": 4}, {"name": "b", "gpu_quota": 4}],
+        "steps": [
+            {"name": "one", "submit": [{"name": "web", "project": "a", "kind": "train", "gpus": 1, "replicas": 6}]},
+            {"name": "two", "submit": [{"name": "big", "project": "b", "kind": "train", "gpus": 4}]},
+        ],
+    }  # fmt: skip
+    scenario = scenarios.load(data)
+    before = scenarios.Observation({"a": 6}, ("web",), (), replicas={"web": 6})
+    after = scenarios.Observation({"a": 4, "b": 4}, ("web", "big"), (), replicas={"web": 4})
+    seen = scenarios.disruption(scenario, 1, before, after)
+    assert seen.evicted == (("web", 2.0),) and seen.per_requested == 0.5
+    assert scenarios.disruption(scenario, 0, None, before).evicted == ()

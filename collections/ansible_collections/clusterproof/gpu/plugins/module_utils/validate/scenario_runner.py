@@ -411,6 +411,7 @@ class _Run:
         # The engine is held to the model of its own policy; the tables to the scenario's.
         model = scenarios.predictions(scenario, list(plan.nodes), backend.policy)
         written_model = scenarios.predictions(scenario, list(plan.nodes))
+        states: list[scenarios.Observation] = []
         for index, step in enumerate(scenario.steps):
             step_started = time.monotonic()
             self.where = "running step %d (%s)" % (index + 1, step.name)
@@ -427,7 +428,9 @@ class _Run:
             for job in step.submit:
                 self._submit(job, settings[job.project])
             observed = self._settle([job.name for job in scenario.jobs_after(index)])
+            states.append(observed)
             self._judge(index, observed, model[index], written_model[index], round(time.monotonic() - step_started, 1))
+        self.section["tables"].append(scenarios.disruption_table(scenario, states, model))
         judged = [report.Check.from_dict(check) for check in self.section["checks"]]
         self.section["checks"].append(
             scenarios.reproduction(scenario, judged, backend.display_name, backend.policy).to_dict()

@@ -855,6 +855,88 @@ def _involved(project: str, observed: Observation, scenario: Scenario, index: in
     return "%s running: %s; pending: %s" % (project, ", ".join(running) or "none", ", ".join(waiting) or "none")
 
 
+@dataclasses.dataclass(frozen=True)
+class Disruption:
+    """What a step cost the work that was running: ``evicted`` workloads (with the pods each lost),
+    their GPUs, against the GPUs the step's new workloads asked for."""
+
+    requested: float
+    evicted: tuple[tuple[str, float], ...]  # (workload, GPUs it lost), in submission order
+
+    @property
+    def evicted_gpus(self) -> float:
+        return round(sum(amount for _, amount in self.evicted), 3)
+
+    @property
+    def per_requested(self) -> float | None:
+        """GPUs evicted per GPU requested (None when the step asked for none)."""
+        return round(self.evicted_gpus / self.requested, 3) if self.requested else None
+
+
+def _held(job: ScenarioJob, observed: Observation) -> float:
+    """What a workload holds in a state: a Job its size when it runs, a Deployment its running pods'."""
+    if job.replicas is not None:
+        return job.gpus * observed.replicas.get(job.name, 0)
+    return job.gpus if job.name in observed.running else 0.0
+
+
+def disruption(scenario: Scenario, index: int, before: Observation | None, after: Observation) -> Disruption:
+    """The evictions of step ``index``: workloads that ran before it (and that it did not delete)
+    holding less after it. ``before`` is the previous step's state (None for the first step)."""
+    step = scenario.steps[index]
+    requested = sum(job.gpus * (job.replicas or 1) for job in step.submit)
+    evicted: list[tuple[str, float]] = []
+    if before is not None and index > 0:
+        for job in scenario.jobs_after(index - 1):
+            if job.name in step.delete:
+                continue
+            lost = _held(job, before) - _held(job, after)
+            if lost > TOLERANCE:
+                evicted.append((job.name, round(lost, 3)))
+    return Disruption(round(requested, 3), tuple(evicted))
+
+
+def disruption_table(
+    scenario: Scenario,
+    observed: Sequence[Observation],
+    predictions: Sequence[fairshare.Prediction | None],
+) -> dict[str, Any]:
+    """Per step: GPUs requested, GPUs evicted (observed and as the model predicts), evicted per
+    requested, and which workloads were evicted (a report table's data). A step that evicts more
+    than it asks for (KAI's history has a 48-GPU request that evicted 376) is marked warn."""
+    unit = scenario.unit
+    rows, status = [], []
+    for index, after in enumerate(observed):
+        seen = disruption(scenario, index, observed[index - 1] if index else None, after)
+        prediction = predictions[index] if index < len(predictions) else None
+        predicted = "—" if prediction is None else ", ".join(name for name in prediction.preempted) or "none"
+        rows.append(
+            [
+                scenario.steps[index].name,
+                _fmt(seen.requested),
+                _fmt(seen.evicted_gpus),
+                "—" if seen.per_requested is None else _fmt(seen.per_requested),
+                ", ".join("%s (%s)" % (name, _fmt(amount)) for name, amount in seen.evicted) or "none",
+                predicted,
+            ]
+        )
+        status.append("warn" if seen.evicted_gpus > seen.requested + TOLERANCE else "pass")
+    return {
+        "id": "scenario-%s-disruption" % scenario.name,
+        "title": "Disruption per step: %s evicted per %s requested" % (unit, unit),
+        "columns": [
+            "Step",
+            "Requested (%s)" % unit,
+            "Evicted (%s)" % unit,
+            "Evicted per requested",
+            "Evicted workloads (observed)",
+            "Evicted workloads (model)",
+        ],
+        "rows": rows,
+        "row_status": status,
+    }
+
+
 def step_table(
     scenario: Scenario,
     index: int,
