@@ -33,7 +33,11 @@ PLAYBOOKS = {
     "site": ("playbooks/site.yml", []),
     "validate": ("playbooks/validate.yml", []),
     "down": ("playbooks/sandbox.yml", ["-e", "sandbox_cluster_state=down"]),
+    "lab-up": ("playbooks/lab.yml", ["-i", "inventories/lab"]),
+    "lab-down": ("playbooks/lab.yml", ["-i", "inventories/lab", "-e", "lab_state=down"]),
 }
+# The commands whose run ends in a site report (a stopped one when the playbook wrote none).
+REPORTING = ("site", "validate")
 HEARTBEAT_S = 60.0
 # Where a run's log waits until the report's directory is known (and stays when none is written:
 # ``down``, --check, or a run that failed before the report).
@@ -130,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     returncode = progress.exit_status(run.returncode, run.events)
     paths = run.report_paths()
-    if options.command != "down" and not paths and returncode != progress.EXIT_BAD_INPUT:
+    if options.command in REPORTING and not paths and returncode != progress.EXIT_BAD_INPUT:
         check_mode = any(arg in ("--check", "-C") for arg in options.args)
         paths = {} if check_mode else write_stopped_report(run.events, view.interrupted[0] if view.interrupted else "")
     log_dir = run_dir

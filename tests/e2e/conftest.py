@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # Modules by the measured wall time of their longest group, longest first (--durations of a full
 # run: the site test twice through site.yml; the scenarios on KAI and on Kueue's sandbox; the
-# faults on a sandbox of their own; Kueue's module sandbox; Koordinator's tree; the molecule
+# faults on a sandbox of their own; Kueue's module sandbox; Koordinator's tree; the lab; the molecule
 # scenarios; storage; the quota trees).
 LONGEST_FIRST = {
     name: rank
@@ -69,6 +69,7 @@ LONGEST_FIRST = {
             "test_faults",
             "test_kueue",
             "test_koordinator",
+            "test_lab",
             "test_molecule",
             "test_storage",
             "test_quota_tree",

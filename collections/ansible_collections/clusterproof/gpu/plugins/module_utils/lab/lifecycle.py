@@ -1,0 +1,164 @@
+"""The lab's up, status and down, as the lab_hosts module runs them.
+
+``up`` makes what is missing and changes nothing on a lab that runs as declared; a host left
+half-made by a crash (its root without a machine, a machine that no longer answers) is removed and
+made again. ``down`` stops every machine the lab started (also ones it has no record of) and
+removes the bridge, the cgroups, the mounts, nspawn's run files and the state directory, and puts
+back the kernel settings saved at the first ``up``. May import: ``lab.plan``, ``lab.machines``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.machines import Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabError, LabPlan
+
+
+def status(layout: Layout, plan: LabPlan) -> dict[str, str]:
+    """Each declared host's state: systemd's word for it, or ``stopped``."""
+    running = machines.nspawn_processes(layout)
+    return {
+        host.name: machines.system_state(layout, host) if host.name in running else "stopped" for host in plan.hosts
+    }
+
+
+def _running_as_declared(layout: Layout, plan: LabPlan) -> bool:
+    running = machines.nspawn_processes(layout)
+    if not machines.bridge_exists(plan.bridge) or set(running) != {host.name for host in plan.hosts}:
+        return False
+    return all(state == "running" for state in status(layout, plan).values())
+
+
+def up(layout: Layout, plan: LabPlan, mirror: str, timeout: float, check_mode: bool = False) -> dict[str, Any]:
+    """Bring the lab to its plan; returns changed, what was cleaned, made and started, and each
+    host's state."""
+    result: dict[str, Any] = {"changed": False, "cleaned": [], "started": [], "root_built": False}
+    if _running_as_declared(layout, plan):
+        result["hosts"] = {host.name: "running" for host in plan.hosts}
+        return result
+    result["changed"] = True
+    if check_mode:
+        result["hosts"] = status(layout, plan)
+        return result
+    record = machines.load_record(layout)
+    if record.get("bridge") and record["bridge"] != plan.bridge:
+        raise LabError(
+            f"bridge: the running lab uses {record['bridge']}, the declaration says {plan.bridge}: "
+            "run 'lab down' first; nothing was changed"
+        )
+    source, result["root_built"] = machines.build_root(layout, mirror)
+    parents = machines.cgroup_parents()
+    # Hosts that do not answer as they should, and hosts no longer declared, go first.
+    running = machines.nspawn_processes(layout)
+    declared = {host.name for host in plan.hosts}
+    states = status(layout, plan)
+    unwanted = {name: pid for name, pid in running.items() if name not in declared or states.get(name) != "running"}
+    machines.stop(unwanted)
+    leftover_roots = set(_roots(layout))
+    for name in sorted((set(unwanted) | leftover_roots) - (set(running) - set(unwanted))):
+        _remove_host(layout, name, parents)
+        result["cleaned"].append(name)
+
+    if "kernel_settings" not in record:
+        # Saved once, at the first up: after a crash, the values now may be a kubelet's.
+        record["kernel_settings"] = machines.read_kernel_settings()
+    record["bridge"] = plan.bridge
+    machines.save_record(layout, record)
+    machines.make_key(layout)
+    machines.make_bridge(plan)
+
+    alive = machines.nspawn_processes(layout)
+    host_keys = _known_host_lines(layout)
+    to_start = [host for host in plan.hosts if host.name not in alive]
+    for host in to_start:
+        host_keys[host.name] = machines.make_host(layout, plan, host, source)
+    layout.known_hosts.write_text("".join(line + "\n" for line in host_keys.values()))
+    for host in to_start:
+        machines.boot(layout, plan, host, parents)
+        result["started"].append(host.name)
+    states, result["restarted_units"] = machines.wait_running(layout, list(plan.hosts), timeout)
+    result["hosts"] = states
+    late = {name: state for name, state in states.items() if state != "running"}
+    if late:
+        for name in late:
+            host = next(host for host in plan.hosts if host.name == name)
+            failed = machines.failed_units(layout, host) if late[name] == "degraded" else []
+            if failed:
+                late[name] += " (failed units: %s)" % ", ".join(failed)
+        logs = ", ".join(str(layout.log_of(name)) for name in late)
+        raise LabError(
+            "lab hosts not running after %d s: %s (their consoles: %s)"
+            % (timeout, "; ".join(f"{name}: {state}" for name, state in late.items()), logs)
+        )
+    return result
+
+
+def _roots(layout: Layout) -> list[str]:
+    """The hosts that have a root in the state directory (nspawn's lock files beside them are not)."""
+    machines_dir = layout.state_dir / "machines"
+    return sorted(path.name for path in machines_dir.iterdir() if path.is_dir()) if machines_dir.is_dir() else []
+
+
+def _known_host_lines(layout: Layout) -> dict[str, str]:
+    try:
+        lines = layout.known_hosts.read_text().splitlines()
+    except OSError:
+        return {}
+    return {line.split(",", 1)[0]: line for line in lines if line.strip()}
+
+
+def _remove_host(layout: Layout, name: str, parents: list[Path]) -> None:
+    root = layout.root_of(name)
+    machines.unmount_under(root)
+    machines.remove_cgroups(parents, [name])
+    shutil.rmtree(machines.NSPAWN_RUN_DIR / "propagate" / name, ignore_errors=True)
+    if root.exists():
+        shutil.rmtree(root)
+
+
+def down(layout: Layout, bridge: str, check_mode: bool = False) -> dict[str, Any]:
+    """Remove the lab whole; returns changed and what was stopped, killed and put back."""
+    record = machines.load_record(layout)
+    running = machines.nspawn_processes(layout)
+    bridge = record.get("bridge") or bridge
+    parents = machines.cgroup_parents()
+    present = (
+        bool(running)
+        or layout.state_dir.exists()
+        or machines.bridge_exists(bridge)
+        or any(parent.exists() for parent in parents)
+    )
+    result: dict[str, Any] = {"changed": present, "stopped": sorted(running), "killed": [], "restored": []}
+    if not present or check_mode:
+        return result
+    result["killed"] = machines.stop(running)
+    machines.unmount_under(layout.state_dir)
+    machines.remove_cgroups(parents)
+    for name in {*running, *_roots(layout)}:
+        shutil.rmtree(machines.NSPAWN_RUN_DIR / "propagate" / name, ignore_errors=True)
+    machines.remove_bridge(bridge)
+    if record.get("kernel_settings"):
+        result["restored"] = machines.write_kernel_settings(record["kernel_settings"])
+    if machines.mounts_under(layout.state_dir):
+        raise LabError(
+            f"mounts under {layout.state_dir} remain after unmounting: {machines.mounts_under(layout.state_dir)}"
+        )
+    shutil.rmtree(layout.state_dir, ignore_errors=True)
+    return result
+
+
+def leftovers(layout: Layout, bridge: str) -> list[str]:
+    """What of a lab is on this machine (empty after ``down``): processes, mounts, the bridge, cgroups,
+    nspawn's run files, the state directory."""
+    found = [f"nspawn process of {name} (pid {pid})" for name, pid in machines.nspawn_processes(layout).items()]
+    found += [f"mount {point}" for point in machines.mounts_under(layout.state_dir)]
+    if machines.bridge_exists(bridge):
+        found.append(f"bridge {bridge}")
+    found += [f"cgroup {parent}" for parent in machines.cgroup_parents() if parent.exists()]
+    if layout.state_dir.exists():
+        found.append(f"state directory {layout.state_dir}")
+    return found

@@ -1,0 +1,543 @@
+"""The lab's machines: the Debian root built once, a copy booted per host, and a ``down`` that
+leaves nothing behind.
+
+Each host is a Debian 12 root booted by ``systemd-nspawn -b`` (systemd as PID 1) on the lab's
+bridge, in a cgroup subtree of its own in every cgroup v1 hierarchy, with sshd and a key made for
+the lab. The settings are the ones ../shared/design/REAL-HOSTS.md measured on machines of this
+kind; each says why where it is set. Needs root, ``debootstrap`` and ``systemd-nspawn``
+(Debian's ``systemd-container``).
+
+Touches: the lab's state directory (the hosts' roots, the lab key, its records) and cache (the
+Debian root), the bridge, the ``clusterproof-lab`` cgroups, the processes it started, and the
+kernel settings a kubelet changes (saved at ``up``, put back at ``down``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabError, LabHost, LabPlan
+
+SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# Bump when a step of build_root changes: the cached root is keyed by it and the package list.
+RECIPE = 1
+# systemd as PID 1 and what Ansible needs to manage the host over SSH (python3, python3-apt, sudo).
+ROOT_PACKAGES = (
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "iproute2",
+    "python3",
+    "python3-apt",
+    "apt",
+    "ca-certificates",
+    "openssh-server",
+    "sudo",
+)
+# A kubelet sets these for the whole machine, not its container: saved at up, put back at down.
+KERNEL_SETTINGS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops")
+CGROUP_NAME = "clusterproof-lab"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+NSPAWN_RUN_DIR = Path("/run/systemd/nspawn")
+# The system calls nspawn filters by default that a kubelet and runc need (REAL-HOSTS.md).
+SYSTEM_CALLS = "@keyring bpf @swap @clock @module @raw-io @reboot @obsolete"
+# A host with running pods can take this long to power off (systemd waits for the pods' scopes).
+STOP_SECONDS = 90
+SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=3", "-o", "LogLevel=ERROR")
+STATE_FILE = "lab.json"
+
+Runner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _run(command: Sequence[str], **options: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(command), text=True, capture_output=True, check=False, **options)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where the lab keeps what it makes: ``state_dir`` goes at ``down``; ``cache_dir`` stays."""
+
+    state_dir: Path
+    cache_dir: Path
+
+    @property
+    def key(self) -> Path:
+        return self.state_dir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.state_dir / "known_hosts"
+
+    @property
+    def record(self) -> Path:
+        return self.state_dir / STATE_FILE
+
+    def root_of(self, name: str) -> Path:
+        return self.state_dir / "machines" / name
+
+    def log_of(self, name: str) -> Path:
+        return self.state_dir / "logs" / f"{name}.log"
+
+
+# --- the Debian root, once per machine -------------------------------------------------------------
+
+
+def root_key(packages: Iterable[str] = ROOT_PACKAGES) -> str:
+    return hashlib.sha256("\n".join([SUITE, str(RECIPE), *packages]).encode()).hexdigest()[:12]
+
+
+def cached_root(layout: Layout) -> Path:
+    return layout.cache_dir / f"debian12-root-{root_key()}"
+
+
+def build_root(layout: Layout, mirror: str = DEFAULT_MIRROR, run: Runner = _run) -> tuple[Path, bool]:
+    """The Debian root every host is copied from, built by debootstrap if the cache lacks it (a few
+    minutes); returns its path and whether it was built now."""
+    target = cached_root(layout)
+    if (target / "usr/bin/python3").exists():
+        return target, False
+    for tool in ("debootstrap", "systemd-nspawn"):
+        if shutil.which(tool) is None:
+            package = "systemd-container" if tool == "systemd-nspawn" else tool
+            raise LabError(f"the lab needs {tool}: apt-get install {package}")
+    layout.cache_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build.", dir=layout.cache_dir))
+    try:
+        root = work / "root"
+        result = run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=" + ",".join(ROOT_PACKAGES),
+                SUITE,
+                str(root),
+                mirror,
+            ]
+        )
+        (layout.cache_dir / "build.log").write_text(result.stdout + result.stderr)
+        if result.returncode != 0 or not (root / "usr/bin/python3").exists():
+            tail = (result.stdout + result.stderr).strip().splitlines()[-3:]
+            raise LabError(f"debootstrap {SUITE} from {mirror} failed: {' | '.join(tail)}")
+        # Each host gets host keys and a machine id of its own when it is made (make_host).
+        for key in (root / "etc/ssh").glob("ssh_host_*"):
+            key.unlink()
+        (root / "etc/machine-id").write_text("")
+        # An air-gapped host: apt knows only the sources the roles write (the bundle's mirror).
+        (root / "etc/apt/sources.list").write_text("")
+        shutil.rmtree(root / "var/lib/apt/lists", ignore_errors=True)
+        (root / "var/lib/apt/lists/partial").mkdir(parents=True)
+        root.rename(target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for old in layout.cache_dir.glob("debian12-root-*"):
+        if old != target:
+            shutil.rmtree(old, ignore_errors=True)
+    return target, True
+
+
+# --- one host's root ----------------------------------------------------------------------------
+
+
+def make_key(layout: Layout, run: Runner = _run) -> bool:
+    """The lab's SSH key (Ansible's way in to every host), made at the first up; True if made now."""
+    if layout.key.exists():
+        return False
+    layout.state_dir.mkdir(parents=True, exist_ok=True)
+    made = run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "clusterproof-lab", "-f", str(layout.key)])
+    if made.returncode != 0:
+        raise LabError(f"making the lab's SSH key failed: {made.stderr.strip()}")
+    return True
+
+
+def _unit(description: str, commands: Sequence[str], before: str) -> str:
+    # Default dependencies (after sysinit.target): a unit started earlier in a container's boot may
+    # find its cgroup not made yet in some v1 hierarchy ("Failed to attach to cgroup ... No such
+    # file or directory", seen on about one boot in three with three machines booting at once); and
+    # should that still happen, systemd tries again a second later.
+    lines = [
+        "[Unit]",
+        f"Description={description}",
+        f"Before={before}",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "Restart=on-failure",
+        "RestartSec=1",
+        *(f"ExecStart={command}" for command in commands),
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def host_files(plan: LabPlan, host: LabHost, public_key: str) -> dict[str, str]:
+    """The files a host's root gets on top of the Debian root, by path inside it."""
+    hosts = "127.0.0.1 localhost\n" + "".join(f"{other.address} {other.name}\n" for other in plan.hosts)
+    # systemd-networkd waits forever without udev in a container: a oneshot unit sets the address.
+    # The default route points at this machine, which forwards nothing: kubeadm and the kubelet
+    # find their node address by it, and nothing leaves the lab.
+    address = _unit(
+        "The lab host's address on the lab bridge",
+        [
+            "/usr/sbin/ip link set host0 up",
+            f"/usr/sbin/ip address replace {host.address}/{plan.prefix_length} dev host0",
+            f"/usr/sbin/ip route replace default via {plan.gateway} dev host0",
+        ],
+        "network.target ssh.service",
+    )
+    return {
+        "etc/hostname": host.name + "\n",
+        "etc/hosts": hosts,
+        "etc/machine-id": uuid.uuid4().hex + "\n",
+        "root/.ssh/authorized_keys": public_key,
+        "etc/ssh/sshd_config.d/lab.conf": "HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin prohibit-password\n",
+        "etc/systemd/system/lab-address.service": address,
+    }
+
+
+def make_host(layout: Layout, plan: LabPlan, host: LabHost, source: Path, run: Runner = _run) -> str:
+    """A fresh root for ``host`` (a copy of ``source`` with the host's files); returns its SSH host
+    key line for the lab's known_hosts."""
+    root = layout.root_of(host.name)
+    if root.exists():
+        shutil.rmtree(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    copied = run(["cp", "-a", "--reflink=auto", str(source), str(root)])
+    if copied.returncode != 0:
+        raise LabError(f"copying the Debian root for {host.name} failed: {copied.stderr.strip()}")
+    public_key = layout.key.with_suffix(".pub").read_text()
+    for relative, text in host_files(plan, host, public_key).items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (root / "root/.ssh").chmod(0o700)
+    (root / "root/.ssh/authorized_keys").chmod(0o600)
+    wants = root / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    link = wants / "lab-address.service"
+    if not link.is_symlink():
+        link.symlink_to("/etc/systemd/system/lab-address.service")
+    host_key = root / "etc/ssh/ssh_host_ed25519_key"
+    made = run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{host.name}", "-f", str(host_key)])
+    if made.returncode != 0:
+        raise LabError(f"making {host.name}'s SSH host key failed: {made.stderr.strip()}")
+    kind, key = host_key.with_suffix(".pub").read_text().split()[:2]
+    return f"{host.name},{host.address} {kind} {key}"
+
+
+# --- the machine's side: bridge, cgroups, kernel settings ----------------------------------------
+
+
+def bridge_exists(name: str) -> bool:
+    return Path("/sys/class/net", name).exists()
+
+
+def make_bridge(plan: LabPlan, run: Runner = _run) -> bool:
+    if bridge_exists(plan.bridge):
+        return False
+    for command in (
+        ["ip", "link", "add", plan.bridge, "type", "bridge"],
+        ["ip", "address", "add", plan.host_address, "dev", plan.bridge],
+        ["ip", "link", "set", plan.bridge, "up"],
+    ):
+        result = run(command)
+        if result.returncode != 0:
+            raise LabError(
+                f"making the lab bridge {plan.bridge} failed at '{' '.join(command)}': {result.stderr.strip()}"
+            )
+    return True
+
+
+def remove_bridge(name: str, run: Runner = _run) -> bool:
+    if not bridge_exists(name):
+        return False
+    result = run(["ip", "link", "delete", name])
+    if result.returncode != 0:
+        raise LabError(f"removing the lab bridge {name} failed: {result.stderr.strip()}")
+    return True
+
+
+def cgroup_parents(proc_cgroup: str | None = None) -> list[Path]:
+    """``clusterproof-lab`` in every cgroup v1 hierarchy, under this process's own cgroup there:
+    each host gets its own subtree below it (with a shared one, one kubelet removes the other's
+    pod cgroups)."""
+    text = proc_cgroup if proc_cgroup is not None else Path("/proc/self/cgroup").read_text()
+    parents = []
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if not controllers:
+            continue  # the unified hierarchy: nothing is mounted there that the lab can use
+        hierarchy = controllers.split(",")[0].removeprefix("name=")
+        parents.append(CGROUP_ROOT / hierarchy / path.lstrip("/") / CGROUP_NAME)
+    return parents
+
+
+def make_cgroup(path: Path) -> None:
+    """A cgroup and the ones above it that are missing. A new cpuset cgroup has no CPUs and no
+    memory nodes, and takes no process until it has: each gets its parent's."""
+    if not path.parent.is_dir():
+        make_cgroup(path.parent)
+    path.mkdir(exist_ok=True)
+    for setting in ("cpuset.cpus", "cpuset.mems"):
+        own, inherited = path / setting, path.parent / setting
+        if own.exists() and inherited.exists() and not own.read_text().strip():
+            own.write_text(inherited.read_text().strip())
+
+
+def _enter_cgroups(name: str, parents: Sequence[Path]) -> Callable[[], None]:
+    targets = [parent / name / "cgroup.procs" for parent in parents]
+
+    def enter() -> None:  # runs in the child between fork and exec
+        for target in targets:
+            target.write_text(str(os.getpid()))
+
+    return enter
+
+
+def remove_cgroups(parents: Sequence[Path], names: Iterable[str] | None = None) -> list[str]:
+    """Remove the lab's cgroups (all, or those of ``names``), deepest first, killing what a crashed
+    host left in them; returns the ones removed."""
+    removed = []
+    for parent in parents:
+        if not parent.is_dir():
+            continue
+        tops = [parent / name for name in names] if names is not None else [parent]
+        for top in tops:
+            if not top.is_dir():
+                continue
+            for directory in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
+                for pid in _pids(directory):
+                    _kill(pid, signal.SIGKILL)
+                try:
+                    directory.rmdir()
+                    removed.append(str(directory))
+                except OSError:
+                    time.sleep(0.2)
+                    directory.rmdir()
+                    removed.append(str(directory))
+    return removed
+
+
+def _pids(cgroup: Path) -> list[int]:
+    try:
+        return [int(line) for line in (cgroup / "cgroup.procs").read_text().split()]
+    except OSError:
+        return []
+
+
+def _kill(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def read_kernel_settings() -> dict[str, str]:
+    return {name: Path("/proc/sys", *name.split(".")).read_text().strip() for name in KERNEL_SETTINGS}
+
+
+def write_kernel_settings(values: dict[str, str]) -> list[str]:
+    """Put the settings back; returns those that differed."""
+    changed = []
+    for name, value in values.items():
+        path = Path("/proc/sys", *name.split("."))
+        if path.read_text().strip() != value:
+            path.write_text(value)
+            changed.append(name)
+    return changed
+
+
+# --- records and processes ------------------------------------------------------------------------
+
+
+def load_record(layout: Layout) -> dict[str, Any]:
+    try:
+        return json.loads(layout.record.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def save_record(layout: Layout, record: dict[str, Any]) -> None:
+    layout.state_dir.mkdir(parents=True, exist_ok=True)
+    temporary = layout.record.with_suffix(".tmp")
+    temporary.write_text(json.dumps(record, indent=2, sort_keys=True))
+    temporary.replace(layout.record)
+
+
+def nspawn_processes(layout: Layout) -> dict[str, int]:
+    """The nspawn processes that boot a root under the lab's state directory, by host name: found
+    from /proc, so that a host whose start was never recorded (a crash) is found too."""
+    machines = str(layout.state_dir / "machines") + "/"
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or not argv[0].endswith(b"systemd-nspawn"):
+            continue
+        for index, argument in enumerate(argv[:-1]):
+            if argument == b"-D" and argv[index + 1].decode(errors="replace").startswith(machines):
+                found[argv[index + 1].decode()[len(machines) :].rstrip("/")] = int(entry.name)
+    return found
+
+
+def boot(layout: Layout, plan: LabPlan, host: LabHost, parents: Sequence[Path]) -> int:
+    """Start ``host``'s machine in the background; returns nspawn's pid."""
+    for parent in parents:
+        make_cgroup(parent)
+        make_cgroup(parent / host.name)
+    log = layout.log_of(host.name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        "systemd-nspawn",
+        "-D",
+        str(layout.root_of(host.name)),
+        "-M",
+        host.name,
+        # No systemd runs this machine: nspawn registers nothing and stays in the cgroup it is given.
+        "--register=no",
+        "--keep-unit",
+        "-b",
+        f"--network-bridge={plan.bridge}",
+        # containerd, runc and the kubelet inside need what a real host's root has.
+        "--capability=all",
+        "--bind=/dev/kmsg",
+        "--resolv-conf=replace-host",
+        f"--system-call-filter={SYSTEM_CALLS}",
+    ]
+    environment = dict(os.environ, SYSTEMD_NSPAWN_API_VFS_WRITABLE="1")
+    with open(log, "ab") as output:
+        process = subprocess.Popen(  # noqa: S603 - the lab's own command line
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=environment,
+            start_new_session=True,
+            preexec_fn=_enter_cgroups(host.name, parents),  # noqa: PLW1509 - no threads here
+        )
+    return process.pid
+
+
+def ssh(
+    layout: Layout, address: str, command: str, timeout: float = 30, run: Runner = _run
+) -> subprocess.CompletedProcess[str]:
+    return run(
+        [
+            "ssh",
+            "-i",
+            str(layout.key),
+            *SSH_OPTIONS,
+            "-o",
+            f"UserKnownHostsFile={layout.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            f"root@{address}",
+            command,
+        ],
+        timeout=timeout,
+    )
+
+
+def system_state(layout: Layout, host: LabHost) -> str:
+    """systemd's own word for the host (``running``, ``starting``, ``degraded``...), or why none came."""
+    try:
+        result = ssh(layout, host.address, "systemctl is-system-running", timeout=10)
+    except subprocess.TimeoutExpired:
+        return "no answer over SSH in 10 s"
+    return result.stdout.strip() or result.stderr.strip() or f"ssh exited {result.returncode}"
+
+
+def failed_units(layout: Layout, host: LabHost) -> list[str]:
+    result = ssh(layout, host.address, "systemctl list-units --failed --plain --no-legend", timeout=10)
+    return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+
+
+def wait_running(
+    layout: Layout, hosts: Sequence[LabHost], timeout: float
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Wait until systemd says ``running`` on every host; returns each host's last state, and the
+    units restarted on the way. A unit that failed at boot is restarted once: with several
+    machines booting at once, systemd inside may lose a race for its cgroup ("Failed to attach to
+    cgroup"), and the unit then starts on a second try."""
+    deadline = time.monotonic() + timeout
+    states = {host.name: "not reached yet" for host in hosts}
+    restarted: dict[str, list[str]] = {}
+    while True:
+        for host in hosts:
+            if states[host.name] == "running":
+                continue
+            states[host.name] = system_state(layout, host)
+            if states[host.name] == "degraded" and host.name not in restarted:
+                restarted[host.name] = failed_units(layout, host)
+                if restarted[host.name]:
+                    units = " ".join(restarted[host.name])
+                    ssh(layout, host.address, f"systemctl reset-failed {units}; systemctl restart {units}", timeout=60)
+                    states[host.name] = system_state(layout, host)
+        if all(state == "running" for state in states.values()) or time.monotonic() > deadline:
+            return states, {name: units for name, units in restarted.items() if units}
+        time.sleep(1)
+
+
+def stop(pids: dict[str, int], seconds: float = STOP_SECONDS) -> list[str]:
+    """Power the machines off (nspawn turns SIGTERM into the container's poweroff), SIGKILL after
+    ``seconds``; returns the names of those that had to be killed."""
+    for pid in pids.values():
+        _kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + seconds
+    killed = []
+    for name, pid in pids.items():
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid):
+            _kill(pid, signal.SIGKILL)
+            killed.append(name)
+    for pid in pids.values():
+        while _alive(pid):
+            time.sleep(0.1)
+    return killed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state == "Z":
+        try:
+            os.waitpid(pid, os.WNOHANG)  # our own child, when up and down run in one process
+        except ChildProcessError:
+            pass
+        return False
+    return True
+
+
+def mounts_under(path: Path, mountinfo: str | None = None) -> list[str]:
+    text = mountinfo if mountinfo is not None else Path("/proc/self/mountinfo").read_text()
+    prefix = str(path).rstrip("/") + "/"
+    points = [line.split()[4] for line in text.splitlines() if len(line.split()) > 4]
+    return sorted((point for point in points if point.startswith(prefix)), key=len, reverse=True)
+
+
+def unmount_under(path: Path, run: Runner = _run) -> list[str]:
+    points = mounts_under(path)
+    for point in points:
+        run(["umount", "--lazy", point])
+    return points

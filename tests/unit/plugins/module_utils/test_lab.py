@@ -1,0 +1,90 @@
+"""The lab's pure parts: its declaration's checks, the files a host gets, what is read from /proc."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabError, LabHost, make_plan
+
+HOSTS = {"lab-cp-1": "10.213.0.10", "lab-worker-1": "10.213.0.11"}
+
+
+def test_a_lab_as_declared():
+    plan = make_plan("cplab0", "10.213.0.1/24", HOSTS)
+    assert plan.hosts == (LabHost("lab-cp-1", "10.213.0.10"), LabHost("lab-worker-1", "10.213.0.11"))
+    assert (plan.gateway, plan.prefix_length) == ("10.213.0.1", 24)
+
+
+@pytest.mark.parametrize(
+    ("bridge", "host_address", "hosts", "message"),
+    [
+        ("a-very-long-bridge", "10.213.0.1/24", HOSTS,
+         "bridge: expected an interface name of 1 to 15 lower-case letters, digits, -, found 'a-very-long-bridge'"),
+        ("cplab0", "8.8.8.1/24", HOSTS,
+         "host_address: expected a private IPv4 address with a prefix of /8 to /29, found '8.8.8.1/24'"),
+        ("cplab0", "10.213.0.1/24", {"lab-a": "10.213.1.10"},
+         "hosts.lab-a: expected a host address in 10.213.0.0/24, found '10.213.1.10'"),
+        ("cplab0", "10.213.0.1/24", {"lab-a": "10.213.0.1"},
+         "hosts.lab-a: expected an address no other host has (this machine (host_address) has it), found '10.213.0.1'"),
+        ("cplab0", "10.213.0.1/24", {"lab-a": "10.213.0.9", "lab-b": "10.213.0.9"},
+         "hosts.lab-b: expected an address no other host has (lab-a has it), found '10.213.0.9'"),
+        ("cplab0", "10.213.0.1/24", {"Lab_A": "10.213.0.9"},
+         "hosts.Lab_A: expected a DNS label (it is the host's name), found 'Lab_A'"),
+        ("cplab0", "10.213.0.1/24", {"lab-a": "not-an-address"},
+         "hosts.lab-a: expected an IPv4 address in 10.213.0.0/24, found 'not-an-address'"),
+        ("cplab0", "10.213.0.1/24", {}, "hosts: expected a mapping of 1 to 16 host names to addresses, found {}"),
+        ("cplab0", "10.213.0.1/24", None, "hosts: expected a mapping of 1 to 16 host names to addresses, found None"),
+    ],
+)  # fmt: skip
+def test_a_lab_that_breaks_a_rule_is_refused_naming_the_field(bridge, host_address, hosts, message):
+    with pytest.raises(LabError) as refused:
+        make_plan(bridge, host_address, hosts)
+    assert message in str(refused.value)
+    assert str(refused.value).endswith("; nothing was changed")
+
+
+def test_every_problem_is_listed_at_once():
+    with pytest.raises(LabError) as refused:
+        make_plan("x" * 20, "10.213.0.1/24", {"lab-a": "10.213.0.9", "lab-b": "10.213.0.9"})
+    assert "bridge:" in str(refused.value) and "hosts.lab-b:" in str(refused.value)
+
+
+def test_a_host_s_files_give_it_its_name_address_route_and_key():
+    plan = make_plan("cplab0", "10.213.0.1/24", HOSTS)
+    files = machines.host_files(plan, plan.hosts[1], "ssh-ed25519 AAAA lab\n")
+    assert files["etc/hostname"] == "lab-worker-1\n"
+    assert "10.213.0.10 lab-cp-1\n" in files["etc/hosts"] and "10.213.0.11 lab-worker-1\n" in files["etc/hosts"]
+    unit = files["etc/systemd/system/lab-address.service"]
+    assert "ExecStart=/usr/sbin/ip address replace 10.213.0.11/24 dev host0" in unit
+    assert "ExecStart=/usr/sbin/ip route replace default via 10.213.0.1 dev host0" in unit
+    assert "Restart=on-failure" in unit and "DefaultDependencies=no" not in unit
+    assert files["root/.ssh/authorized_keys"] == "ssh-ed25519 AAAA lab\n"
+    assert len(files["etc/machine-id"].strip()) == 32
+    assert files["etc/machine-id"] != machines.host_files(plan, plan.hosts[1], "")["etc/machine-id"]
+
+
+def test_the_lab_s_cgroups_are_under_this_process_s_own_in_every_v1_hierarchy():
+    proc = "9:name=systemd:/\n4:memory:/process_api/abc\n2:cpu,cpuacct:/\n0::/\n"
+    assert machines.cgroup_parents(proc) == [
+        Path("/sys/fs/cgroup/systemd/clusterproof-lab"),
+        Path("/sys/fs/cgroup/memory/process_api/abc/clusterproof-lab"),
+        Path("/sys/fs/cgroup/cpu/clusterproof-lab"),
+    ]
+
+
+def test_mounts_under_a_directory_deepest_first():
+    mountinfo = (
+        "22 1 0:21 / /proc rw - proc proc rw\n"
+        "90 1 0:50 / /var/lab/machines/a rw - overlay o rw\n"
+        "91 90 0:51 / /var/lab/machines/a/proc rw - proc proc rw\n"
+        "92 1 0:52 / /var/laboratory rw - tmpfs t rw\n"
+    )
+    assert machines.mounts_under(Path("/var/lab"), mountinfo) == ["/var/lab/machines/a/proc", "/var/lab/machines/a"]
+
+
+def test_the_debian_root_is_keyed_by_its_package_list():
+    assert machines.root_key() == machines.root_key(machines.ROOT_PACKAGES)
+    assert machines.root_key() != machines.root_key((*machines.ROOT_PACKAGES, "containerd"))
