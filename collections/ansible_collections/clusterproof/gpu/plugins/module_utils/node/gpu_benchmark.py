@@ -273,7 +273,11 @@ class InPractice:
     source: str
 
     def span(self) -> str:
-        return f"up to {_fmt(self.high)}" if self.low is None else f"{_fmt(self.low)}-{_fmt(self.high)}"
+        return (
+            f"up to {format_figure(self.high)}"
+            if self.low is None
+            else f"{format_figure(self.low)}-{format_figure(self.high)}"
+        )
 
 
 _RECORDED_H100 = (
@@ -483,7 +487,7 @@ def _measurements(benchmark: str, result: Mapping[str, Any], dtypes: list[str]) 
         detail = {key: result.get(key) for key in ("backend", "ranks", "bytes", "algbw_gbps", "mean_ms")}
         return [
             Measurement(
-                benchmark, metric_name(benchmark), None, "ok", _number(result.get("busbw_gbps")), unit, detail=detail
+                benchmark, metric_name(benchmark), None, "ok", as_number(result.get("busbw_gbps")), unit, detail=detail
             )
         ]
     detail = {key: result.get(key) for key in ("command", "exit_status", "level", "overall", "tests")}
@@ -499,14 +503,14 @@ def _device_measurement(
         metric=metric,
         gpu=device.get("index"),
         status=status,
-        value=_number(figures.get(key)) if status == "ok" else None,
+        value=as_number(figures.get(key)) if status == "ok" else None,
         unit=_METRICS[benchmark][0],
         reason=str(figures.get("reason") or ""),
         detail={k: v for k, v in figures.items() if k not in ("status", "reason", key)},
     )
 
 
-def _number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -607,7 +611,7 @@ def thresholds_with(overrides: Mapping[str, Any] | None) -> dict[str, float]:
     for key, value in (overrides or {}).items():
         if key not in DEFAULT_THRESHOLDS:
             raise ValueError(f"threshold for {key!r}: no such judged benchmark; choose from {', '.join(JUDGED)}")
-        number = _number(value)
+        number = as_number(value)
         if number is None or not 0 < number <= 10:
             raise ValueError(
                 f"threshold for {key!r} must be a fraction of the reference above 0 (e.g. 0.6), not {value!r}"
@@ -731,11 +735,11 @@ def _judge_one(
         return _dcgm_result(result, measurement)
     if measurement.benchmark == "allreduce" and measurement.detail.get("backend") != "nccl":
         result.message = (
-            f"{what}: measured {_fmt(measurement.value)} GB/s through {measurement.detail.get('backend')} "
+            f"{what}: measured {format_figure(measurement.value)} GB/s through {measurement.detail.get('backend')} "
             "(a test path, not NCCL); not judged"
         )
         return result
-    shown = f"{_fmt(measurement.value)} {measurement.unit}"
+    shown = f"{format_figure(measurement.value)} {measurement.unit}"
     if reference is None:
         result.status = "warn"
         result.message = (
@@ -760,9 +764,9 @@ def _judge_one(
     result.reference, result.threshold_fraction, result.threshold, result.ratio = figure, fraction, threshold, ratio
     summary = (
         f"{what} on {where} ({gpu_name or reference.model}): measured {shown} = {ratio:.2f} x the "
-        f"{_fmt(figure)} {measurement.unit} reference for {reference.model}; threshold {fraction:g} x = "
-        f"{_fmt(threshold)} {measurement.unit} (the floor). Reference: {reference.source_of(measurement.benchmark)}."
-        + _practice_note(practice, reference, measurement)
+        f"{format_figure(figure)} {measurement.unit} reference for {reference.model}; threshold {fraction:g} x = "
+        f"{format_figure(threshold)} {measurement.unit} (the floor). "
+        f"Reference: {reference.source_of(measurement.benchmark)}." + _practice_note(practice, reference, measurement)
     )
     if (measurement.value or 0.0) >= threshold:
         result.status = "pass"
@@ -770,7 +774,7 @@ def _judge_one(
     else:
         result.status = "fail"
         result.message = (
-            f"expected {what} >= {_fmt(threshold)} {measurement.unit} on {where}, found {shown}. {summary} "
+            f"expected {what} >= {format_figure(threshold)} {measurement.unit} on {where}, found {shown}. {summary} "
             + _HINTS[measurement.benchmark]
         )
     return result
@@ -797,7 +801,7 @@ def _cpu_result(
     result: BenchmarkResult, measurement: Measurement, output: RunnerOutput, what: str, host_gpu_names: list[str]
 ) -> BenchmarkResult:
     dry_run = (
-        f"{what}: measured {_fmt(measurement.value)} {measurement.unit} on the CPU with the {output.backend} "
+        f"{what}: measured {format_figure(measurement.value)} {measurement.unit} on the CPU with the {output.backend} "
         "backend (a dry run, not a GPU figure)"
     )
     if host_gpu_names:
@@ -847,13 +851,17 @@ def _checks(host: str, results: list[BenchmarkResult], output: RunnerOutput) -> 
         measured = [result.measured for result in group if result.measured is not None]
         observed: Any = None
         if measured:
-            observed = f"{_fmt(min(measured))} {worst.unit}".strip()
+            observed = f"{format_figure(min(measured))} {worst.unit}".strip()
             if worst.ratio is not None:
                 observed += f" ({worst.ratio:.2f} x reference)"
         message = worst.message
         others = [r for r in group if r is not worst and r.measured is not None]
         if others:
-            message += " Other GPUs: " + ", ".join(f"GPU {r.gpu} {_fmt(r.measured)} ({r.status})" for r in others) + "."
+            message += (
+                " Other GPUs: "
+                + ", ".join(f"GPU {r.gpu} {format_figure(r.measured)} ({r.status})" for r in others)
+                + "."
+            )
         checks.append(
             Check(
                 id=f"{SECTION_ID_PREFIX}/{host}/{metric}",
@@ -873,7 +881,7 @@ def _expected(result: BenchmarkResult) -> str | None:
     practice = f"in practice {result.in_practice} {result.unit}" if result.in_practice else None
     if result.threshold is None:
         return practice
-    floor = f">= {_fmt(result.threshold)} {result.unit} (floor: {result.threshold_fraction:g} x datasheet)"
+    floor = f">= {format_figure(result.threshold)} {result.unit} (floor: {result.threshold_fraction:g} x datasheet)"
     return f"{floor}; {practice}" if practice else floor
 
 
@@ -885,10 +893,10 @@ def _title(result: BenchmarkResult) -> str:
 
 def _duration(output: RunnerOutput, benchmark: str) -> float | None:
     value = ((output.document.get("benchmarks") or {}).get(benchmark) or {}).get("duration_s")
-    return _number(value)
+    return as_number(value)
 
 
-def _fmt(value: float | None) -> str:
+def format_figure(value: float | None) -> str:
     if value is None:
         return "-"
     if value != 0 and abs(value) < 0.01:
