@@ -133,8 +133,9 @@ def test_the_degraded_gpu_is_flagged_against_the_baseline_with_each_figure_and_i
     # Its own host section fails the datasheet floor only where 0.75 x healthy is under it.
     host = _recorded("benchmark-h100-degraded.json")
     floor = {check["id"].rsplit("/", 1)[1]: check["status"] for check in host["checks"]}
-    assert floor["matmul-bf16"] == "fail"  # 451.6 < 0.5 x 989.5
+    assert (floor["matmul-bf16"], floor["matmul-fp16"], floor["memory-bandwidth"]) == ("fail",) * 3
     assert floor["matmul-fp32"] == "pass"  # 38.7 > 0.5 x 67: only the baseline catches it
+    assert floor["resnet50-training"] == "skip"  # no datasheet figure for it: only the baseline catches it
 
 
 def test_the_degraded_fixture_is_the_healthy_recording_scaled_by_three_quarters():
@@ -254,7 +255,7 @@ def test_equal_gpus_have_no_straggler_and_each_model_is_its_own_group():
 
 def test_with_two_gpus_the_slower_is_compared_with_the_better():
     # 92 against 100: 8 % behind the better one, but only 4.2 % below their median (96).
-    figures = [Figure("gpu-1", 0, H100, "matmul-bf16", 100.0, "TFLOP/s"), Figure("gpu-1", 1, H100, "matmul-bf16", 92.0, "TFLOP/s")]  # fmt: skip
+    figures = [Figure("gpu-1", 0, "matmul-bf16", H100, 100.0, "TFLOP/s"), Figure("gpu-1", 1, "matmul-bf16", H100, 92.0, "TFLOP/s")]  # fmt: skip
 
     checks, table = straggler_checks(figures)
 
@@ -269,7 +270,7 @@ def test_a_gpu_alone_of_its_model_is_not_compared_and_the_tolerance_is_configura
     assert {check["status"] for check in alone["checks"]} == {"skip"}
     assert "no peer to compare it with" in alone["checks"][0]["message"]
 
-    figures = [Figure("h", i, H100, "matmul-bf16", value, "TFLOP/s") for i, value in enumerate([100.0, 100.0, 97.0])]
+    figures = [Figure("h", i, "matmul-bf16", H100, value, "TFLOP/s") for i, value in enumerate([100.0, 100.0, 97.0])]
     assert [check.status for check in straggler_checks(figures, tolerance=0.05)[0]] == ["pass"]
     assert [check.status for check in straggler_checks(figures, tolerance=0.02)[0]] == ["fail"]
 
