@@ -207,7 +207,7 @@ def straggler_checks(figures: Sequence[Figure], tolerance: float = DEFAULT_TOLER
                     f"the slowest, {slowest.where}, is {below:.1f}% below it, within the {_pct(tolerance)} tolerance",
                 )
             )
-        checks.extend(_straggler(figure, group, yardstick, named, floor, tolerance) for figure in behind)
+        checks.extend(_straggler(figure, yardstick, named, floor, tolerance) for figure in behind)
     table = Table(
         id=f"{SITE_SECTION_ID}-stragglers",
         title="Each GPU model's figures across the site: the slowest GPU against its peers",
@@ -223,7 +223,7 @@ def straggler_checks(figures: Sequence[Figure], tolerance: float = DEFAULT_TOLER
             "Below (%)",
             "Stragglers",
             "Status",
-        ],  # fmt: skip
+        ],
         rows=rows,
         row_status=statuses,
     )
@@ -238,9 +238,7 @@ def _yardstick(group: Sequence[Figure]) -> tuple[float, str]:
     return max(values), "the better of the site's 2"
 
 
-def _straggler(
-    figure: Figure, group: Sequence[Figure], yardstick: float, named: str, floor: float, tolerance: float
-) -> Check:
+def _straggler(figure: Figure, yardstick: float, named: str, floor: float, tolerance: float) -> Check:
     below = _percent_below(figure.value, yardstick)
     return Check(
         id=f"{SITE_SECTION_ID}/straggler/{figure.host}/gpu{figure.gpu}/{figure.metric}",
@@ -286,7 +284,7 @@ def baseline_checks(
             summary["new"] += 1
             continue
         summary["compared"] += 1
-        change = 100.0 * (figure.value / before.value - 1.0)
+        change = round(100.0 * (figure.value / before.value - 1.0), 1) + 0.0  # + 0.0: no "-0.0%"
         if summary["worst"] is None or change < summary["worst"][0]:
             summary["worst"] = (change, figure.where)
         if figure.value < before.value * (1.0 - tolerance):
@@ -318,7 +316,7 @@ def baseline_checks(
             "Worst change (%)",
             "Where",
             "Status",
-        ],  # fmt: skip
+        ],
         rows=rows,
         row_status=statuses,
     )
