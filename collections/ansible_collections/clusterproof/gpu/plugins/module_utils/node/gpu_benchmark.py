@@ -286,8 +286,8 @@ _RECORDED_H100 = (
 )
 _MAMF = (
     "published best-shape BF16 matmul, mean of 100 products after 50 warm-up (Maximum Achievable Matmul "
-    "FLOPS table, github.com/stas00/ml-engineering compute/accelerator/README.md, {row}); a best case over "
-    "shapes, above what sustained 8192^3 products reach at the power limit"
+    "FLOPS table, github.com/stas00/ml-engineering compute/accelerator/README.md as read in 2026-11, {row}); "
+    "a best case over shapes, above what sustained 8192^3 products reach at the power limit"
 )
 _H100_SXM_PRACTICE = {
     # Runner 602.1, module run 591.7; the probe's 1 s and 5 s sustained windows 686.2 and 686.7 (a
