@@ -70,6 +70,7 @@ LONGEST_FIRST = {
             "test_kueue",
             "test_koordinator",
             "test_lab",
+            "test_report_history",
             "test_molecule",
             "test_storage",
             "test_quota_tree",

@@ -53,6 +53,7 @@ ALLOWED = {
     "tenancy.": ("tenancy.", "common."),
     "model.": (),
     "report.model": (),
+    "report.history": ("report.model",),
 }
 FORBIDDEN = {
     "node.": ("report.render",),

@@ -133,6 +133,7 @@ def test_json_has_the_documented_fields():
     data = json.loads(render.to_json(sample_report()))
     assert list(data) == [
         "schema_version", "generator", "site", "cluster_mode", "started", "finished", "verdict", "counts", "sections",
+        "site_state", "changes",
     ]  # fmt: skip
     assert data["schema_version"] == rp.SCHEMA_VERSION == 2
     assert data["verdict"] == "fail"

@@ -52,6 +52,28 @@ options:
     description: Fail the task, after writing the report, when any check failed.
     type: bool
     default: true
+  compare_with:
+    description:
+      - The earlier run this one is compared with, for the section "What changed since ..." (the
+        report's first) and the JSON block C(changes) - C(latest) (the previous run), C(baseline)
+        (the run marked with C(./clusterproof baseline)), a run's stamp, or a path to a C(report.json).
+      - The first run of a site has nothing to compare with and says so; an earlier report that
+        cannot be read, or is of a newer schema, is a warning.
+      - Regressions are failed checks - a node gone, fewer GPUs on a node, another GPU product, a
+        project's quota or weight in the cluster changed, a project or storage class gone, the
+        default storage class moved.
+    type: str
+    default: latest
+  benchmark_tolerance:
+    description:
+      - How far below the reference run a benchmark figure may fall (a fraction, 0.05 = 5%); the
+        reference is the site's baseline when one is marked, else the previous run.
+    type: float
+    default: 0.05
+  straggler_tolerance:
+    description: How far below the median of its model's GPUs in the site a GPU's figure may fall (a fraction).
+    type: float
+    default: 0.05
   stopped:
     description:
       - What stopped the validation before its end, when something did (a rescued task's name and
@@ -136,6 +158,8 @@ failed_checks:
 import datetime
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import benchmark_verdicts
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import (
     Report,
     failure_message,
@@ -154,6 +178,9 @@ ARGUMENT_SPEC = {
     "sections": {"type": "list", "elements": "dict", "required": True},
     "started": {"type": "str"},
     "fail_on_failed_checks": {"type": "bool", "default": True},
+    "compare_with": {"type": "str", "default": "latest"},
+    "benchmark_tolerance": {"type": "float", "default": 0.05},
+    "straggler_tolerance": {"type": "float", "default": 0.05},
     "stopped": {
         "type": "dict",
         "options": {"task": {"type": "str", "default": ""}, "result": {"type": "dict", "default": {}}},
@@ -161,21 +188,71 @@ ARGUMENT_SPEC = {
 }
 
 
-def _report(params, finished):
+def _earlier_run(params, which):
+    """An earlier run's report data and its name, or None and why there is none."""
     try:
-        sections = [section_from_dict(section) for section in params["sections"]]
+        path = history.resolve_run(params["reports_dir"], params["site"], which)
+    except history.HistoryError as error:
+        raise runner.ModuleError(f"{error}; no report was written") from error
+    if path is None:
+        return (
+            None,
+            f"no {'baseline marked' if which == history.BASELINE_LINK else 'earlier run'} for site {params['site']}",
+        )
+    return history.load_run(path)
+
+
+def _figures(sections):
+    return {
+        (f"{f.host}/gpu{f.gpu}/{f.metric}" if f.gpu is not None else f"{f.host}/{f.metric}"): f.value
+        for f in benchmark_verdicts.figures_from_sections(sections)
+    }
+
+
+def _report(params, finished):
+    raw_sections = list(params["sections"])
+    try:
+        sections = [section_from_dict(section) for section in raw_sections]
     except (ValueError, TypeError, KeyError) as error:
         raise runner.ModuleError(f"invalid report sections: {error}") from error
+    # The benchmark figures against the baseline (or the previous run) and against their peers.
+    previous, previous_note = _earlier_run(params, params["compare_with"])
+    baseline, baseline_name = _earlier_run(params, history.BASELINE_LINK)
+    if baseline is not None:
+        reference, label = baseline, f"baseline of {baseline_name}"
+    else:
+        reference, label = previous, f"previous run {previous_note}"
+    try:
+        site_benchmarks = benchmark_verdicts.site_section(
+            raw_sections, reference, label, params["benchmark_tolerance"], params["straggler_tolerance"]
+        )
+    except ValueError as error:
+        raise runner.ModuleError(f"{error}; no report was written") from error
+    if site_benchmarks is not None:
+        sections.append(section_from_dict(site_benchmarks))
+        raw_sections.append(site_benchmarks)
     if params["stopped"]:
         stopped = params["stopped"]
         sections.append(stopped_section(stopped["task"], failure_message(stopped["result"])))
-    return Report(
+    report = Report(
         site=params["site"],
         cluster_mode=params["cluster_mode"],
         started=params["started"] or finished,
         finished=finished,
         sections=sections,
     )
+    report.site_state = history.site_state(report, _figures(raw_sections))
+    against = (previous or {}).get("site_state")
+    if previous is not None and against is not None:
+        name = previous_note
+        report.changes = dict(history.compare(against, report.site_state), against=name)
+        report.sections.insert(0, history.changes_section(report.changes, f"the run {name}"))
+    else:
+        note = (
+            previous_note if previous is None else f"the run {previous_note} recorded no site state (an older report)"
+        )
+        report.sections.insert(0, history.changes_section(None, "", note))
+    return report
 
 
 def run(module):

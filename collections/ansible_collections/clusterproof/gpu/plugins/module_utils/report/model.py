@@ -22,6 +22,13 @@ without carrying the renderers. Validation modules return their findings as sect
     verdict         "pass" | "fail"; fail when any check failed                  (derived)
     counts          {"pass": n, "fail": n, "warn": n, "skip": n, "needs-hardware": n, "total": n}  (derived)
     sections[]      id, title, verdict (derived), counts (derived), checks[], tables[], charts[]
+    site_state      what the run found, or null: nodes {name: gpus, product, ready}, projects {name:
+                    quota, weight as the engine holds them}, storage_classes {name: default},
+                    benchmarks {"host/gpuN/metric": value} (report.history)
+    changes         what differs from an earlier run's site_state, or null: nodes_added, nodes_gone,
+                    gpu_counts, products, projects_added, projects_gone, quotas, weights,
+                    storage_classes_added, storage_classes_gone, default_storage_class, benchmarks,
+                    against (the earlier run's name)
       checks[]      id, title, status (one of STATUSES), expected, observed (any JSON value or null),
                     message (str), duration_s (number or null), category (one of CATEGORIES or null),
                     action (str or null); a failed or warning check always has both: its own, or
@@ -241,6 +248,9 @@ class Report:
     started: str
     finished: str
     sections: list[Section]
+    # What the run found (history.site_state) and what changed since an earlier run (history.compare).
+    site_state: dict[str, Any] | None = None
+    changes: dict[str, Any] | None = None
 
     @property
     def checks(self) -> list[Check]:
@@ -360,6 +370,8 @@ def report_from_dict(data: Mapping[str, Any]) -> Report:
         started=str(data.get("started") or ""),
         finished=str(data.get("finished") or ""),
         sections=[section_from_dict(section) for section in data.get("sections") or []],
+        site_state=data.get("site_state"),
+        changes=data.get("changes"),
     )
 
 
@@ -399,6 +411,8 @@ def to_dict(report: Report) -> dict[str, Any]:
             }
             for section in report.sections
         ],
+        "site_state": report.site_state,
+        "changes": report.changes,
     }
 
 

@@ -1,0 +1,282 @@
+"""What changed since an earlier run of the same site, and which earlier run to compare with.
+
+A report records the state it found (``site_state``: nodes with their GPUs, product and Ready;
+projects with the quota and weight configured in the cluster; storage classes and the default;
+benchmark figures), read from the tables its validation sections carry. The next run compares its
+own state with the earlier one's (``compare``) and shows the differences first: a block in the
+JSON (``changes``) and the report's first section, whose failed checks are the regressions (a node
+gone, fewer GPUs, another GPU product, a quota or weight that differs, a storage class gone or the
+default moved). The first run of a site has nothing to compare with and says so.
+
+Earlier runs are read from the reports directory: ``latest`` (the previous run, before this one is
+written), ``baseline`` (the run an admin accepted, ``set_baseline``), a run's stamp, or a path to a
+``report.json``. May import: the standard library and ``report.model``. Touches: the reports
+directory (reads runs; ``set_baseline`` writes the ``baseline`` link).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import (
+    SCHEMA_VERSION,
+    Check,
+    Report,
+    Section,
+    Table,
+)
+
+CHANGES_SECTION_ID = "changes"
+BASELINE_LINK = "baseline"
+LATEST_LINK = "latest"
+# Figures are compared to a tenth of a percent; quotas and weights to a hundredth of a GPU.
+_EPSILON = 0.005
+
+
+class HistoryError(ValueError):
+    """An earlier run that was asked for and cannot be used; the message names the field."""
+
+
+# --- the state a report found ---------------------------------------------------------------------
+
+
+def _table(report: Report, table_id: str) -> Table | None:
+    return next((table for section in report.sections for table in section.tables if table.id == table_id), None)
+
+
+def _column(table: Table, name: str) -> int | None:
+    return table.columns.index(name) if name in table.columns else None
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return None if value is None or isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def site_state(report: Report, benchmark_figures: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The state the report's sections found, as plain data (the JSON block ``site_state``).
+    ``benchmark_figures``: each GPU figure by ``host/gpu<index>/<metric>`` (or ``host/<metric>``)."""
+    nodes: dict[str, dict[str, Any]] = {}
+    node_table = _table(report, "node-gpus")
+    if node_table is not None:
+        name_at, gpus_at = _column(node_table, "Node"), _column(node_table, "Found GPUs")
+        product_at, ready_at = _column(node_table, "Found product"), _column(node_table, "Ready")
+        for row in node_table.rows:
+            if name_at is None or ready_at is None or row[ready_at] == "not in cluster":
+                continue  # declared but not in the cluster: not part of what was found
+            name = str(row[name_at]).removesuffix(" (not declared)")
+            nodes[name] = {
+                "gpus": _number(row[gpus_at]) if gpus_at is not None else None,
+                "product": row[product_at] if product_at is not None else None,
+                "ready": row[ready_at],
+            }
+    projects: dict[str, dict[str, Any]] = {}
+    quota_table = _table(report, "project-quotas")
+    if quota_table is not None:
+        # Columns: project, quota declared, quota as the engine holds it, weight declared, weight as
+        # the engine holds it, GPUs held now (the engine's columns are named after the engine).
+        for row in quota_table.rows:
+            projects[str(row[0])] = {"quota": _number(row[2]), "weight": _number(row[4])}
+    storage: dict[str, Any] = {}
+    class_table = _table(report, "storage-classes")
+    if class_table is not None:
+        name_at, default_at, found_at = (_column(class_table, c) for c in ("Class", "Default (found)", "Found"))
+        for row in class_table.rows:
+            if None in (name_at, default_at, found_at) or row[found_at] != "yes":
+                continue
+            storage[str(row[name_at])] = {"default": row[default_at] == "yes"}
+    return {
+        "nodes": nodes,
+        "projects": projects,
+        "storage_classes": storage,
+        "benchmarks": dict(benchmark_figures or {}),
+    }
+
+
+# --- comparing two states -------------------------------------------------------------------------
+
+
+def _differs(before: Any, after: Any) -> bool:
+    if isinstance(before, (int, float)) and isinstance(after, (int, float)):
+        return abs(before - after) > _EPSILON
+    return before != after
+
+
+def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """What differs between two ``site_state`` blocks: each kind of change as a list."""
+    old_nodes, new_nodes = before.get("nodes") or {}, after.get("nodes") or {}
+    old_projects, new_projects = before.get("projects") or {}, after.get("projects") or {}
+    old_classes, new_classes = before.get("storage_classes") or {}, after.get("storage_classes") or {}
+    old_figures, new_figures = before.get("benchmarks") or {}, after.get("benchmarks") or {}
+    changes: dict[str, Any] = {
+        "nodes_added": sorted(set(new_nodes) - set(old_nodes)),
+        "nodes_gone": sorted(set(old_nodes) - set(new_nodes)),
+        "gpu_counts": [],
+        "products": [],
+        "projects_added": sorted(set(new_projects) - set(old_projects)),
+        "projects_gone": sorted(set(old_projects) - set(new_projects)),
+        "quotas": [],
+        "weights": [],
+        "storage_classes_added": sorted(set(new_classes) - set(old_classes)),
+        "storage_classes_gone": sorted(set(old_classes) - set(new_classes)),
+        "default_storage_class": None,
+        "benchmarks": [],
+    }
+    for name in sorted(set(old_nodes) & set(new_nodes)):
+        old, new = old_nodes[name], new_nodes[name]
+        if _differs(old.get("gpus"), new.get("gpus")):
+            changes["gpu_counts"].append({"node": name, "before": old.get("gpus"), "after": new.get("gpus")})
+        if old.get("product") != new.get("product"):
+            changes["products"].append({"node": name, "before": old.get("product"), "after": new.get("product")})
+    for name in sorted(set(old_projects) & set(new_projects)):
+        for field, kind in (("quota", "quotas"), ("weight", "weights")):
+            old, new = old_projects[name].get(field), new_projects[name].get(field)
+            if _differs(old, new):
+                changes[kind].append({"project": name, "before": old, "after": new})
+    defaults = [
+        sorted(name for name, data in classes.items() if data.get("default")) for classes in (old_classes, new_classes)
+    ]
+    if defaults[0] != defaults[1]:
+        changes["default_storage_class"] = {"before": defaults[0], "after": defaults[1]}
+    for key in sorted(set(old_figures) & set(new_figures)):
+        old, new = float(old_figures[key]), float(new_figures[key])
+        if old and abs(new - old) / old > 0.001:
+            changes["benchmarks"].append(
+                {"figure": key, "before": old, "after": new, "change_pct": round(100.0 * (new - old) / old, 1)}
+            )
+    return changes
+
+
+def _check(check_id: str, title: str, ok: bool, expected: Any, observed: Any, message: str, category: str) -> Check:
+    return Check(
+        f"{CHANGES_SECTION_ID}/{check_id}",
+        title,
+        "pass" if ok else "fail",
+        expected,
+        observed,
+        message,
+        category=None if ok else category,
+    )
+
+
+def changes_section(changes: Mapping[str, Any] | None, against: str, note: str = "") -> Section:
+    """The report's first section: the regressions since ``against`` as failed checks, the rest as
+    passes that say what changed, and a table of every change. ``changes`` None: nothing to
+    compare with (``note`` says why)."""
+    title = f"What changed since {against}" if changes is not None else "What changed since the last run"
+    if changes is None:
+        status = "warn" if note.startswith("cannot") else "skip"
+        check = Check(f"{CHANGES_SECTION_ID}/compared", "Compared with an earlier run", status, message=note)
+        return Section(CHANGES_SECTION_ID, title, [check])
+    gone, added = changes["nodes_gone"], changes["nodes_added"]
+    checks = [
+        _check("nodes-gone", "no node is gone", not gone, [], gone,
+               f"gone since {against}: {', '.join(gone)}" if gone else "", "capacity"),
+        _check("nodes-added", "nodes added", True, None, added, ", ".join(added) or "none", "capacity"),
+    ]  # fmt: skip
+    fewer = [c for c in changes["gpu_counts"] if (c["after"] or 0) < (c["before"] or 0)]
+    checks.append(
+        _check("gpu-counts", "no node has fewer GPUs", not fewer, [], changes["gpu_counts"],
+               "; ".join(f"{c['node']}: {c['before']:g} -> {c['after']:g} GPUs" for c in fewer), "capacity")
+    )  # fmt: skip
+    checks.append(
+        _check("gpu-products", "every node has the GPU product it had", not changes["products"], [],
+               changes["products"],
+               "; ".join(f"{c['node']}: {c['before']} -> {c['after']}" for c in changes["products"]), "hardware")
+    )  # fmt: skip
+    for kind, word in (("quotas", "quota"), ("weights", "over-quota weight")):
+        listed = changes[kind]
+        checks.append(
+            _check(kind, f"every project's {word} is what it was", not listed, [], listed,
+                   "; ".join(f"{c['project']}: {c['before']} -> {c['after']} (in the cluster)" for c in listed),
+                   "configuration")
+        )  # fmt: skip
+    gone_projects = changes["projects_gone"]
+    checks.append(
+        _check("projects-gone", "no project is gone", not gone_projects, [], gone_projects,
+               ", ".join(gone_projects), "configuration")
+    )  # fmt: skip
+    gone_classes, default_moved = changes["storage_classes_gone"], changes["default_storage_class"]
+    checks.append(
+        _check("storage-classes", "no storage class is gone and the default is where it was",
+               not gone_classes and default_moved is None, [], {"gone": gone_classes, "default": default_moved},
+               "; ".join(filter(None, [f"gone: {', '.join(gone_classes)}" if gone_classes else "",
+                                       f"default: {default_moved['before']} -> {default_moved['after']}"
+                                       if default_moved else ""])), "configuration")
+    )  # fmt: skip
+    rows = [[c["figure"], c["before"], c["after"], f"{c['change_pct']:+.1f}%"] for c in changes["benchmarks"]]
+    tables = []
+    if rows:
+        table_title = f"Benchmark figures since {against} (judged in the site's benchmark section)"
+        tables.append(Table("changes-benchmarks", table_title, ["Figure", "Before", "Now", "Change"], rows))
+    return Section(CHANGES_SECTION_ID, title, checks, tables)
+
+
+# --- earlier runs ---------------------------------------------------------------------------------
+
+
+def site_dir(reports_dir: str | os.PathLike[str], site: str) -> Path:
+    return Path(reports_dir) / site
+
+
+def resolve_run(reports_dir: str | os.PathLike[str], site: str, which: str) -> Path | None:
+    """The ``report.json`` of an earlier run: ``which`` is ``latest``, ``baseline``, a run's stamp
+    (a directory under the site's), or a path to a report.json. None when ``latest`` or
+    ``baseline`` does not exist yet; HistoryError when a named run does not."""
+    root = site_dir(reports_dir, site)
+    if which in (LATEST_LINK, BASELINE_LINK):
+        path = root / which / "report.json"
+        return path if path.is_file() else None
+    candidate = Path(which).expanduser()
+    if candidate.is_file():
+        return candidate
+    if (root / which / "report.json").is_file() and "/" not in which:
+        return root / which / "report.json"
+    runs = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root.is_dir() else []
+    raise HistoryError(
+        f"compare_with: expected latest, baseline, a run of site {site} ({', '.join(runs[-5:]) or 'none yet'}) "
+        f"or a report.json path, found {which!r}"
+    )
+
+
+def load_run(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """An earlier run's report as data and its label (its run directory's name), or None and why
+    it cannot be read (a report of a newer schema, a file that is not a report)."""
+    label = path.parent.resolve().name
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        return None, f"cannot read the run {label} ({path}): {error}"
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        return (
+            None,
+            f"cannot compare with the run {label}: its schema_version {version!r} is not one this reader "
+            f"knows (1 to {SCHEMA_VERSION})",
+        )
+    return data, label
+
+
+def set_baseline(reports_dir: str | os.PathLike[str], site: str, run: str = LATEST_LINK) -> Path:
+    """Mark a run (its stamp, or ``latest``) as the site's acceptance baseline: the relative link
+    ``<site>/baseline``, replaced atomically. Returns the run's directory."""
+    root = site_dir(reports_dir, site)
+    target = (root / run).resolve() if run == LATEST_LINK else root / run
+    if not (target / "report.json").is_file() or target.parent.resolve() != root.resolve():
+        runs = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root.is_dir() else []
+        raise HistoryError(
+            f"run: expected latest or a run of site {site} under {root} ({', '.join(runs[-5:]) or 'none yet'}), "
+            f"found {run!r}"
+        )
+    link, temporary = root / BASELINE_LINK, root / f".{BASELINE_LINK}.tmp"
+    if temporary.is_symlink() or temporary.exists():
+        temporary.unlink()
+    temporary.symlink_to(target.name)
+    temporary.replace(link)
+    return target

@@ -1,0 +1,213 @@
+"""What changed since an earlier run, earlier runs found by name, the baseline, and site_report's
+two-run flow (the site's benchmark verdicts against the baseline or the previous run)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import types
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as rp
+from ansible_collections.clusterproof.gpu.plugins.modules import site_report
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
+
+
+def node_row(name, gpus, product="Tesla-V100-SXM2-32GB", present=True):
+    return {"name": name, "declared": True, "present": present, "declared_gpus": 8, "found_gpus": gpus,
+            "declared_product": product, "found_product": product, "ready": True if present else None,
+            "status": "pass"}  # fmt: skip
+
+
+def sections(nodes=None, quota_b=2, weight_b=2, classes=(("local-path", True),)):
+    nodes = nodes if nodes is not None else [node_row("dgx1-1", 8), node_row("dgx1-2", 8)]
+    return [
+        {"id": "gpu-nodes", "title": "GPU nodes", "checks": [], "node_table": nodes},
+        {"id": "projects", "title": "Projects", "checks": [], "tables": [{
+            "id": "project-quotas", "title": "q",
+            "columns": ["Project", "Quota (declared)", "Quota (KAI queue)", "Weight (declared)", "Weight (KAI queue)", "GPUs held now"],
+            "rows": [["team-a", "4", "4", "4", "4", "0"], ["team-b", "2", str(quota_b), "2", str(weight_b), "0"]]}]},
+        {"id": "storage", "title": "Storage", "checks": [], "tables": [{
+            "id": "storage-classes", "title": "s",
+            "columns": ["Class", "Provisioner", "Default (declared)", "Default (found)", "Access modes", "Found"],
+            "rows": [[name, "p", "yes" if default else "no", "yes" if default else "no", "RWO", "yes"]
+                     for name, default in classes]}]},
+    ]  # fmt: skip
+
+
+def state_of(data):
+    report = rp.Report("s", "sandbox", "", "", [rp.section_from_dict(s) for s in data])
+    return history.site_state(report)
+
+
+def test_the_state_a_report_found():
+    state = state_of(sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-3", 0, present=False)]))
+    assert state["nodes"] == {"dgx1-1": {"gpus": 8.0, "product": "Tesla-V100-SXM2-32GB", "ready": "yes"}}
+    assert state["projects"] == {"team-a": {"quota": 4.0, "weight": 4.0}, "team-b": {"quota": 2.0, "weight": 2.0}}
+    assert state["storage_classes"] == {"local-path": {"default": True}}
+
+
+def test_the_same_state_twice_changes_nothing_and_every_check_passes():
+    changes = history.compare(state_of(sections()), state_of(sections()))
+    assert not any(changes[key] for key in changes)
+    section = history.changes_section(changes, "the run 20261124T100000Z")
+    assert section.title == "What changed since the run 20261124T100000Z"
+    assert {check.status for check in section.checks} == {"pass"}
+
+
+def test_a_node_gone_fewer_gpus_a_quota_changed_and_the_default_class_moved_are_regressions():
+    before = state_of(sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 8)]))
+    after = state_of(sections(nodes=[node_row("dgx1-1", 6), node_row("dgx1-3", 8)], quota_b=3,
+                              classes=(("local-path", False), ("nfs", True))))  # fmt: skip
+    changes = history.compare(before, after)
+    assert changes["nodes_gone"] == ["dgx1-2"] and changes["nodes_added"] == ["dgx1-3"]
+    assert changes["gpu_counts"] == [{"node": "dgx1-1", "before": 8.0, "after": 6.0}]
+    assert changes["quotas"] == [{"project": "team-b", "before": 2.0, "after": 3.0}]
+    assert changes["default_storage_class"] == {"before": ["local-path"], "after": ["nfs"]}
+    section = history.changes_section(changes, "the run X")
+    failed = {check.id: check for check in section.checks if check.status == "fail"}
+    assert set(failed) == {"changes/nodes-gone", "changes/gpu-counts", "changes/quotas", "changes/storage-classes"}
+    assert failed["changes/nodes-gone"].message == "gone since the run X: dgx1-2"
+    assert failed["changes/nodes-gone"].category == "capacity"
+    assert failed["changes/quotas"].message == "team-b: 2.0 -> 3.0 (in the cluster)"
+    assert failed["changes/quotas"].category == "configuration"
+    assert failed["changes/gpu-counts"].message == "dgx1-1: 8 -> 6 GPUs"
+    added = next(check for check in section.checks if check.id == "changes/nodes-added")
+    assert added.status == "pass" and added.observed == ["dgx1-3"]
+
+
+def test_benchmark_figures_are_listed_with_their_change():
+    before = {"benchmarks": {"n1/gpu0/matmul_bf16": 600.0, "n1/gpu0/copy": 3000.0}}
+    after = {"benchmarks": {"n1/gpu0/matmul_bf16": 450.0, "n1/gpu0/copy": 3000.5}}
+    changes = history.compare(before, after)
+    assert changes["benchmarks"] == [
+        {"figure": "n1/gpu0/matmul_bf16", "before": 600.0, "after": 450.0, "change_pct": -25.0}
+    ]
+    table = history.changes_section(changes, "the run X").tables[0]
+    assert table.rows == [["n1/gpu0/matmul_bf16", 600.0, 450.0, "-25.0%"]]
+
+
+def test_nothing_to_compare_with_is_a_skip_and_an_unreadable_run_a_warning():
+    assert history.changes_section(None, "", "no earlier run for site s").checks[0].status == "skip"
+    assert history.changes_section(None, "", "cannot read the run X").checks[0].status == "warn"
+
+
+def write_run(root: Path, stamp: str, data: dict) -> Path:
+    run = root / stamp
+    run.mkdir(parents=True)
+    (run / "report.json").write_text(json.dumps(data))
+    return run
+
+
+def test_earlier_runs_by_name_and_a_newer_schema_is_not_read(tmp_path):
+    site = tmp_path / "s"
+    write_run(site, "20261124T100000Z", {"schema_version": 2, "site_state": {}})
+    write_run(site, "20261124T110000Z", {"schema_version": 99})
+    (site / "latest").symlink_to("20261124T110000Z")
+    assert history.resolve_run(tmp_path, "s", "baseline") is None
+    latest = history.resolve_run(tmp_path, "s", "latest")
+    data, why = history.load_run(latest)
+    assert data is None and "schema_version 99 is not one this reader knows (1 to 2)" in why
+    data, name = history.load_run(history.resolve_run(tmp_path, "s", "20261124T100000Z"))
+    assert name == "20261124T100000Z" and data["schema_version"] == 2
+    with pytest.raises(history.HistoryError, match=r"compare_with: expected latest, baseline, a run of site s "
+                       r"\(20261124T100000Z, 20261124T110000Z\) or a report.json path, found 'yesterday'"):  # fmt: skip
+        history.resolve_run(tmp_path, "s", "yesterday")
+
+
+def test_a_baseline_is_a_relative_link_to_a_run_of_the_site(tmp_path):
+    site = tmp_path / "s"
+    write_run(site, "20261124T100000Z", {"schema_version": 2})
+    write_run(site, "20261124T110000Z", {"schema_version": 2})
+    (site / "latest").symlink_to("20261124T110000Z")
+    assert history.set_baseline(tmp_path, "s").name == "20261124T110000Z"
+    assert (site / "baseline").readlink() == Path("20261124T110000Z")
+    history.set_baseline(tmp_path, "s", "20261124T100000Z")
+    assert (site / "baseline").readlink() == Path("20261124T100000Z")
+    with pytest.raises(history.HistoryError, match="run: expected latest or a run of site s"):
+        history.set_baseline(tmp_path, "s", "../elsewhere")
+
+
+# --- site_report: two runs of one site -------------------------------------------------------------
+
+
+def run_site_report(tmp_path, data, **options):
+    params = {"site": "s", "cluster_mode": "sandbox", "reports_dir": str(tmp_path), "sections": copy.deepcopy(data),
+              "started": None, "fail_on_failed_checks": False, "compare_with": "latest",
+              "benchmark_tolerance": 0.05, "straggler_tolerance": 0.05, "stopped": None, **options}  # fmt: skip
+    result = site_report.run(types.SimpleNamespace(params=params, check_mode=False))
+    return json.loads(Path(result["paths"]["json"]).read_text()), result
+
+
+def benchmark_section(path: Path) -> dict:
+    recorded = json.loads(path.read_text())
+    return (
+        next(s for s in recorded["sections"] if s["id"].startswith("gpu-benchmark-"))
+        if "sections" in recorded
+        else recorded
+    )
+
+
+def test_the_second_run_shows_what_changed_first_and_fails_on_a_regression(tmp_path, monkeypatch):
+    monkeypatch.setattr(site_report.datetime, "datetime", FixedClock(["20261124T100000", "20261124T110000"]))
+    first, _ = run_site_report(tmp_path, sections())
+    assert first["sections"][0]["id"] == "changes"
+    assert first["sections"][0]["checks"][0]["message"] == "no earlier run for site s"
+    assert first["changes"] is None and first["site_state"]["nodes"]["dgx1-2"]["gpus"] == 8.0
+    second, result = run_site_report(tmp_path, sections(nodes=[node_row("dgx1-1", 8)], quota_b=3))
+    assert second["changes"]["against"] == "20261124T100000Z"
+    assert second["changes"]["nodes_gone"] == ["dgx1-2"]
+    assert second["sections"][0]["title"] == "What changed since the run 20261124T100000Z"
+    assert {"changes/nodes-gone", "changes/quotas"} <= set(result["failed_checks"])
+    assert second["verdict"] == "fail"
+
+
+def test_an_unknown_run_to_compare_with_stops_before_anything_is_written(tmp_path):
+    with pytest.raises(runner.ModuleError, match="compare_with: expected latest, baseline"):
+        run_site_report(tmp_path, sections(), compare_with="last-tuesday")
+    assert not (tmp_path / "s").exists()
+
+
+class FixedClock:
+    """datetime.datetime with now() answering the given stamps in turn."""
+
+    def __init__(self, stamps):
+        import datetime
+
+        self._stamps = [datetime.datetime.strptime(s, "%Y%m%dT%H%M%S").replace(tzinfo=datetime.UTC) for s in stamps]
+
+    def now(self, tz=None):
+        return self._stamps.pop(0)
+
+
+def recorded_benchmark(name: str) -> dict:
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_benchmark import judge, parse_runner_output
+
+    return judge(parse_runner_output((FIXTURES / name).read_text()), "h100-device").section_dict()
+
+
+def test_a_degraded_gpu_is_caught_against_the_site_s_baseline(tmp_path, monkeypatch):
+    stamps = ["20261124T100000", "20261124T110000", "20261124T120000"]
+    monkeypatch.setattr(site_report.datetime, "datetime", FixedClock(stamps))
+    healthy = [*sections(), recorded_benchmark("benchmark-h100.json")]
+    first, _ = run_site_report(tmp_path, healthy)
+    site_section = next(s for s in first["sections"] if s["id"] == "gpu-benchmark-site")
+    assert not [c for c in site_section["checks"] if c["status"] == "fail"]
+    history.set_baseline(tmp_path, "s")
+    again, _ = run_site_report(tmp_path, healthy)  # the same figures: no false alarm
+    assert not [
+        c for s in again["sections"] if s["id"] == "gpu-benchmark-site" for c in s["checks"] if c["status"] == "fail"
+    ]
+    degraded, result = run_site_report(tmp_path, [*sections(), recorded_benchmark("benchmark-h100-degraded.json")])
+    site_section = next(s for s in degraded["sections"] if s["id"] == "gpu-benchmark-site")
+    fallen = [c for c in site_section["checks"] if c["status"] == "fail"]
+    assert fallen and all("baseline of 20261124T100000Z" in c["message"] for c in fallen)
+    assert {c["category"] for c in fallen} == {"performance"}
+    assert degraded["changes"]["benchmarks"] and all(
+        c["change_pct"] == -25.0 for c in degraded["changes"]["benchmarks"]
+    )
