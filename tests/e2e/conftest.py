@@ -268,6 +268,29 @@ def own_sandbox(inventory: Path, state_dir: Path, scheduler: bool = True) -> Ite
         assert down.returncode == 0, down.output[-3000:]
 
 
+def two_node_site(site_name: str, extra_vars: str = "") -> str:
+    """The inventory of a small sandbox site for a test of its own: two 4-GPU nodes, validated from
+    localhost, without benchmarks or host tests (the nodes are simulated). ``extra_vars``: more
+    lines under ``vars``, indented four spaces."""
+    return f"""
+all:
+  children:
+    kube_control_plane:
+      hosts:
+        localhost:
+          ansible_connection: local
+          ansible_python_interpreter: '{{{{ ansible_playbook_python }}}}'
+    gpu_nodes:
+      hosts:
+        dgx1-1: {{gpu_count: 4}}
+        dgx1-2: {{gpu_count: 4}}
+  vars:
+    clusterproof_site_name: {site_name}
+    clusterproof_benchmarks: false
+    clusterproof_host_tests: false
+{extra_vars}"""
+
+
 def sandbox_down(state_dir: Path, port_base: int, inventory: str | Path | None = None) -> PlaybookRun:
     """Stop a test's sandbox and remove its state."""
     return run_playbook(

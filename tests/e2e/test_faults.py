@@ -20,27 +20,11 @@ from kubernetes import client, config
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from cli.playbook import PlaybookRun
 
-from .conftest import REPO, Sandbox, own_sandbox, run_playbook, wait_for
+from .conftest import REPO, Sandbox, own_sandbox, run_playbook, two_node_site, wait_for
 
 pytestmark = pytest.mark.sandbox
 
-INVENTORY = """
-all:
-  children:
-    kube_control_plane:
-      hosts:
-        localhost:
-          ansible_connection: local
-          ansible_python_interpreter: '{{ ansible_playbook_python }}'
-    gpu_nodes:
-      hosts:
-        dgx1-1: {gpu_count: 4}
-        dgx1-2: {gpu_count: 4}
-  vars:
-    clusterproof_site_name: faults
-    clusterproof_benchmarks: false
-    clusterproof_host_tests: false
-"""
+INVENTORY = two_node_site("faults")
 # Two steps, a few seconds each: long enough to be hit mid-run, short enough to run six times.
 SCENARIO = """
 name: faults

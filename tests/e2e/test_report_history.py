@@ -14,30 +14,14 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from .conftest import REPO, own_sandbox
+from .conftest import REPO, own_sandbox, two_node_site
 
 pytestmark = pytest.mark.sandbox
 
-INVENTORY = """
-all:
-  children:
-    kube_control_plane:
-      hosts:
-        localhost:
-          ansible_connection: local
-          ansible_python_interpreter: '{{ ansible_playbook_python }}'
-    gpu_nodes:
-      hosts:
-        dgx1-1: {gpu_count: 4}
-        dgx1-2: {gpu_count: 4}
-  vars:
-    clusterproof_site_name: history
-    clusterproof_benchmarks: false
-    clusterproof_host_tests: false
-    clusterproof_projects:
-      - {name: team-a, gpu_quota: 4}
-      - {name: team-b, gpu_quota: 4}
-"""
+INVENTORY = two_node_site(
+    "history",
+    "    clusterproof_projects:\n      - {name: team-a, gpu_quota: 4}\n      - {name: team-b, gpu_quota: 4}\n",
+)
 
 
 def cli_validate(inventory: Path, sandbox_vars: list[str], extra: dict) -> subprocess.CompletedProcess:
