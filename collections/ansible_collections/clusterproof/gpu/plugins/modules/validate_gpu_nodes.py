@@ -1,7 +1,8 @@
 #!/usr/bin/python
 """Check the GPU nodes the inventory declares against the Nodes the cluster reports.
 
-Reads the cluster's Nodes (nothing else, and writes nothing); the comparison itself is
+Reads the cluster's Nodes and the ResourceSlices of NVIDIA's DRA driver (nothing else, and writes
+nothing); the comparison itself is
 ``module_utils/validate/nodes.py``. Failed checks do not fail the task: they go into the site
 report, which decides the run's verdict.
 """
@@ -16,9 +17,13 @@ author:
   - clusterproof developers
 description:
   - Reads every Node of the cluster and checks, for each declared GPU node, that it is present,
-    Ready, reports the declared number of allocatable C(nvidia.com/gpu), and carries the declared
-    C(nvidia.com/gpu.product) and C(nvidia.com/gpu.memory) labels (when declared) and any other
-    declared labels.
+    Ready, reports the declared number of GPUs, and carries the declared C(nvidia.com/gpu.product)
+    and C(nvidia.com/gpu.memory) labels (when declared) and any other declared labels.
+  - Counts a node's GPUs from the device plugin (allocatable C(nvidia.com/gpu)) or from dynamic
+    resource allocation (the whole GPUs in the ResourceSlices of NVIDIA's DRA driver
+    C(gpu.nvidia.com) for that node, newest pool generation only), and says which in the check's
+    message and the node table's C(gpu_source). A cluster that does not serve
+    C(resource.k8s.io/v1) has no DRA GPUs; that is no error.
   - Checks that the cluster's total allocatable GPUs equal the sum declared, and warns (without
     failing) about GPU nodes in the cluster that the inventory does not declare.
   - Failed checks do not fail the task; they are returned for the site report. The task fails only
@@ -68,8 +73,18 @@ options:
     description:
       - The checked inventory's device layer (C(clusterproof_site.device_layer)). When it time-slices
         C(nvidia.com/gpu), each GPU is advertised C(replicas) times and the expected allocatable
-        count is C(gpu_count) times that.
+        count is C(gpu_count) times that (for nodes counted from the device plugin; DRA publishes each
+        GPU once).
     type: dict
+  gpu_count_preference:
+    description:
+      - Which source counts a node's GPUs when both report some. C(device_plugin) takes the device
+        plugin's count when it reports any GPUs, else DRA's; C(dra) takes DRA's when it reports any
+        whole GPUs, else the device plugin's. Either way the message says that both report GPUs
+        (they would hand out the same GPUs twice).
+    type: str
+    choices: [device_plugin, dra]
+    default: device_plugin
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 requirements:
@@ -147,6 +162,8 @@ node_table:
       found_product: Tesla-V100-SXM2-32GB
       ready: true
       status: pass
+      gpu_source: device-plugin
+      both_sources: false
 failed_checks:
   description: How many checks failed.
   returned: success
@@ -161,11 +178,20 @@ nodes_in_cluster:
   returned: success
   type: int
   sample: 3
+dra_resource_slices:
+  description:
+    - How many ResourceSlices of C(gpu.nvidia.com) the cluster has; null when it does not serve
+      C(resource.k8s.io/v1).
+  returned: success
+  type: int
+  sample: 0
 """
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import (
+    DRA_GPU_DRIVER,
+    PREFERENCES,
     advertised_per_gpu,
     validate_gpu_nodes,
 )
@@ -183,23 +209,32 @@ NODE_OPTIONS = {
 }
 
 
-def _observed_nodes(params):
+def _observed(params):
+    """The cluster's Nodes, and the GPU driver's ResourceSlices (None: the cluster serves no DRA)."""
     try:
         api = kube.api_client(params["kubeconfig"], params["context"])
-        return kube.list_nodes(api, request_timeout=params["request_timeout"])
+        nodes = kube.list_nodes(api, request_timeout=params["request_timeout"])
+        slices = kube.list_resource_slices(api, DRA_GPU_DRIVER, request_timeout=params["request_timeout"])
     except Exception as error:  # any client or connection error: say which cluster could not be read
         raise runner.ModuleError(
-            f"cannot read the cluster's Nodes (kubeconfig {params['kubeconfig'] or 'default'}, context "
-            f"{params['context'] or 'current'}): {error}. Check that the API server is up and that the "
+            f"cannot read the cluster's Nodes and ResourceSlices (kubeconfig {params['kubeconfig'] or 'default'}, "
+            f"context {params['context'] or 'current'}): {error}. Check that the API server is up and that the "
             "kubeconfig points at it."
         ) from error
+    return nodes, slices
 
 
 def run(module):
     params = module.params
-    observed = _observed_nodes(params)
+    nodes, slices = _observed(params)
     try:
-        outcome = validate_gpu_nodes(params["nodes"], observed, advertised_per_gpu(params["device_layer"]))
+        outcome = validate_gpu_nodes(
+            params["nodes"],
+            nodes,
+            advertised_per_gpu(params["device_layer"]),
+            resource_slices=slices or (),
+            gpu_count_preference=params["gpu_count_preference"],
+        )
     except ValueError as error:
         raise runner.ModuleError(f"invalid nodes argument: {error}") from error
     return {
@@ -207,7 +242,8 @@ def run(module):
         "node_table": [row.to_dict() for row in outcome.node_table],
         "failed_checks": len(outcome.failed),
         "section": outcome.section_dict(),
-        "nodes_in_cluster": len(observed),
+        "nodes_in_cluster": len(nodes),
+        "dra_resource_slices": None if slices is None else len(slices),
     }
 
 
@@ -216,6 +252,7 @@ def main() -> None:
         {
             "nodes": {"type": "list", "elements": "dict", "required": True, "options": NODE_OPTIONS},
             "device_layer": {"type": "dict"},
+            "gpu_count_preference": {"type": "str", "choices": list(PREFERENCES), "default": "device_plugin"},
         },
         auth=True,
     )
