@@ -315,7 +315,9 @@ class NodeRow:
     both_sources: bool = False  # the device plugin and DRA both report GPUs on this node
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # Every field is a scalar: the instance's dict, not dataclasses.asdict's deep copy (which
+        # took 2 of the 3 seconds the checks of 10,000 nodes cost).
+        return dict(vars(self))
 
 
 @dataclasses.dataclass(frozen=True)
