@@ -163,8 +163,8 @@ class DraPool:
         shown = ", ".join(parts)
         if not self.complete:
             shown += (
-                f"; incomplete: {self.slices_seen} of {self.slices_expected} ResourceSlices (the driver is "
-                "publishing, or a slice was lost; the scheduler does not allocate from an incomplete pool)"
+                f"; incomplete: {self.slices_seen} of {self.slices_expected} ResourceSlices (the driver is still "
+                "publishing the pool, or a slice was lost; the API tells consumers to wait for a complete pool)"
             )
         return shown
 
@@ -195,8 +195,9 @@ def dra_gpus_by_node(slices: Iterable[Mapping[str, Any]], driver: str = DRA_GPU_
     resources from the pool with the highest generation number"; ``resourceSliceCount`` "is the total
     number of ResourceSlices in the pool at this generation", so fewer slices seen means the pool is
     incomplete), and as NVIDIA's driver publishes (kubernetes-sigs/dra-driver-nvidia-gpu,
-    cmd/gpu-kubelet-plugin: ``driver.go`` names the pool after the node and publishes one slice per
-    GPU, plus one of shared counters alone on Kubernetes 1.35+ with dynamic MIG; ``deviceinfo.go``
+    cmd/gpu-kubelet-plugin: ``driver.go`` names the pool after the node and, with dynamic MIG,
+    publishes one slice per GPU (the whole GPU and its MIG partitions), plus one slice of shared
+    counters alone on Kubernetes 1.35+; ``deviceinfo.go``
     gives each device the attributes ``type`` ("gpu" for a whole GPU; "mig" and "vfio" for the
     others), ``uuid`` and ``productName``, unqualified, so in the driver's own domain):
 
