@@ -523,23 +523,17 @@ def _count_check(prefix: str, title: str, name: str, expected: int, found: Obser
     else:
         shown = str(count.gpus)
     source = count.describe()
-    if observed == expected:
-        return Check(
-            id=prefix + "/gpu-count",
-            title=title,
-            status="pass",
-            expected=expected,
-            observed=observed,
-            message=f"node {name}: {expected} GPUs, {source}",
-        )
+    passed = observed == expected
     return Check(
         id=prefix + "/gpu-count",
         title=title,
-        status="fail",
+        status="pass" if passed else "fail",
         expected=expected,
         observed=observed,
         message=(
-            f"node {name}: expected {expected} allocatable GPUs, found {shown}, {source}. "
+            f"node {name}: {expected} GPUs, {source}"
+            if passed
+            else f"node {name}: expected {expected} allocatable GPUs, found {shown}, {source}. "
             + _where_gpus_come_from(name, count)
         ),
     )
