@@ -74,19 +74,19 @@ def test_a_node_without_the_device_plugin_is_counted_from_its_resource_slices(sa
         done = ansible_module("clusterproof.gpu.validate_gpu_nodes", {"nodes": declared}, sandbox)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         result = module_result(done)
-        checks = {check["id"]: check for check in result["checks"]}
+        checks = {check["id"]: check for check in result["section"]["checks"]}
         count = checks[f"gpu-nodes/{NODE}/gpu-count"]
         assert (count["status"], count["expected"], count["observed"]) == ("pass", 8, 8), count
         assert "counted from dynamic resource allocation (ResourceSlices)" in count["message"]
         assert f"pool {NODE} generation 2: 8 whole GPUs ({PRODUCT}), 2 mig devices" in count["message"]
-        rows = {row["name"]: row for row in result["node_table"]}
+        rows = {row["name"]: row for row in result["section"]["node_table"]}
         assert (rows[NODE]["gpu_source"], rows[NODE]["found_gpus"], rows[NODE]["found_product"]) == ("dra", 8, PRODUCT)
         assert rows["dgx1-1"]["gpu_source"] == "device-plugin"
         assert result["dra_resource_slices"] == 3
         total = checks["cluster/gpu-total"]
         assert (total["status"], total["observed"]) == ("pass", 24), total
         assert "8 from dynamic resource allocation (ResourceSlices) on 1 nodes" in total["message"]
-        assert result["failed_checks"] == 0, [check["id"] for check in result["checks"] if check["status"] == "fail"]
+        assert result["failed_checks"] == 0, [check["id"] for check in checks.values() if check["status"] == "fail"]
 
         # The driver drops a GPU: the pool's next generation has seven; the node now fails, naming DRA.
         for item in slices:
@@ -95,7 +95,9 @@ def test_a_node_without_the_device_plugin_is_counted_from_its_resource_slices(sa
             resource.create_resource_slice(item)
             created.append(item["metadata"]["name"])
         done = ansible_module("clusterproof.gpu.validate_gpu_nodes", {"nodes": declared}, sandbox)
-        count = {check["id"]: check for check in module_result(done)["checks"]}[f"gpu-nodes/{NODE}/gpu-count"]
+        count = {check["id"]: check for check in module_result(done)["section"]["checks"]}[
+            f"gpu-nodes/{NODE}/gpu-count"
+        ]
         assert (count["status"], count["observed"]) == ("fail", 7), count
         assert f"kubectl get resourceslices --field-selector spec.nodeName={NODE}" in count["message"]
     finally:

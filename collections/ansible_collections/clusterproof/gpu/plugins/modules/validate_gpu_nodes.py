@@ -85,6 +85,12 @@ options:
     type: str
     choices: [device_plugin, dra]
     default: device_plugin
+  section_file:
+    description:
+      - Write the report section to this file as JSON (its directory is created) and return its
+        path instead of the section. On a large site the section is tens of megabytes that Ansible
+        would otherwise carry through its variables (10,000 nodes have 60,000 checks).
+    type: path
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 requirements:
@@ -106,73 +112,83 @@ EXAMPLES = r"""
         gpu_memory_mib: 32768
   register: gpu_nodes
 
+- name: Check a 10,000-node site, the section written to a file rather than carried by Ansible
+  clusterproof.gpu.validate_gpu_nodes:
+    nodes: "{{ clusterproof_site.nodes }}"
+    section_file: "{{ clusterproof_report_dir }}/sections/gpu-nodes.json"
+
 - name: Show how many checks failed
   ansible.builtin.debug:
     msg: "{{ gpu_nodes.failed_checks }} GPU node checks failed"
 """
 
 RETURN = r"""
-checks:
-  description: Every check, in a stable order (per node, then cluster-wide).
-  returned: success
-  type: list
-  elements: dict
-  contains:
-    id:
-      description: Stable identifier, e.g. C(gpu-nodes/dgx1-1/gpu-count) or C(cluster/gpu-total).
-      type: str
-    title:
-      description: What was checked, in words.
-      type: str
-    status:
-      description: One of C(pass), C(fail), C(warn), C(skip), C(needs-hardware).
-      type: str
-    expected:
-      description: What the inventory declares.
-      type: raw
-    observed:
-      description: What the cluster reports.
-      type: raw
-    message:
-      description: For a failure, what was expected, what was found, and where to look.
-      type: str
-    duration_s:
-      description: Seconds the check took, or null.
-      type: float
-  sample:
-    - id: gpu-nodes/dgx1-1/gpu-count
-      title: dgx1-1 has 8 allocatable GPUs
-      status: pass
-      expected: 8
-      observed: 8
-      message: ""
-      duration_s: null
-node_table:
-  description: One row per declared node, then one per undeclared GPU node.
-  returned: success
-  type: list
-  elements: dict
-  sample:
-    - name: dgx1-1
-      declared: true
-      present: true
-      declared_gpus: 8
-      found_gpus: 8
-      declared_product: Tesla-V100-SXM2-32GB
-      found_product: Tesla-V100-SXM2-32GB
-      ready: true
-      status: pass
-      gpu_source: device-plugin
-      both_sources: false
 failed_checks:
   description: How many checks failed.
   returned: success
   type: int
   sample: 0
 section:
-  description: The checks and node table as one site report section (C(id), C(title), C(checks), C(node_table)).
-  returned: success
+  description:
+    - The checks and node table as one site report section (C(id), C(title), C(checks), C(node_table)),
+      returned once (not also beside it; Ansible's handling of a 10,000-node result costs seconds per copy).
+  returned: when I(section_file) is not given
   type: dict
+  contains:
+    checks:
+      description: Every check, in a stable order (per node, then cluster-wide).
+      type: list
+      elements: dict
+      contains:
+        id:
+          description: Stable identifier, e.g. C(gpu-nodes/dgx1-1/gpu-count) or C(cluster/gpu-total).
+          type: str
+        title:
+          description: What was checked, in words.
+          type: str
+        status:
+          description: One of C(pass), C(fail), C(warn), C(skip), C(needs-hardware).
+          type: str
+        expected:
+          description: What the inventory declares.
+          type: raw
+        observed:
+          description: What the cluster reports.
+          type: raw
+        message:
+          description: For a failure, what was expected, what was found, and where to look.
+          type: str
+        duration_s:
+          description: Seconds the check took, or null.
+          type: float
+      sample:
+        - id: gpu-nodes/dgx1-1/gpu-count
+          title: dgx1-1 has 8 allocatable GPUs
+          status: pass
+          expected: 8
+          observed: 8
+          message: ""
+          duration_s: null
+    node_table:
+      description: One row per declared node, then one per undeclared GPU node.
+      type: list
+      elements: dict
+      sample:
+        - name: dgx1-1
+          declared: true
+          present: true
+          declared_gpus: 8
+          found_gpus: 8
+          declared_product: Tesla-V100-SXM2-32GB
+          found_product: Tesla-V100-SXM2-32GB
+          ready: true
+          status: pass
+          gpu_source: device-plugin
+          both_sources: false
+section_file:
+  description: Where the section was written as JSON, when I(section_file) was given.
+  returned: when I(section_file) is given
+  type: str
 nodes_in_cluster:
   description: How many Nodes the cluster has, GPU or not.
   returned: success
@@ -186,6 +202,9 @@ dra_resource_slices:
   type: int
   sample: 0
 """
+
+import json
+import pathlib
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
@@ -238,15 +257,17 @@ def run(module):
     except ValueError as error:
         raise runner.ModuleError(f"invalid nodes argument: {error}") from error
     section = outcome.section_dict()
-    return {
-        # The section's own lists: each check made into a dict once, not twice (10,000 nodes have 60,000).
-        "checks": section["checks"],
-        "node_table": section["node_table"],
+    result = {
         "failed_checks": len(outcome.failed),
-        "section": section,
         "nodes_in_cluster": len(nodes),
         "dra_resource_slices": None if slices is None else len(slices),
     }
+    if params["section_file"]:
+        path = pathlib.Path(params["section_file"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(section))
+        return {**result, "section_file": str(path)}
+    return {**result, "section": section}
 
 
 def main() -> None:
@@ -255,6 +276,7 @@ def main() -> None:
             "nodes": {"type": "list", "elements": "dict", "required": True, "options": NODE_OPTIONS},
             "device_layer": {"type": "dict"},
             "gpu_count_preference": {"type": "str", "choices": list(PREFERENCES), "default": "device_plugin"},
+            "section_file": {"type": "path"},
         },
         auth=True,
     )
