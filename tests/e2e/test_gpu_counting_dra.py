@@ -7,6 +7,7 @@ of two slices, the source named, beside the inventory's device-plugin nodes."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -49,7 +50,7 @@ def gpu_slice(part: int, generation: int, minors: range, slices: int) -> dict:
 
 
 @pytest.mark.sandbox
-def test_a_node_without_the_device_plugin_is_counted_from_its_resource_slices(sandbox: Sandbox, api_client):
+def test_a_node_without_the_device_plugin_is_counted_from_its_resource_slices(sandbox: Sandbox, api_client, tmp_path):
     from kubernetes import client
 
     core, resource = client.CoreV1Api(api_client), client.ResourceV1Api(api_client)
@@ -94,10 +95,14 @@ def test_a_node_without_the_device_plugin_is_counted_from_its_resource_slices(sa
         for item in (gpu_slice(0, 3, range(0, 4), 2), gpu_slice(1, 3, range(4, 7), 2)):
             resource.create_resource_slice(item)
             created.append(item["metadata"]["name"])
-        done = ansible_module("clusterproof.gpu.validate_gpu_nodes", {"nodes": declared}, sandbox)
-        count = {check["id"]: check for check in module_result(done)["section"]["checks"]}[
-            f"gpu-nodes/{NODE}/gpu-count"
-        ]
+        # This time the section goes to a file (section_file), as on a large site.
+        section_file = tmp_path / "sections" / "gpu-nodes.json"
+        args = {"nodes": declared, "section_file": str(section_file)}
+        done = ansible_module("clusterproof.gpu.validate_gpu_nodes", args, sandbox)
+        assert done.returncode == 0, done.stdout[-3000:]
+        assert module_result(done)["section_file"] == str(section_file) and "section" not in module_result(done)
+        section = json.loads(section_file.read_text())
+        count = {check["id"]: check for check in section["checks"]}[f"gpu-nodes/{NODE}/gpu-count"]
         assert (count["status"], count["observed"]) == ("fail", 7), count
         assert f"kubectl get resourceslices --field-selector spec.nodeName={NODE}" in count["message"]
     finally:
