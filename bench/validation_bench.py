@@ -48,23 +48,49 @@ PEAK_RSS_OF = (
 
 
 def module(name: str, args: dict) -> tuple[float, float, dict]:
-    """Run a module ad hoc; return wall seconds, peak RSS (MiB) of its largest process, and its result."""
+    """Run a module in a one-task playbook on localhost (its arguments from a file: 10,000 nodes are
+    past the kernel's limit on one command-line argument); return wall seconds, peak RSS (MiB) of the
+    run's largest process (the controller or the module), and its result but a returned ``section``
+    (the bench reads the section from ``section_file``)."""
+    scratch = Path(tempfile.mkdtemp(prefix="cp-validation-bench-"))
+    (scratch / "args.json").write_text(json.dumps({"bench_args": args}))
+    summary = scratch / "summary.json"
+    (scratch / "run.yml").write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Bench " + name,
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {name: "{{ bench_args }}", "register": "bench_result"},
+                        {
+                            "ansible.builtin.copy": {
+                                "content": "{{ bench_result | dict2items | rejectattr('key', 'eq', 'section') "
+                                "| items2dict | to_json }}",
+                                "dest": str(summary),
+                            }
+                        },
+                    ],
+                }
+            ]
+        )
+    )
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     env["PATH"] = "%s:%s" % (ANSIBLE.parent, env["PATH"])
+    command = [str(ANSIBLE) + "-playbook", "-i", "localhost,", "-c", "local", "-e", "@%s" % (scratch / "args.json")]
+    command += ["-e", "ansible_python_interpreter=%s" % sys.executable, str(scratch / "run.yml")]
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-c", PEAK_RSS_OF, str(ANSIBLE), "localhost", "-m", name, "-a", json.dumps(args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
+        [sys.executable, "-c", PEAK_RSS_OF, *command], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800
     )
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit("%s failed:\n%s%s" % (name, done.stdout[-3000:], done.stderr[-3000:]))
     peak = int(done.stderr.strip().splitlines()[-1]) / 1024
-    return wall, peak, json.loads(done.stdout[done.stdout.index("=> {") + 3 :])
+    result = json.loads(summary.read_text())
+    shutil.rmtree(scratch, ignore_errors=True)
+    return wall, peak, result
 
 
 def dra_resource_slices(node: str, gpus: int = GPUS_PER_NODE, slices: int = DRA_SLICES_PER_NODE) -> list[dict]:
@@ -256,7 +282,8 @@ def node_checks(kubeconfig: Path, nodes: int, repeat: int) -> None:
             **({"section_file": str(section_file)} if to_file else {}),
         }
         wall, peak, result = module("clusterproof.gpu.validate_gpu_nodes", args)
-        section = json.loads(section_file.read_text()) if to_file else result["section"]
+        # Through Ansible, the section stays in Ansible's variables; the file of the run before shows it.
+        section = json.loads(section_file.read_text())
         sources: dict[str, int] = {}
         for row in section["node_table"]:
             sources[row["gpu_source"]] = sources.get(row["gpu_source"], 0) + 1
