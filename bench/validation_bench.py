@@ -184,9 +184,12 @@ def large_inventory(path: Path, nodes: int, projects: int, dra_half: bool) -> Pa
         return path
     inventory = yaml.safe_load(path.read_text())
     hosts = inventory["all"]["children"]["gpu_nodes"]["hosts"]
+    # GPU feature discovery labels a DRA node as any other (the GPU operator runs it beside the DRA
+    # driver); the sandbox sets them only on nodes that advertise GPUs, so they are declared here.
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"}
     for index, name in enumerate(sorted(hosts)):
         if is_dra_node(index):
-            hosts[name] = {"gpu_count": 0}
+            hosts[name] = {"gpu_count": 0, "labels": dict(labels)}
     for project in inventory["all"]["vars"].get("clusterproof_projects") or ():
         project["gpu_quota"] //= 2
     path.write_text(yaml.safe_dump(inventory, sort_keys=False))
