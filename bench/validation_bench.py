@@ -9,8 +9,11 @@ with <= 1 GiB RSS. Issue 15: 10,000 nodes and 80,000 GPUs validated in <= 30 s a
 the GPUs of half the nodes counted from dynamic resource allocation (``--dra-half``: those nodes
 advertise no ``nvidia.com/gpu``, their GPUs are in two ResourceSlices of ``gpu.nvidia.com`` each, as
 NVIDIA's DRA driver publishes them). ``--nodes-only`` leaves out the scenario, the scheduler and the
-quota checks. Each figure is the wall time of the module run the way an admin runs it (an ad-hoc
-Ansible call), and the peak RSS of that run's largest process (the controller or the module).
+quota checks; ``--keep`` leaves the large sandbox up and ``--kubeconfig`` times the node checks on it
+again. Each figure is the wall time of a one-task playbook running the module (its arguments from a
+file: 10,000 nodes do not fit on a command line), and the peak RSS of that run's largest process
+(the controller or the module). The node checks run with the section written to a file
+(``section_file``) ``--repeat`` times, then once with the section returned through Ansible.
 """
 
 from __future__ import annotations
