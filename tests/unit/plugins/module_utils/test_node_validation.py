@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import pytest
+import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import (
     advertised_per_gpu,
+    dra_gpus_by_node,
     validate_gpu_nodes,
 )
 
 PRODUCT = "Tesla-V100-SXM2-32GB"
+DRA_FIXTURE = Path(__file__).parents[2] / "fixtures" / "dra" / "dgx-h100-dynamic-mig.yaml"
 
 
 def declared(name: str, gpus: int = 8, **extra):
@@ -256,3 +262,184 @@ def test_time_slicing_multiplies_the_allocatable_gpus_each_node_must_show():
     # Without the declaration's time-slicing, 32 advertised GPUs on an 8-GPU node is a failure.
     plain = validate_gpu_nodes([declared("dgx1-1")], [api_node("dgx1-1", gpus=32)])
     assert [check.id for check in plain.failed] == ["gpu-nodes/dgx1-1/gpu-count", "cluster/gpu-total"]
+
+
+# --- GPUs counted from dynamic resource allocation (ResourceSlices of NVIDIA's DRA driver) ---------
+
+
+def resource_slice(node: str, gpus: int, generation: int = 1, count: int = 1, first: int = 0, **spec):
+    """A ResourceSlice of NVIDIA's DRA driver with ``gpus`` whole GPUs (gpu-<first>...) on ``node``."""
+    devices = [
+        {
+            "name": "gpu-%d" % index,
+            "attributes": {"type": {"string": "gpu"}, "productName": {"string": "NVIDIA H100 80GB HBM3"}},
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        for index in range(first, first + gpus)
+    ]
+    body = {
+        "driver": "gpu.nvidia.com",
+        "nodeName": node,
+        "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
+        "devices": devices,
+    }
+    body.update(spec)
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": node}, "spec": body}
+
+
+def test_the_drivers_slices_count_whole_gpus_of_the_newest_generation_only():
+    slices = yaml.safe_load(DRA_FIXTURE.read_text())
+    found = dra_gpus_by_node(slices)
+    assert list(found) == ["dgx-h100-1"]
+    (pool,) = found["dgx-h100-1"].pools
+    # Generation 3 has the counters' slice and two GPU slices; the stale generation-2 slice's three GPUs do not count.
+    assert (pool.name, pool.generation, pool.slices_seen, pool.slices_expected) == ("dgx-h100-1", 3, 3, 3)
+    assert pool.complete
+    assert pool.whole_gpus == 2
+    assert pool.other_devices == {"mig": 3}
+    assert found["dgx-h100-1"].products == ["NVIDIA H100 80GB HBM3"]
+    assert "2 whole GPUs (NVIDIA H100 80GB HBM3), 3 mig devices" in found["dgx-h100-1"].describe()
+
+
+def test_a_pool_with_fewer_slices_than_its_count_is_incomplete_and_says_so():
+    slices = yaml.safe_load(DRA_FIXTURE.read_text())
+    del slices[2]  # gpu-1's slice: the driver is still publishing, or it was lost
+    (pool,) = dra_gpus_by_node(slices)["dgx-h100-1"].pools
+    assert (pool.whole_gpus, pool.slices_seen, pool.slices_expected, pool.complete) == (1, 2, 3, False)
+    assert "incomplete: 2 of 3 ResourceSlices" in pool.describe()
+
+
+def test_other_drivers_shared_pools_and_repeated_devices_do_not_count():
+    slices = [
+        resource_slice("n1", 4, count=2),
+        resource_slice("n1", 4, count=2, first=2),  # gpu-2 and gpu-3 again: a device counts once per pool
+        resource_slice("n1", 8, driver="dra.example.com"),
+        resource_slice("n2", 8, nodeName=None, allNodes=True),  # a pool for every node is no node's GPUs
+    ]
+    assert {node: gpus.whole_gpus for node, gpus in dra_gpus_by_node(slices).items()} == {"n1": 6}
+
+
+def test_qualified_and_v1beta1_attributes_and_untyped_devices():
+    qualified = resource_slice("n1", 0)
+    qualified["spec"]["devices"] = [
+        {"name": "gpu-0", "attributes": {"gpu.nvidia.com/type": {"string": "gpu"}}},
+        {"name": "gpu-1", "basic": {"attributes": {"type": {"string": "gpu"}}}},
+        {"name": "gpu-2", "attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"}}},
+        {"name": "gpu-vfio-3", "attributes": {"type": {"string": "vfio"}}},
+    ]
+    (pool,) = dra_gpus_by_node([qualified])["n1"].pools
+    assert (pool.whole_gpus, pool.other_devices) == (2, {"untyped": 1, "vfio": 1})
+
+
+def test_a_node_without_the_device_plugin_is_counted_from_its_resource_slices():
+    slices = [resource_slice("dgx-h100-1", 4, generation=2, count=2), resource_slice("dgx-h100-1", 4, 2, 2, first=4)]
+    outcome = validate_gpu_nodes(
+        [declared("dgx-h100-1", gpu_product=None, gpu_memory_mib=None)],
+        [api_node("dgx-h100-1", gpus=None, labels={})],
+        resource_slices=slices,
+    )
+    assert outcome.failed == []
+    count = by_id(outcome)["gpu-nodes/dgx-h100-1/gpu-count"]
+    assert (count.status, count.expected, count.observed) == ("pass", 8, 8)
+    assert "counted from dynamic resource allocation (ResourceSlices)" in count.message
+    assert "pool dgx-h100-1 generation 2: 8 whole GPUs" in count.message
+    row = outcome.node_table[0]
+    assert (row.gpu_source, row.found_gpus, row.both_sources) == ("dra", 8, False)
+    assert row.found_product == "NVIDIA H100 80GB HBM3"  # no GPU feature discovery label: DRA's productName
+    total = by_id(outcome)["cluster/gpu-total"]
+    assert (total.status, total.observed) == ("pass", 8)
+    assert total.message == "8 from dynamic resource allocation (ResourceSlices) on 1 nodes"
+
+
+def test_a_short_dra_node_fails_naming_the_source_and_where_to_look():
+    outcome = validate_gpu_nodes(
+        [declared("n1")], [api_node("n1", gpus=None)], resource_slices=[resource_slice("n1", 7)]
+    )
+    check = by_id(outcome)["gpu-nodes/n1/gpu-count"]
+    assert (check.status, check.expected, check.observed) == ("fail", 8, 7)
+    assert "expected 8 allocatable GPUs, found 7, counted from dynamic resource allocation" in check.message
+    assert "kubectl get resourceslices --field-selector spec.nodeName=n1,spec.driver=gpu.nvidia.com" in check.message
+    assert "device plugin /" not in check.message
+    assert outcome.node_table[0].gpu_source == "dra"
+
+
+def test_a_node_with_both_sources_says_so_and_is_judged_by_the_preference():
+    nodes, slices = [api_node("n1", gpus=8)], [resource_slice("n1", 4)]
+    default = validate_gpu_nodes([declared("n1")], nodes, resource_slices=slices)
+    check = by_id(default)["gpu-nodes/n1/gpu-count"]
+    assert (check.status, check.observed) == ("pass", 8)
+    assert "counted from the device plugin" in check.message
+    assert (
+        "both sources report GPUs on this node (8 nvidia.com/gpu from the device plugin, 4 from DRA)" in check.message
+    )
+    assert (default.node_table[0].gpu_source, default.node_table[0].both_sources) == ("device-plugin", True)
+
+    prefer_dra = validate_gpu_nodes([declared("n1")], nodes, resource_slices=slices, gpu_count_preference="dra")
+    check = by_id(prefer_dra)["gpu-nodes/n1/gpu-count"]
+    assert (check.status, check.expected, check.observed) == ("fail", 8, 4)
+    assert "both sources report GPUs" in check.message
+    assert prefer_dra.node_table[0].gpu_source == "dra"
+
+
+def test_the_preferred_source_reporting_nothing_gives_way_to_the_other():
+    # A device plugin that advertises 0 (DRA took the GPUs over) and a DRA-preferring site without DRA.
+    plugin_zero = validate_gpu_nodes(
+        [declared("n1")], [api_node("n1", gpus=0)], resource_slices=[resource_slice("n1", 8)]
+    )
+    assert plugin_zero.node_table[0].gpu_source == "dra" and plugin_zero.failed == []
+    no_dra = validate_gpu_nodes([declared("n1")], [api_node("n1")], gpu_count_preference="dra")
+    assert no_dra.node_table[0].gpu_source == "device-plugin" and no_dra.failed == []
+
+
+def test_a_node_with_neither_source_says_both_are_missing():
+    outcome = validate_gpu_nodes([declared("n1")], [api_node("n1", gpus=None)])
+    check = by_id(outcome)["gpu-nodes/n1/gpu-count"]
+    assert "no ResourceSlice of the DRA driver gpu.nvidia.com" in check.message
+    assert "device plugin / GPU operator pod on n1" in check.message and "DRA driver's kubelet plugin" in check.message
+    assert outcome.node_table[0].gpu_source == "none"
+
+
+def test_time_slicing_replicas_multiply_only_the_device_plugins_count():
+    layer = {"layer": "device_plugin", "time_slicing": {"replicas": 4, "resources": ["nvidia.com/gpu"]}}
+    outcome = validate_gpu_nodes(
+        [declared("sliced"), declared("dra")],
+        [api_node("sliced", gpus=32), api_node("dra", gpus=None)],
+        advertised_per_gpu(layer),
+        resource_slices=[resource_slice("dra", 8)],
+    )
+    assert outcome.failed == []
+    assert [row.declared_gpus for row in outcome.node_table] == [32, 8]
+    total = by_id(outcome)["cluster/gpu-total"]
+    assert (total.expected, total.observed) == (40, 40)
+    assert "32 from the device plugin (allocatable nvidia.com/gpu) on 1 nodes" in total.message
+
+
+def test_an_undeclared_dra_gpu_node_is_a_warning():
+    outcome = validate_gpu_nodes(
+        [declared("n1")],
+        [api_node("n1"), api_node("stray", gpus=None, labels={})],
+        resource_slices=[resource_slice("stray", 2), resource_slice("no-such-node", 8)],
+    )
+    stray = by_id(outcome)["cluster/undeclared-gpu-nodes"]
+    assert (stray.status, stray.observed) == ("warn", ["stray"])
+    total = by_id(outcome)["cluster/gpu-total"]
+    assert (total.status, total.observed) == ("fail", 10)  # a slice naming no Node of the cluster is no GPU of it
+    assert "stray 2 undeclared" in total.message
+    assert (outcome.node_table[-1].name, outcome.node_table[-1].gpu_source) == ("stray", "dra")
+
+
+def test_an_unknown_preference_is_refused_naming_the_choices():
+    with pytest.raises(ValueError, match="gpu_count_preference must be one of device_plugin, dra, got 'nvml'"):
+        validate_gpu_nodes([], [], gpu_count_preference="nvml")
+
+
+def test_a_thousand_nodes_half_of_them_on_dra():
+    names = ["gpu-%04d" % index for index in range(1000)]
+    observed = [api_node(name, gpus=None if index % 2 else 8) for index, name in enumerate(names)]
+    slices = [resource_slice(name, 8) for name in names[1::2]]
+    slices[100] = copy.deepcopy(slices[100])
+    slices[100]["spec"]["devices"].pop()
+    outcome = validate_gpu_nodes([declared(name) for name in names], observed, resource_slices=slices)
+    assert [check.id for check in outcome.failed] == ["gpu-nodes/gpu-0201/gpu-count", "cluster/gpu-total"]
+    assert by_id(outcome)["cluster/gpu-total"].observed == 7999
+    assert sum(row.gpu_source == "dra" for row in outcome.node_table) == 500

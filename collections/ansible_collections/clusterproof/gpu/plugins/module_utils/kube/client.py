@@ -6,6 +6,7 @@ the error a missing client library gives are the same everywhere. Pure logic nev
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterable
@@ -56,17 +57,42 @@ def apps_v1(api: Any) -> Any:
 def list_nodes(api: Any, request_timeout: int = 30) -> list[dict[str, Any]]:
     """Every Node as a plain dict (the API's JSON field names), paging through large clusters."""
     core = core_v1(api)
-    nodes: list[dict[str, Any]] = []
+    return _list_pages(lambda **page: core.list_node(**page), "listing nodes", request_timeout)
+
+
+def list_resource_slices(api: Any, driver: str, request_timeout: int = 30) -> list[dict[str, Any]] | None:
+    """Every ResourceSlice (``resource.k8s.io/v1``) of the DRA ``driver`` as a plain dict, paging
+    through large clusters; None when the cluster does not serve that API (a 404: Kubernetes before
+    1.34, or dynamic resource allocation turned off), which means no GPU is allocated through DRA."""
+    resource = k8s_client.ResourceV1Api(api)
+    try:
+        return _list_pages(
+            lambda **page: resource.list_resource_slice(field_selector=f"spec.driver={driver}", **page),
+            f"listing the ResourceSlices of {driver}",
+            request_timeout,
+        )
+    except KubeError as error:
+        if getattr(error.__cause__, "status", None) == 404:
+            return None
+        raise
+
+
+def _list_pages(list_page: Any, doing: str, request_timeout: int) -> list[dict[str, Any]]:
+    """The items of a list call, 500 a page, as the API's JSON. Read raw (``_preload_content``
+    off): building the client's model objects and serialising them back costs seconds per
+    10,000 Nodes, for the same dicts."""
+    items: list[dict[str, Any]] = []
     token = None
     while True:
         try:
-            page = core.list_node(limit=500, _continue=token, _request_timeout=request_timeout)
+            response = list_page(limit=500, _continue=token, _request_timeout=request_timeout, _preload_content=False)
         except ApiException as error:
-            raise KubeError(f"listing nodes failed: {error}") from error
-        nodes.extend(api.sanitize_for_serialization(item) for item in page.items)
-        token = page.metadata._continue
+            raise KubeError(f"{doing} failed: {error}") from error
+        page = json.loads(response.data)
+        items.extend(page.get("items") or ())
+        token = (page.get("metadata") or {}).get("continue")
         if not token:
-            return nodes
+            return items
 
 
 def is_subset(wanted: Any, actual: Any) -> bool:
