@@ -163,12 +163,16 @@ def test_sections_from_module_data_take_a_node_table():
                 {"name": "a", "declared": True, "present": False, "declared_gpus": 8, "found_gpus": None,
                  "declared_product": None, "found_product": None, "ready": None, "status": "fail"},
                 {"name": "b", "declared": False, "present": True, "declared_gpus": None, "found_gpus": 2,
-                 "declared_product": None, "found_product": "T4", "ready": False, "status": "warn"},
+                 "declared_product": None, "found_product": "T4", "ready": False, "status": "warn",
+                 "gpu_source": "dra", "both_sources": True},
             ],
         }
     )  # fmt: skip
     table = section.tables[0]
-    assert table.rows == [["a", 8, None, None, None, "not in cluster"], ["b (not declared)", None, 2, None, "T4", "no"]]
+    assert table.rows == [
+        ["a", 8, None, None, None, None, "not in cluster"],
+        ["b (not declared)", None, 2, "DRA ResourceSlices (both report GPUs)", None, "T4", "no"],
+    ]
     assert table.row_status == ["fail", "warn"]
     assert section.checks[0].message == ""
 

@@ -308,7 +308,17 @@ def stopped_section(task: str, cause: str) -> Section:
 
 # --- building from data ---------------------------------------------------------------------------
 
-NODE_TABLE_COLUMNS = ["Node", "Declared GPUs", "Found GPUs", "Declared product", "Found product", "Ready"]
+NODE_TABLE_COLUMNS = [
+    "Node",
+    "Declared GPUs",
+    "Found GPUs",
+    "GPUs counted from",
+    "Declared product",
+    "Found product",
+    "Ready",
+]
+# How a node's GPUs were counted (validate.nodes): the device plugin's allocatable, or DRA ResourceSlices.
+GPU_SOURCES = {"device-plugin": "device plugin", "dra": "DRA ResourceSlices", "none": "—"}
 
 
 def node_table(rows: Iterable[Mapping[str, Any]]) -> Table:
@@ -328,6 +338,7 @@ def node_table(rows: Iterable[Mapping[str, Any]]) -> Table:
                 name,
                 row.get("declared_gpus"),
                 row.get("found_gpus"),
+                _gpu_source(row),
                 row.get("declared_product"),
                 row.get("found_product"),
                 ready,
@@ -341,6 +352,14 @@ def node_table(rows: Iterable[Mapping[str, Any]]) -> Table:
         rows=body,
         row_status=statuses,
     )
+
+
+def _gpu_source(row: Mapping[str, Any]) -> str | None:
+    source = row.get("gpu_source")
+    if source is None:
+        return None  # a row of an older validator
+    shown = GPU_SOURCES.get(str(source), str(source))
+    return f"{shown} (both report GPUs)" if row.get("both_sources") else shown
 
 
 def section_from_dict(data: Mapping[str, Any]) -> Section:
