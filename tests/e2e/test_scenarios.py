@@ -74,6 +74,17 @@ def scenario_namespaces(api) -> list[str]:
     ]
 
 
+def step_tables(section: dict) -> list[dict]:
+    """The section's per-step tables (running GPUs per team), without its disruption table."""
+    return [table for table in section["tables"] if not table["id"].endswith("-disruption")]
+
+
+def evicted_per_step(section: dict) -> dict[str, set[str]]:
+    """The disruption table: the workloads seen evicted at each step, by the step's number."""
+    (table,) = [table for table in section["tables"] if table["id"].endswith("-disruption")]
+    return {row[0].split()[0]: set() if row[4] == "none" else set(row[4].split(", ")) for row in table["rows"]}
+
+
 def failed(checks) -> list[dict]:
     return [check for check in checks if check["status"] == "fail"]
 
@@ -94,6 +105,12 @@ NETAPP_RUNNING = {
         ["team-a", "8"], ["team-b", "5"], ["team-c", "3"], ["team-d", "0"],
     ],
 }  # fmt: skip
+# Who is evicted at each step: at 4.9 team-d's claim takes 2 GPUs each from team-b and team-c on
+# KAI; Kueue reclaims team-b's newest 2-GPU job alone.
+NETAPP_EVICTED = {
+    "kai": {"4.8": set(), "4.9": {"b-4-gg (2)", "c-4-gg (2)"}, "4.10": set()},
+    "kueue": {"4.8": set(), "4.9": {"b-4-gg (2)"}, "4.10": set()},
+}
 NETAPP_PENDING = {
     "kai": {2: "b-4-gg, c-4-gg", 3: "b-5-gg, c-6-gg"},
     "kueue": {},
@@ -112,8 +129,9 @@ def test_netapp_4_8_to_4_10(site):
     section = result["section"]
     checks = {check["id"]: check for check in section["checks"]}
     name = "scenario/netapp-runai-4.8-4.10"
-    observed = [[row[0], row[4]] for table in section["tables"] for row in table["rows"]]
+    observed = [[row[0], row[4]] for table in step_tables(section) for row in table["rows"]]
     assert observed == NETAPP_RUNNING[site.scheduler]
+    assert evicted_per_step(section) == NETAPP_EVICTED[site.scheduler]
     for step, pending in NETAPP_PENDING[site.scheduler].items():
         assert checks["%s/%d/pending" % (name, step)]["observed"] == pending
     for step, reason in NETAPP_SKIPPED[site.scheduler].items():
@@ -217,7 +235,7 @@ def test_netapp_scaled_to_a_larger_site(tmp_path):
         assert done.returncode == 0, result.get("msg")
         section = result["section"]
         assert "scaled 2×" in section["title"] and "kept off big-5" in section["title"]
-        observed = [[row[0], row[1], row[4]] for table in section["tables"] for row in table["rows"]]
+        observed = [[row[0], row[1], row[4]] for table in step_tables(section) for row in table["rows"]]
         assert observed == [
             ["team-a", "8", "8"], ["team-b", "4", "8"], ["team-c", "4", "8"], ["team-d", "16", "8"],
             ["team-a", "8", "8"], ["team-b", "4", "4"], ["team-c", "4", "4"], ["team-d", "16", "16"],
