@@ -4,7 +4,8 @@ with the reason; it neither ends the playbook before the report nor vanishes fro
 validate.yml on an existing-mode inventory over the session's sandbox (its KWOK nodes dgx1-1 and
 dgx1-2 are the declared GPU nodes), without the scheduler stage: dgx1-1 is reached at a name that
 never resolves (.invalid, RFC 6761); dgx1-2 is this machine (local connection), which has no NVIDIA
-driver, so the GPU host suite really runs there through testinfra and its driver tests fail.
+driver, so the GPU host suite really runs there through testinfra and its driver tests fail, and
+its passive GPU health is read there and lists none of its declared GPUs.
 """
 
 from __future__ import annotations
@@ -50,13 +51,18 @@ def test_unreachable_and_failing_gpu_hosts_become_failed_checks_in_a_written_rep
     assert run.returncode != 0
     assert "Write the site validation report" in run.output, run.output[-4000:]
     assert run.recap("dgx1-1")["unreachable"] == 0, "the unreachable host must be recorded, not dropped"
-    assert run.recap("dgx1-1")["rescued"] == 2, run.output[-4000:]
+    assert run.recap("dgx1-1")["rescued"] == 3, run.output[-4000:]
     report = json.loads((reports / "unreachable-site" / "latest" / "report.json").read_text())
     assert report["verdict"] == "fail"
 
     # The cluster side of dgx1-1 (its KWOK node) is fine; only the host could not be reached.
     nodes = {check["id"]: check for section in report["sections"] for check in section["checks"]}
     assert nodes["gpu-nodes/dgx1-1/present"]["status"] == "pass"
+
+    (health,) = _checks_of(report, "gpu-health-dgx1-1").values()
+    assert (health["status"], health["category"]) == ("fail", "hardware"), health
+    assert health["message"].startswith("dgx1-1 could not be reached: "), health
+    assert health["action"].startswith("reach the node"), health
 
     benchmarks = _checks_of(report, "gpu-benchmark-dgx1-1")
     assert benchmarks, "the unreachable host's benchmarks are missing from the report"
@@ -82,3 +88,7 @@ def test_unreachable_and_failing_gpu_hosts_become_failed_checks_in_a_written_rep
     assert driver["status"] == "fail"
     assert driver["message"].startswith("the nvidia kernel module is not loaded on dgx1-2"), driver
     assert set(_checks_of(report, "gpu-benchmark-dgx1-2")) == {"memory-bandwidth", "dcgm-diag"}
+    # Its passive health was read for real too: the driver lists none of the 8 GPUs declared.
+    visible = _checks_of(report, "gpu-health-dgx1-2")["gpus-visible"]
+    assert (visible["status"], visible["category"], visible["observed"]) == ("fail", "capacity", 0), visible
+    assert "nvidia-smi not found on PATH" in visible["message"], visible

@@ -43,6 +43,7 @@ SITE_VARIABLES = {
     "clusterproof_scheduler": "the GPU scheduler to install: %s" % " | ".join(SCHEDULERS),
     "clusterproof_benchmarks": "whether validation benchmarks the GPU hosts (true unless set false)",
     "clusterproof_host_tests": "whether validation runs the GPU host suite on the GPU hosts (true unless set false)",
+    "clusterproof_gpu_health": "whether validation reads the GPU hosts' passive health (true unless set false)",
     "clusterproof_projects": "the projects (tenants) and their GPU quotas",
     "clusterproof_reports_dir": "where site reports are written",
     "clusterproof_sandbox_dir": "where the sandbox keeps its state (mode sandbox)",
@@ -104,11 +105,11 @@ MAX_WEIGHT = 1_000_000
 BOOLEAN_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # Site settings that are paths or text, and settings that are booleans.
 SITE_STRINGS = ("clusterproof_reports_dir", "clusterproof_sandbox_dir", "clusterproof_sandbox_cache")
-SITE_BOOLEANS = ("clusterproof_benchmarks", "clusterproof_host_tests")
+SITE_BOOLEANS = ("clusterproof_benchmarks", "clusterproof_host_tests", "clusterproof_gpu_health")
 OUR_HOST_PREFIXES = ("gpu_", "node_")
 # Variables of the roles that run on the GPU hosts (gpu_benchmark_python, gpu_host_tests_sudo, ...):
 # set per host or group like any role variable, and checked by those roles' argument_specs.
-GPU_HOST_ROLE_PREFIXES = ("gpu_benchmark_", "gpu_host_tests_")
+GPU_HOST_ROLE_PREFIXES = ("gpu_benchmark_", "gpu_host_tests_", "gpu_health_")
 
 DEFAULT_CPU_CORES = 8
 DEFAULT_MEMORY_GIB = 32

@@ -51,6 +51,53 @@ class EccErrors:
 
 
 @dataclass
+class RetiredPages:
+    """Pages retired for repeated single-bit or for double-bit ECC errors (GPUs before Ampere), and
+    whether a retirement waits for the next driver load or reset."""
+
+    single_bit: int | None = None
+    double_bit: int | None = None
+    pending: bool | None = None
+
+
+@dataclass
+class RemappedRows:
+    """Rows of memory remapped to spares (Ampere and later), by the kind of error that caused it; a
+    remap pending until the next GPU reset; a remap that failed (no spare row left)."""
+
+    correctable: int | None = None
+    uncorrectable: int | None = None
+    pending: bool | None = None
+    failure: bool | None = None
+
+
+@dataclass
+class PcieLink:
+    """The PCIe link as it runs now and at most. A GPU lowers its link generation when idle to save
+    power; its width stays."""
+
+    current_gen: int | None = None
+    max_gen: int | None = None
+    current_width: int | None = None
+    max_width: int | None = None
+
+
+# NVML's clocks event (formerly "throttle") reason bits and the names nvidia-smi -q -x gives them
+# (<clocks_event_reason_NAME>). Older drivers call the section <clocks_throttle_reasons>.
+CLOCKS_EVENT_REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clocks_setting",
+}
+
+
+@dataclass
 class GpuFacts:
     index: int
     uuid: str | None = None
@@ -70,6 +117,18 @@ class GpuFacts:
     # Links the driver reports for this GPU, and how many of them are up; None where it reports none.
     nvlink_links_total: int | None = None
     nvlink_links_active: int | None = None
+    # The passive health signals (node/gpu_health judges them).
+    serial: str | None = None
+    retired_pages: RetiredPages = field(default_factory=RetiredPages)
+    remapped_rows: RemappedRows = field(default_factory=RemappedRows)
+    # The active clocks event reasons by name (CLOCKS_EVENT_REASONS); None where none is reported.
+    clocks_event_reasons: list[str] | None = None
+    pcie: PcieLink = field(default_factory=PcieLink)
+    power_default_limit_w: float | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    applications_clock_mhz: int | None = None
+    applications_clock_default_mhz: int | None = None
 
 
 @dataclass
@@ -170,6 +229,62 @@ def _parse_nvlink(gpu: ElementTree.Element) -> tuple[int | None, int | None]:
     return len(states), sum(1 for state in states if state in ("active", "up", "enabled"))
 
 
+def _yes(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    return {"yes": True, "no": False}.get(value.lower())
+
+
+def _parse_retired_pages(gpu: ElementTree.Element) -> RetiredPages:
+    node = gpu.find("retired_pages")
+    if node is None:
+        return RetiredPages()
+    return RetiredPages(
+        single_bit=_int(_text(node, "multiple_single_bit_retirement/retired_count")),
+        double_bit=_int(_text(node, "double_bit_retirement/retired_count")),
+        pending=_yes(_text(node, "pending_retirement")),
+    )
+
+
+def _parse_remapped_rows(gpu: ElementTree.Element) -> RemappedRows:
+    node = gpu.find("remapped_rows")
+    if node is None:
+        return RemappedRows()
+    return RemappedRows(
+        correctable=_int(_text(node, "remapped_row_corr")),
+        uncorrectable=_int(_text(node, "remapped_row_unc")),
+        pending=_yes(_text(node, "remapped_row_pending")),
+        failure=_yes(_text(node, "remapped_row_failure")),
+    )
+
+
+def _parse_clocks_event_reasons(gpu: ElementTree.Element) -> list[str] | None:
+    for section, prefix in (
+        ("clocks_event_reasons", "clocks_event_reason_"),
+        ("clocks_throttle_reasons", "clocks_throttle_reason_"),
+    ):
+        node = gpu.find(section)
+        if node is None:
+            continue
+        active = []
+        for child in node:
+            name = child.tag.removeprefix(prefix)
+            if (child.text or "").strip().lower() == "active":
+                active.append(name)
+        return active
+    return None
+
+
+def _parse_pcie(gpu: ElementTree.Element) -> PcieLink:
+    return PcieLink(
+        current_gen=_int(_text(gpu, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")),
+        max_gen=_int(_text(gpu, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
+        # "16x"
+        current_width=_int((_text(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width") or "").rstrip("x")),
+        max_width=_int((_text(gpu, "pci/pci_gpu_link_info/link_widths/max_link_width") or "").rstrip("x")),
+    )
+
+
 def _parse_gpu(gpu: ElementTree.Element, index: int, driver: str | None, cuda: str | None) -> GpuFacts:
     # nvidia-smi lists GPUs in PCI order, which is NVML's index order; minor_number is the /dev node.
     nvlink_total, nvlink_active = _parse_nvlink(gpu)
@@ -209,6 +324,18 @@ def _parse_gpu(gpu: ElementTree.Element, index: int, driver: str | None, cuda: s
         persistence_mode=_enabled(_text(gpu, "persistence_mode")),
         nvlink_links_total=nvlink_total,
         nvlink_links_active=nvlink_active,
+        serial=_text(gpu, "serial"),
+        retired_pages=_parse_retired_pages(gpu),
+        remapped_rows=_parse_remapped_rows(gpu),
+        clocks_event_reasons=_parse_clocks_event_reasons(gpu),
+        pcie=_parse_pcie(gpu),
+        power_default_limit_w=_first_number(
+            gpu, "gpu_power_readings/default_power_limit", "power_readings/default_power_limit"
+        ),
+        sm_clock_mhz=_int(_text(gpu, "clocks/sm_clock")),
+        sm_clock_max_mhz=_int(_text(gpu, "max_clocks/sm_clock")),
+        applications_clock_mhz=_int(_text(gpu, "applications_clocks/graphics_clock")),
+        applications_clock_default_mhz=_int(_text(gpu, "default_applications_clocks/graphics_clock")),
     )
 
 
@@ -346,6 +473,49 @@ def _watts(milliwatts: Any) -> float | None:
     return None if milliwatts is None else round(milliwatts / 1000.0, 2)
 
 
+def _nvml_retired_pages(nvml: Any, handle: Any) -> RetiredPages:
+    def count(cause: int) -> int | None:
+        pages = _nvml_field(lambda: nvml.nvmlDeviceGetRetiredPages(handle, cause))
+        return None if pages is None else len(pages)
+
+    pending = _nvml_field(lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle))
+    return RetiredPages(
+        single_bit=count(getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0)),
+        double_bit=count(getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1)),
+        pending=None if pending is None else pending == getattr(nvml, "NVML_FEATURE_ENABLED", 1),
+    )
+
+
+def _nvml_remapped_rows(nvml: Any, handle: Any) -> RemappedRows:
+    # (corrRows, uncRows, isPending, failureOccurred)
+    rows = _nvml_field(lambda: nvml.nvmlDeviceGetRemappedRows(handle))
+    if not rows or len(rows) != 4:
+        return RemappedRows()
+    return RemappedRows(
+        correctable=int(rows[0]), uncorrectable=int(rows[1]), pending=bool(rows[2]), failure=bool(rows[3])
+    )
+
+
+def _nvml_clocks_event_reasons(nvml: Any, handle: Any) -> list[str] | None:
+    # nvidia-ml-py 12.535 renamed "throttle" to "clocks event"; older releases have only the old name.
+    call = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+    )
+    mask = None if call is None else _nvml_field(lambda: call(handle))
+    if not isinstance(mask, int):
+        return None
+    return [name for bit, name in CLOCKS_EVENT_REASONS.items() if mask & bit]
+
+
+def _nvml_pcie(nvml: Any, handle: Any) -> PcieLink:
+    return PcieLink(
+        current_gen=_nvml_field(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+        max_gen=_nvml_field(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+        current_width=_nvml_field(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+        max_width=_nvml_field(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
+    )
+
+
 def _nvml_gpu(nvml: Any, index: int, driver: str | None, cuda: str | None) -> GpuFacts:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     pci = _nvml_field(lambda: nvml.nvmlDeviceGetPciInfo(handle))
@@ -353,6 +523,8 @@ def _nvml_gpu(nvml: Any, index: int, driver: str | None, cuda: str | None) -> Gp
     memory_total, memory_used = _nvml_memory(nvml, handle)
     nvlink_total, nvlink_active = _nvml_nvlink(nvml, handle)
     enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
+    sm_clock = getattr(nvml, "NVML_CLOCK_SM", 1)
+    graphics_clock = getattr(nvml, "NVML_CLOCK_GRAPHICS", 0)
     return GpuFacts(
         index=index,
         uuid=_nvml_field(lambda: nvml.nvmlDeviceGetUUID(handle)),
@@ -374,6 +546,18 @@ def _nvml_gpu(nvml: Any, index: int, driver: str | None, cuda: str | None) -> Gp
         persistence_mode=None if persistence is None else persistence == enabled,
         nvlink_links_total=nvlink_total,
         nvlink_links_active=nvlink_active,
+        serial=_nvml_field(lambda: nvml.nvmlDeviceGetSerial(handle)),
+        retired_pages=_nvml_retired_pages(nvml, handle),
+        remapped_rows=_nvml_remapped_rows(nvml, handle),
+        clocks_event_reasons=_nvml_clocks_event_reasons(nvml, handle),
+        pcie=_nvml_pcie(nvml, handle),
+        power_default_limit_w=_watts(_nvml_field(lambda: nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle))),
+        sm_clock_mhz=_nvml_field(lambda: nvml.nvmlDeviceGetClockInfo(handle, sm_clock)),
+        sm_clock_max_mhz=_nvml_field(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, sm_clock)),
+        applications_clock_mhz=_nvml_field(lambda: nvml.nvmlDeviceGetApplicationsClock(handle, graphics_clock)),
+        applications_clock_default_mhz=_nvml_field(
+            lambda: nvml.nvmlDeviceGetDefaultApplicationsClock(handle, graphics_clock)
+        ),
     )
 
 
