@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_facts
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_facts, gpu_health
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_health import (
     COOLING_ACTION,
     LINK_ACTION,
@@ -73,10 +73,14 @@ def test_recorded_h100_gives_the_health_fields():
 
 def test_the_healthy_recording_passes_every_check():
     checks = checks_of()
-    assert sorted(checks) == sorted(
-        ["gpus-visible", "driver", "cuda", "xid"] + [f"gpu0/{signal}" for signal in GPU_SIGNALS]
-    )
+    assert sorted(checks) == ["cuda", "driver", "gpu0/passive", "gpus-visible", "xid"]
     assert {check_id: check["status"] for check_id, check in checks.items() if check["status"] != "pass"} == {}
+    # A healthy GPU's signals are one check, which lists each with what was read.
+    passive = checks["gpu0/passive"]
+    assert passive["message"] == "healthy: " + ", ".join(GPU_SIGNALS)
+    assert set(passive["observed"]) == set(GPU_SIGNALS)
+    assert passive["observed"]["pcie"] == {"width": 16, "gen": 5}
+    assert passive["observed"]["power-limit"] == 700.0
 
 
 # (edits to the recording, the signal that must turn, its status, its action)
@@ -158,13 +162,18 @@ def test_a_faulty_gpu_row_is_coloured_by_its_worst_check():
     xml = edited(("<remapped_row_failure>No<", "<remapped_row_failure>Yes<", 1))
     (table,) = assess_host("dgx-1", facts_of(xml), PINS, "")["tables"]
     assert table["row_status"] == ["fail"]
-    assert table["rows"][0][4] == "rows 0+0 (failure)"
+    assert table["rows"][0][5] == "rows 0+0 (failure)"
 
 
 def test_a_lower_pcie_generation_while_idle_is_power_saving():
-    check = checks_of(edited(("<current_link_gen>5<", "<current_link_gen>1<", 1)))["gpu0/pcie"]
-    assert check["status"] == "pass"
-    assert "lowers the link to save power" in check["message"]
+    checks = checks_of(edited(("<current_link_gen>5<", "<current_link_gen>1<", 1)))
+    assert "gpu0/pcie" not in checks
+    assert checks["gpu0/passive"]["status"] == "pass"
+    assert checks["gpu0/passive"]["observed"]["pcie"] == {"width": 16, "gen": 1}
+    line = gpu_health._pcie(
+        "dgx-1", "gpu0", "GPU 0", facts_of(edited(("<current_link_gen>5<", "<current_link_gen>1<", 1)))["gpus"][0]
+    )
+    assert "lowers the link to save power" in line.message
 
 
 # A GPU before Ampere: page retirement, no row remapping.
@@ -189,19 +198,30 @@ def _pre_ampere(single: str, double: str, pending: str) -> str:
     ],
 )
 def test_page_retirement_on_gpus_before_ampere(single, double, pending, status, action):
-    check = checks_of(_pre_ampere(single, double, pending))["gpu0/memory-repair"]
+    checks = checks_of(_pre_ampere(single, double, pending))
+    if status == "pass":
+        assert "gpu0/memory-repair" not in checks
+        assert checks["gpu0/passive"]["observed"]["memory-repair"]["single_bit"] == int(single)
+        return
+    check = checks["gpu0/memory-repair"]
     assert (check["status"], check.get("action")) == (status, action), check["message"]
     assert check["observed"]["single_bit"] == int(single)
 
 
-def test_signals_a_gpu_does_not_report_are_skipped_with_the_reason():
+def test_signals_a_gpu_does_not_report_are_listed_as_not_reported():
     bare = {"gpu_count": 1, "driver_version": "580.1", "cuda_version": "13.0", "gpus": [{"index": 0}]}
     section = assess_host("old", bare, HealthPins(), "")
-    statuses = {check["id"].split("/")[-1]: check["status"] for check in section["checks"]}
-    assert statuses["ecc"] == statuses["memory-repair"] == statuses["clock-events"] == "skip"
-    assert statuses["pcie"] == statuses["power-limit"] == statuses["persistence"] == "skip"
-    skipped = [check["message"] for check in section["checks"] if check["status"] == "skip"]
-    assert all("not reported by this GPU or driver" in message for message in skipped)
+    checks = {check["id"]: check for check in section["checks"]}
+    assert sorted(checks) == ["gpu-health/old/gpu0/passive", "gpu-health/old/xid"]
+    passive = checks["gpu-health/old/gpu0/passive"]
+    assert passive["status"] == "pass"
+    assert passive["message"] == (
+        "healthy: xid; not reported by this GPU or driver: ecc, memory-repair, clock-events, pcie, power-limit, "
+        "persistence, applications-clocks, pending-modes"
+    )
+    # Nothing reported and no kernel log read: nothing was judged, a skip.
+    (alone,) = [c for c in assess_host("old", bare, HealthPins(), None, "no")["checks"] if "gpu0" in c["id"]]
+    assert alone["status"] == "skip"
 
 
 # ---------------------------------------------------------------------------------------------

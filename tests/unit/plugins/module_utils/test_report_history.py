@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_facts, gpu_health
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as rp
 from ansible_collections.clusterproof.gpu.plugins.modules import site_report
@@ -211,3 +212,26 @@ def test_a_degraded_gpu_is_caught_against_the_site_s_baseline(tmp_path, monkeypa
     assert degraded["changes"]["benchmarks"] and all(
         c["change_pct"] == -25.0 for c in degraded["changes"]["benchmarks"]
     )
+
+
+def health_section(host, driver):
+    """A GPU host's passive health section, as gpu_health writes it for the recorded H100 with
+    its driver version replaced."""
+    xml = (FIXTURES / "nvidia-smi-q-x-h100.xml").read_text().replace("580.159.04", driver)
+    facts = gpu_facts.parse_nvidia_smi_xml(xml).to_dict()
+    return gpu_health.assess_host(host, facts, gpu_health.HealthPins(), "")
+
+
+def test_a_new_driver_is_a_warning_in_what_changed():
+    before = state_of(sections() + [health_section("dgx1-1", "580.159.04"), health_section("dgx1-2", "580.159.04")])
+    after = state_of(sections() + [health_section("dgx1-1", "580.172.01"), health_section("dgx1-2", "580.159.04")])
+    assert before["drivers"] == {"dgx1-1": "580.159.04", "dgx1-2": "580.159.04"}
+    changes = history.compare(before, after)
+    assert changes["drivers"] == [{"node": "dgx1-1", "before": "580.159.04", "after": "580.172.01"}]
+    checks = {check.id: check for check in history.changes_section(changes, "the run X").checks}
+    drivers = checks["changes/drivers"]
+    assert (drivers.status, drivers.category) == ("warn", "configuration")
+    assert drivers.message == "dgx1-1: 580.159.04 -> 580.172.01"
+    assert {check.status for check_id, check in checks.items() if check_id != "changes/drivers"} == {"pass"}
+    # An earlier report without drivers (written before they were recorded) compares as no change.
+    assert history.compare({k: v for k, v in before.items() if k != "drivers"}, after)["drivers"] == []

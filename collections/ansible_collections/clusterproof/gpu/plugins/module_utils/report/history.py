@@ -31,6 +31,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model impo
 )
 
 CHANGES_SECTION_ID = "changes"
+HEALTH_TABLE_PREFIX = "gpu-health-"
 BASELINE_LINK = "baseline"
 LATEST_LINK = "latest"
 # Figures are compared to a tenth of a percent; quotas and weights to a hundredth of a GPU.
@@ -91,8 +92,16 @@ def site_state(report: Report, benchmark_figures: Mapping[str, float] | None = N
             if None in (name_at, default_at, found_at) or row[found_at] != "yes":
                 continue
             storage[str(row[name_at])] = {"default": row[default_at] == "yes"}
+    # The driver each GPU host runs, from its passive health table (report sections gpu-health-<host>).
+    drivers: dict[str, str] = {}
+    for section in report.sections:
+        for table in section.tables:
+            driver_at = _column(table, "Driver")
+            if table.id.startswith(HEALTH_TABLE_PREFIX) and driver_at is not None and table.rows:
+                drivers[table.id.removeprefix(HEALTH_TABLE_PREFIX)] = str(table.rows[0][driver_at])
     return {
         "nodes": nodes,
+        "drivers": drivers,
         "projects": projects,
         "storage_classes": storage,
         "benchmarks": dict(benchmark_figures or {}),
@@ -119,6 +128,7 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
         "nodes_gone": sorted(set(old_nodes) - set(new_nodes)),
         "gpu_counts": [],
         "products": [],
+        "drivers": [],
         "projects_added": sorted(set(new_projects) - set(old_projects)),
         "projects_gone": sorted(set(old_projects) - set(new_projects)),
         "quotas": [],
@@ -134,6 +144,10 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
             changes["gpu_counts"].append({"node": name, "before": old.get("gpus"), "after": new.get("gpus")})
         if old.get("product") != new.get("product"):
             changes["products"].append({"node": name, "before": old.get("product"), "after": new.get("product")})
+    old_drivers, new_drivers = before.get("drivers") or {}, after.get("drivers") or {}
+    for name in sorted(set(old_drivers) & set(new_drivers)):
+        if old_drivers[name] != new_drivers[name]:
+            changes["drivers"].append({"node": name, "before": old_drivers[name], "after": new_drivers[name]})
     for name in sorted(set(old_projects) & set(new_projects)):
         for field, kind in (("quota", "quotas"), ("weight", "weights")):
             old, new = old_projects[name].get(field), new_projects[name].get(field)
@@ -189,6 +203,18 @@ def changes_section(changes: Mapping[str, Any] | None, against: str, note: str =
         _check("gpu-products", "every node has the GPU product it had", not changes["products"], [],
                changes["products"],
                "; ".join(f"{c['node']}: {c['before']} -> {c['after']}" for c in changes["products"]), "hardware")
+    )  # fmt: skip
+    # A new driver is not a regression by itself (an upgrade is often the point), but it is the
+    # first suspect of any other change: a warning, never silent.
+    drivers = changes.get("drivers") or []
+    checks.append(
+        Check(
+            f"{CHANGES_SECTION_ID}/drivers", "every node runs the NVIDIA driver it ran", "warn" if drivers else "pass",
+            [], drivers, "; ".join(f"{c['node']}: {c['before']} -> {c['after']}" for c in drivers),
+            category="configuration" if drivers else None,
+            action="confirm the upgrade was meant, and compare the benchmark figures with the baseline"
+            if drivers else None,
+        )
     )  # fmt: skip
     for kind, word in (("quotas", "quota"), ("weights", "over-quota weight")):
         listed = changes[kind]

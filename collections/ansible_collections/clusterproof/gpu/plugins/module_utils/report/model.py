@@ -22,11 +22,12 @@ without carrying the renderers. Validation modules return their findings as sect
     verdict         "pass" | "fail"; fail when any check failed                  (derived)
     counts          {"pass": n, "fail": n, "warn": n, "skip": n, "needs-hardware": n, "total": n}  (derived)
     sections[]      id, title, verdict (derived), counts (derived), checks[], tables[], charts[]
-    site_state      what the run found, or null: nodes {name: gpus, product, ready}, projects {name:
+    site_state      what the run found, or null: nodes {name: gpus, product, ready}, drivers {host:
+                    NVIDIA driver version, from its passive health}, projects {name:
                     quota, weight as the engine holds them}, storage_classes {name: default},
                     benchmarks {"host/gpuN/metric": value} (report.history)
     changes         what differs from an earlier run's site_state, or null: nodes_added, nodes_gone,
-                    gpu_counts, products, projects_added, projects_gone, quotas, weights,
+                    gpu_counts, products, drivers, projects_added, projects_gone, quotas, weights,
                     storage_classes_added, storage_classes_gone, default_storage_class, benchmarks,
                     against (the earlier run's name)
       checks[]      id, title, status (one of STATUSES), expected, observed (any JSON value or null),
