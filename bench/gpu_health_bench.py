@@ -85,7 +85,8 @@ def main() -> None:
     print(f"hosts {args.hosts}, GPUs {args.hosts * args.gpus}, faulty GPUs {faulty}")
     print(f"parse one nvidia-smi -q -x recording: {parse_s * 1000:.1f} ms")
     print(
-        f"judge every host: {assess_s:.1f} s ({assess_s / args.hosts * 1000:.2f} ms per host), peak RSS {assess_rss:.0f} MiB"
+        f"judge every host: {assess_s:.1f} s ({assess_s / args.hosts * 1000:.2f} ms per host),",
+        f"peak RSS {assess_rss:.0f} MiB",
     )
     print(f"build the report model: {build_s:.1f} s, peak RSS {build_rss:.0f} MiB")
     print(f"write JSON, JUnit XML and HTML: {write_s:.1f} s")

@@ -1,4 +1,5 @@
-"""What runs on (or is judged for) a GPU host: GPU facts, the benchmark runner, the host test suite.
+"""What runs on (or is judged for) a GPU host: GPU facts, passive health, the benchmark runner, the host
+test suite.
 
 ``gpu_benchmark_runner`` is shipped to the host as a file and must stay self-contained.
 May import: the standard library, ``nvidia-ml-py`` lazily, and ``report.model`` (never the
