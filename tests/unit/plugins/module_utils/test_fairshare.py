@@ -584,3 +584,19 @@ def test_kueue_reclaims_a_whole_job_from_a_borrowing_queue_even_below_its_share(
     assert tuple(results["runai"].allocated[team] for team in QUOTAS) == (4, 2, 2, 8)
     assert tuple(results["kueue"].allocated[team] for team in QUOTAS) == (4, 1, 3, 8)
     assert results["kueue"].preempted == ("b-4",)
+
+
+def test_kueue_preempts_a_borrowing_queue_whose_one_workload_is_bigger_than_its_excess():
+    # Issue 14's smallest case: one node of 6; queues a and b, quota 3 and weight 1 each; b runs one
+    # 6-unit workload; a submits 2. b is above its share (6 > 4) before the preemption, which is
+    # all Kueue asks: it preempts b's workload and a's starts. runai keeps b at its share after a
+    # preemption, so under runai a's workload waits.
+    projects = [Project("a", quota=3, weight=1), Project("b", quota=3, weight=1)]
+    first = fs.predict("kueue", [("n1", 6)], projects, [Job("b-6", "b", 6)])
+    jobs = [Job("b-6", "b", 6), Job("a-2", "a", 2)]
+    kueue = fs.predict("kueue", [("n1", 6)], projects, jobs, first.placements)
+    assert kueue.preempted == ("b-6",)
+    assert kueue.allocated == {"a": 2, "b": 0}
+    assert kueue.pending == ("b-6",)
+    runai = fs.predict("runai", [("n1", 6)], projects, jobs, first.placements)
+    assert runai.preempted == () and runai.pending == ("a-2",)

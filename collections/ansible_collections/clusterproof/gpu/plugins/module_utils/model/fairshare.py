@@ -723,7 +723,7 @@ class _Engine:
             for v in self.leaf_running[q]:
                 if not whole[v] or not self.preemptible[v]:
                     continue
-                now = alloc[q] - units[v] >= level[q] - _EPS
+                now = self._losable(q, units[v], level)
                 if now != flags[v]:
                     flags[v] = now
                     node = self.place[v][0]  # type: ignore[index]
@@ -743,12 +743,21 @@ class _Engine:
             # only a project above the level has jobs it can lose
             for q in {entry[1] for entry in self.over_heaps[t]}:  # type: ignore[index]
                 for v in self.leaf_running[q]:
-                    if self.whole[v] and self.preemptible[v] and self.alloc[q] - self.units[v] >= level[q] - _EPS:
+                    if self.whole[v] and self.preemptible[v] and self._losable(q, self.units[v], level):
                         flags[v] = 1
                         counts[self.place[v][0]] += self.whole[v]  # type: ignore[index]
         self.node_heaps = [[(-self._node_bound(t, n), n, 0) for n in range(nodes)] for t in range(len(self.tiers))]
         for heap in self.node_heaps:
             heapq.heapify(heap)
+
+    def _losable(self, q: int, units: int, level: list[float]) -> bool:
+        """Whether leaf ``q`` may lose a job of ``units`` at this level, by the policy's victim rule
+        (``_eligible`` on the leaf): runai and elastic keep the project at its level after the job
+        goes; Kueue only asks that the queue be above it before. The pruning bounds use the same
+        rule as the victim test, or they would refuse claims the victim test allows."""
+        if self.policy == "kueue":
+            return self.alloc[q] > level[q] + _EPS
+        return self.alloc[q] - units >= level[q] - _EPS
 
     def _node_bound(self, tier: int, n: int) -> int:
         # any shared GPU might be emptied: counting them all keeps this an upper bound

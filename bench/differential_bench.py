@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The differential bench: random small scenarios run on the real engine on a sandbox, each
+settled state compared with the fair-share model of the engine's policy.
+
+    .venv/bin/python bench/differential_bench.py [--scheduler kai|kueue] [--count 20] [--first-seed 1]
+        [--nodes 2] [--node-gpus 8] [--out DIR] [--kubeconfig PATH --state-dir DIR]
+
+Each scenario comes from ``bench/scenario_generator.py`` (seeded: seed N is the same scenario on
+every machine) and runs through the ``validate_scenario`` module, as a site's validation runs it.
+A scenario *agrees* when, after every step, each queue's GPUs match the model's prediction (the
+module's ``/model/`` checks) and the workloads evicted at each step are the ones the model evicts
+(its disruption table). Every scenario that disagrees is written to ``--out`` as a scenario file
+that replays as it is (``validate_scenario scenario_file=...``), with what differed as comments.
+
+Prints per scenario its seed, verdict and seconds, then the agreement in percent and the time the
+bench took. Brings up a sandbox of its own (``--nodes`` of ``--node-gpus``, with the scheduler)
+unless given one (``--kubeconfig`` and ``--state-dir`` of a running sandbox), and takes it down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.scenario_generator import Site, generate  # noqa: E402
+from tests.e2e.conftest import ad_hoc, module_result, own_sandbox  # noqa: E402
+
+
+def site_inventory(path: Path, site: Site, scheduler: str) -> Path:
+    lines = [
+        "all:",
+        "  children:",
+        "    kube_control_plane:",
+        "      hosts:",
+        "        localhost:",
+        "          ansible_connection: local",
+        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'",
+        "    gpu_nodes:",
+        "      hosts:",
+    ]
+    lines += [f"        diff-{index + 1}:\n          gpu_count: {site.node_gpus}" for index in range(site.nodes)]
+    lines += [
+        "  vars:",
+        f"    clusterproof_site_name: differential-{scheduler}",
+        f"    clusterproof_scheduler: {scheduler}",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _evicted(cell: str) -> set[str]:
+    """``"b-4-gg (2), c-4-gg (2)"`` -> {"b-4-gg", "c-4-gg"}; "none" and "—" -> nothing."""
+    if cell in ("none", "—"):
+        return set()
+    return {part.rsplit(" (", 1)[0] for part in cell.split(", ")}
+
+
+def differences(section: dict[str, Any]) -> list[str]:
+    """What differs between the engine and the model in one scenario's report section."""
+    found = [
+        f"{check['title']}: engine {check['observed']}, model {check['expected']}"
+        for check in section["checks"]
+        if "/model/" in check["id"] and check["status"] == "fail"
+    ]
+    for table in section["tables"]:
+        if table["id"].endswith("-disruption"):
+            for row in table["rows"]:
+                if row[5] != "—" and _evicted(row[4]) != _evicted(row[5]):
+                    found.append(f"{row[0]}: the engine evicted {row[4]}, the model {row[5]}")
+    return found
+
+
+def run_one(seed: int, site: Site, scheduler: str, kubeconfig: Path, state_dir: Path, out: Path) -> dict[str, Any]:
+    scenario = generate(seed, site)
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as file:
+        yaml.safe_dump(scenario, file, sort_keys=False)
+        path = Path(file.name)
+    nodes = [{"name": f"diff-{index + 1}", "gpu_count": site.node_gpus} for index in range(site.nodes)]
+    args = {
+        "scenario_file": str(path),
+        "nodes": nodes,
+        "scheduler": scheduler,
+        "kubeconfig": str(kubeconfig),
+        "sandbox_state_dir": str(state_dir),
+    }
+    started = time.monotonic()
+    done = ad_hoc("clusterproof.gpu.validate_scenario", args, timeout=900)
+    seconds = time.monotonic() - started
+    path.unlink()
+    result = module_result(done)
+    if done.returncode != 0:
+        return {"seed": seed, "verdict": "error", "seconds": seconds, "differences": [str(result.get("msg"))]}
+    if result.get("skip_reason"):
+        return {"seed": seed, "verdict": "skipped", "seconds": seconds, "differences": [result["skip_reason"]]}
+    found = differences(result["section"])
+    if found:
+        out.mkdir(parents=True, exist_ok=True)
+        header = "".join(f"# {line}\n" for line in [f"{scheduler} differs from the model:", *found])
+        (out / f"{scheduler}-seed-{seed}.yml").write_text(header + yaml.safe_dump(scenario, sort_keys=False))
+    return {"seed": seed, "verdict": "differs" if found else "agrees", "seconds": seconds, "differences": found}
+
+
+@contextlib.contextmanager
+def sandbox_for(args: argparse.Namespace, site: Site, directory: Path) -> Iterator[tuple[Path, Path]]:
+    if args.kubeconfig:
+        yield Path(args.kubeconfig), Path(args.state_dir)
+        return
+    inventory = site_inventory(directory / "hosts.yml", site, args.scheduler)
+    with own_sandbox(inventory, directory / "state") as sandbox:
+        yield sandbox.kubeconfig, sandbox.state_dir
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scheduler", choices=["kai", "kueue"], default="kai")
+    parser.add_argument("--count", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--node-gpus", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "differences")
+    parser.add_argument("--kubeconfig")
+    parser.add_argument("--state-dir")
+    args = parser.parse_args()
+    site = Site(args.nodes, args.node_gpus, fractions=args.scheduler == "kai")
+
+    started = time.monotonic()
+    results = []
+    with tempfile.TemporaryDirectory() as directory, sandbox_for(args, site, Path(directory)) as (kubeconfig, state):
+        up = time.monotonic() - started
+        print(f"sandbox ready in {up:.0f} s", flush=True)
+        for seed in range(args.first_seed, args.first_seed + args.count):
+            outcome = run_one(seed, site, args.scheduler, kubeconfig, state, args.out)
+            results.append(outcome)
+            print(f"seed {seed}: {outcome['verdict']} ({outcome['seconds']:.0f} s)", flush=True)
+            for line in outcome["differences"]:
+                print(f"    {line}", flush=True)
+    judged = [result for result in results if result["verdict"] in ("agrees", "differs")]
+    agreed = sum(1 for result in judged if result["verdict"] == "agrees")
+    total = time.monotonic() - started
+    print(
+        f"{args.scheduler}: {agreed} of {len(judged)} scenarios agree with the model "
+        f"({100.0 * agreed / max(1, len(judged)):.0f} %); "
+        f"{sum(1 for r in results if r['verdict'] == 'skipped')} skipped, "
+        f"{sum(1 for r in results if r['verdict'] == 'error')} errors; "
+        f"{total:.0f} s in all, {sum(r['seconds'] for r in results) / max(1, len(results)):.0f} s per scenario"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Random small fairness scenarios for the differential bench: seeded, reproducible, each a plain
+scenario file (docs/scenarios.md) with no written expectation, so that the validator holds the
+engine to the fair-share model alone.
+
+Pure: the standard library only; nothing is touched. ``generate(seed, site)`` gives the same
+scenario for the same seed and site, always one that ``validate/scenarios.load`` accepts.
+
+What varies, within what the issue asks: 2 to 5 queues, each with a quota (sometimes adding up to
+more than the site), sometimes a limit and an over-quota weight; 2 or 3 steps; jobs of 1, 2, 4 or 8
+GPUs (no larger than a node) and, for engines that have them, fractions; train and interactive
+jobs; arrivals, and from the second step on, deletions of earlier jobs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+SIZES = (1, 2, 4, 8)
+FRACTIONS = (0.5, 0.25)
+
+
+@dataclass(frozen=True)
+class Site:
+    """The sandbox the scenarios run on: ``nodes`` GPU nodes of ``node_gpus`` GPUs each."""
+
+    nodes: int = 2
+    node_gpus: int = 8
+    fractions: bool = True  # the engine runs fractional GPUs (KAI does, Kueue does not)
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.node_gpus
+
+
+def _quotas(rng: random.Random, count: int, capacity: int) -> list[int]:
+    """Whole-GPU quotas: most often adding up to the capacity or less, sometimes more."""
+    over = rng.random() < 0.25
+    total = rng.randint(capacity + 1, 2 * capacity) if over else rng.randint(count, capacity)
+    cuts = sorted(rng.randint(0, total) for _ in range(count - 1))
+    return [high - low for low, high in zip([0, *cuts], [*cuts, total], strict=True)]
+
+
+def generate(seed: int, site: Site = Site()) -> dict[str, Any]:
+    """One scenario, as the data of its YAML file."""
+    rng = random.Random(f"clusterproof-differential-{seed}-{site.nodes}x{site.node_gpus}-{site.fractions}")
+    count = rng.randint(2, 5)
+    names = [f"q{index + 1}" for index in range(count)]
+    projects = []
+    for name, quota in zip(names, _quotas(rng, count, site.gpus), strict=True):
+        project: dict[str, Any] = {"name": name, "gpu_quota": quota}
+        if rng.random() < 0.2:
+            project["gpu_limit"] = quota + rng.randint(0, site.gpus)
+        if rng.random() < 0.3:
+            project["over_quota_weight"] = rng.choice((1, 2, 4))
+        projects.append(project)
+    sizes = [size for size in SIZES if size <= site.node_gpus]
+    steps, alive, number = [], [], 0
+    for step_index in range(rng.randint(2, 3)):
+        step: dict[str, Any] = {"name": f"step {step_index + 1}"}
+        if step_index and alive and rng.random() < 0.6:
+            gone = rng.sample(alive, rng.randint(1, min(2, len(alive))))
+            step["delete"] = gone
+            alive = [name for name in alive if name not in gone]
+        submit = []
+        for _ in range(rng.randint(2, 6) if step_index == 0 else rng.randint(1, 3)):
+            number += 1
+            fraction = site.fractions and rng.random() < 0.1
+            gpus: float = rng.choice(FRACTIONS) if fraction else rng.choice(sizes)
+            kind = "interactive" if rng.random() < 0.2 else "train"
+            label = str(gpus).replace(".", "") if fraction else str(gpus)
+            name = f"j{number}-{label}g"
+            submit.append({"name": name, "project": rng.choice(names), "kind": kind, "gpus": gpus})
+            alive.append(name)
+        step["submit"] = submit
+        steps.append(step)
+    return {
+        "name": f"differential-{seed}",
+        "title": f"Random scenario {seed} on {site.nodes} nodes of {site.node_gpus} GPUs",
+        "source": "bench/scenario_generator.py, seed %d" % seed,
+        "policy": "runai",
+        "capacity": {"gpus": site.gpus, "node_gpus": site.node_gpus},
+        "projects": projects,
+        "steps": steps,
+    }
