@@ -193,9 +193,27 @@ def test_fair_shares_cap_by_limit_and_pass_the_rest_on():
     assert fs.fair_shares(projects, {"x": 10, "y": 10}, 10) == pytest.approx({"x": 3, "y": 7})
 
 
-def test_fair_shares_oversubscribed_quotas_split_by_quota():
+def test_kai_quotas_above_capacity_each_deserve_their_quota_unscaled():
+    # KAI v0.12.0 (proportion/resource_division, setDeservedResource): each queue deserves
+    # min(quota, demand) even when they add up to more than the cluster; nothing is scaled down.
     projects = [Project("x", quota=12), Project("y", quota=4)]
-    assert fs.fair_shares(projects, {"x": 20, "y": 20}, 8) == pytest.approx({"x": 6, "y": 2})
+    assert fs.fair_shares(projects, {"x": 20, "y": 20}, 8) == pytest.approx({"x": 12, "y": 4})
+    assert fs.fair_shares(projects, {"x": 3, "y": 20}, 8) == pytest.approx({"x": 3, "y": 5})
+    # The water-fill in real numbers (kueue) splits an oversubscribed amount by quota.
+    assert fs.fair_shares(projects, {"x": 20, "y": 20}, 8, policy="kueue") == pytest.approx({"x": 6, "y": 2})
+
+
+def test_kai_divides_over_quota_gpus_in_whole_units_largest_remainder_first():
+    # 5 spare GPUs over three queues of equal weight asking for plenty: 5/3 each, floored to 1
+    # each, the 2 left to the largest lost fractions (all 2/3: the older queues, x then y).
+    projects = [Project("x", quota=1, weight=1), Project("y", quota=1, weight=1), Project("z", quota=1, weight=1)]
+    shares = fs.fair_shares(projects, {"x": 8, "y": 8, "z": 8}, 8)
+    assert shares == pytest.approx({"x": 3, "y": 3, "z": 2})
+    # A queue that asks for less than its share takes what it asks, and another round divides the
+    # rest: round 1 gives x its 0.5, y and z 1 each (5/3 floored); round 2 gives y and z 1 each
+    # (1.25 floored); the 0.5 left goes to the largest lost fraction (y and z tie at 0.25: y, older).
+    shares = fs.fair_shares(projects, {"x": 1.5, "y": 8, "z": 8}, 8)
+    assert shares == pytest.approx({"x": 1.5, "y": 3.5, "z": 3})
 
 
 def test_zero_weight_gets_no_spare_in_fair_share_but_may_borrow_idle():
@@ -567,36 +585,44 @@ def test_elastic_min_is_guaranteed_and_max_holds(case):
                 assert result.allocated[project.name] <= project.limit + 1e-9
 
 
-def test_kueue_reclaims_a_whole_job_from_a_borrowing_queue_even_below_its_share():
+def test_a_whole_job_is_reclaimed_from_a_queue_over_its_share_before_the_eviction():
     # NetApp 4.9 without the fractions Kueue cannot run: team-b (quota 2) holds 1 + 2, team-c (quota 2)
-    # 2 + 1; team-d claims its quota. runai takes 1 GPU from each (2 and 2); Kueue takes team-b's most
-    # recent job, 2 GPUs, from a queue that borrows, leaving it below its quota (1 and 3), as observed.
+    # 2 + 1; team-d claims its quota. Both engines take a victim from a queue that is above its share
+    # *before* the eviction, even when the victim leaves it below (KAI v0.12.0, reclaimable/
+    # strategies; Kueue, as observed): team-b's most recent job, 2 GPUs, goes (1 and 3).
     jobs = [
         Job("a-1", "team-a", 1, interactive=True), Job("a-2", "team-a", 1), Job("a-3", "team-a", 2),
         Job("b-3", "team-b", 1), Job("b-4", "team-b", 2), Job("c-4", "team-c", 2), Job("c-5", "team-c", 1),
         Job("d-1", "team-d", 4),
     ]  # fmt: skip
     later = jobs + [Job("d-2", "team-d", 2), Job("d-3", "team-d", 2)]
-    results = {}
     for policy in ("runai", "kueue"):
         first = fs.predict(policy, DGX, TEAMS, jobs)
-        results[policy] = fs.predict(policy, DGX, TEAMS, later, first.placements)
-    assert tuple(results["runai"].allocated[team] for team in QUOTAS) == (4, 2, 2, 8)
-    assert tuple(results["kueue"].allocated[team] for team in QUOTAS) == (4, 1, 3, 8)
-    assert results["kueue"].preempted == ("b-4",)
+        result = fs.predict(policy, DGX, TEAMS, later, first.placements)
+        assert tuple(result.allocated[team] for team in QUOTAS) == (4, 1, 3, 8), policy
+        assert result.preempted == ("b-4",), policy
 
 
-def test_kueue_preempts_a_borrowing_queue_whose_one_workload_is_bigger_than_its_excess():
+@pytest.mark.parametrize("policy", ["runai", "kueue"])
+def test_a_claim_preempts_a_borrowing_queue_whose_one_workload_is_bigger_than_its_excess(policy):
     # Issue 14's smallest case: one node of 6; queues a and b, quota 3 and weight 1 each; b runs one
     # 6-unit workload; a submits 2. b is above its share (6 > 4) before the preemption, which is
-    # all Kueue asks: it preempts b's workload and a's starts. runai keeps b at its share after a
-    # preemption, so under runai a's workload waits.
+    # all either engine asks: b's workload is preempted and a's starts. (The Kueue model used to
+    # refuse it: its pruning bound applied the old keep-the-share-after rule.) Under elastic the
+    # victim's quota keeps its min after, so a's workload waits.
     projects = [Project("a", quota=3, weight=1), Project("b", quota=3, weight=1)]
-    first = fs.predict("kueue", [("n1", 6)], projects, [Job("b-6", "b", 6)])
+    first = fs.predict(policy, [("n1", 6)], projects, [Job("b-6", "b", 6)])
     jobs = [Job("b-6", "b", 6), Job("a-2", "a", 2)]
-    kueue = fs.predict("kueue", [("n1", 6)], projects, jobs, first.placements)
-    assert kueue.preempted == ("b-6",)
-    assert kueue.allocated == {"a": 2, "b": 0}
-    assert kueue.pending == ("b-6",)
-    runai = fs.predict("runai", [("n1", 6)], projects, jobs, first.placements)
-    assert runai.preempted == () and runai.pending == ("a-2",)
+    result = fs.predict(policy, [("n1", 6)], projects, jobs, first.placements)
+    assert result.preempted == ("b-6",)
+    assert result.allocated == {"a": 2, "b": 0}
+    assert result.pending == ("b-6",)
+
+
+def test_elastic_keeps_the_victims_quota_at_its_min_after_the_preemption():
+    # The same case under elastic: b's 6-unit workload would leave b at 0, below its min of 3, so
+    # nothing is preempted and a's workload waits.
+    projects = [Project("a", quota=3, limit=6), Project("b", quota=3, limit=6)]
+    first = fs.predict("elastic", [("n1", 6)], projects, [Job("b-6", "b", 6)])
+    result = fs.predict("elastic", [("n1", 6)], projects, [Job("b-6", "b", 6), Job("a-2", "a", 2)], first.placements)
+    assert result.preempted == () and result.pending == ("a-2",)

@@ -5,9 +5,10 @@ workloads in submission order and where jobs run now, `predict` says which workl
 which wait, and how many GPUs each project holds once the scheduler has settled. Two policies:
 
 ``"runai"`` (Run:AI, NVIDIA KAI scheduler; NetApp validation, SCENARIOS.md 4.8 - 4.10)
-    Fair share, per level of the tree: each project first deserves ``min(quota, demand)``; spare
-    capacity is water-filled in proportion to the over-quota weight (default: the quota), capped by
-    the project's limit and its demand. Jobs start within their fair share; capacity that fair
+    Fair share, per level of the tree, as KAI v0.12.0 divides it: each project first deserves
+    ``min(quota, demand)`` (not scaled down when quotas exceed the capacity); spare capacity is
+    divided in whole GPUs by over-quota weight (default: the quota), capped by the project's limit
+    and its demand (``_kai_over_quota``). Jobs start within their fair share; capacity that fair
     shares leave idle (job granularity, node fragmentation) is lent to the project furthest below
     its fair share. A project below its fair share reclaims from projects above theirs; failing
     that, a project below its quota reclaims from projects above their quota (KAI's two strategies).
@@ -19,10 +20,10 @@ which wait, and how many GPUs each project holds once the scheduler has settled.
     ``min`` only, never towards an over-quota split, which is why the two engines differ on one tree.
 
 ``"kueue"`` (Kueue with fair sharing: ClusterQueues in a cohort, weights = quotas, reclaim within the cohort)
-    The runai fair shares, lending and two reclaim tiers, with Kueue's own choice of victims: a
-    workload may be taken from a ClusterQueue that is above the level *before* it goes (Kueue
-    reclaims from any queue that borrows, and does not keep it at its share afterwards), the most
-    recently submitted first. Kueue has no non-preemptible work: interactive jobs borrow and are
+    The runai lending and two reclaim tiers, with fair shares water-filled in real numbers and
+    Kueue's own choice of victims: a workload may be taken from a ClusterQueue that is above the
+    level *before* it goes (Kueue reclaims from any queue that borrows), the most recently
+    submitted first. Kueue has no non-preemptible work: interactive jobs borrow and are
     reclaimed like the rest (their higher priority only orders victims inside their own queue).
 
 runai and elastic: interactive (non-preemptible) jobs start only within their project's quota
@@ -39,8 +40,9 @@ Rules that make the prediction deterministic (the documents leave them to "fairn
   furthest below its fair share (ties: declaration order), its jobs in submission order.
 * Reclaim: pending jobs entitled to it claim in submission order. A victim is a running
   preemptible job of another project such that its project, and every ancestor it does not share
-  with the claimant, stays at or above the level (fair share, quota, or ``min``) after the
-  preemption. Victims rank by the tree from the top down, the most over-level node first (ties:
+  with the claimant, is above the level (fair share or quota) before the preemption (runai, as
+  KAI's reclaim strategies; kueue), or stays at or above ``min`` after it (elastic).
+  Victims rank by the tree from the top down, the most over-level node first (ties:
   declaration order), and within a project the most recently submitted job first. The claimant
   tries the nodes of the victims in that rank; on a node it takes eligible victims there in rank
   order, preferring one whose removal lets it fit (4.9: c-4-gg rather than the newer 1-GPU c-5-g,
@@ -197,6 +199,53 @@ def _water_fill(amount: float, caps: Sequence[float], weights: Sequence[float]) 
     return out
 
 
+def _kai_over_quota(amount: float, requests: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """KAI's division of what is left once every queue has its quota (KAI v0.12.0,
+    ``proportion/resource_division``): in rounds, each queue that still asks for more gets its
+    share of the round's amount by over-quota weight: all it asks if that is no more than the share,
+    else the share rounded down to whole GPUs, keeping the fraction it lost. A round that satisfied
+    some queue is followed by another over what is left. Then the whole GPUs still left go one each
+    to the queues with the largest lost fractions (ties: the older queue, which declaration order
+    stands for). Amounts in units; ``requests`` are what each asks beyond its quota."""
+    extra = [0.0] * len(requests)
+    asking = [float(request) for request in requests]
+    lost: dict[int, float] = {}
+    left = float(amount)
+    while left > _EPS:
+        members = [i for i in range(len(asking)) if asking[i] > _EPS and weights[i] > 0]
+        weight_sum = sum(weights[i] for i in members)
+        if not weight_sum:
+            break
+        round_amount = left
+        another = False
+        for i in members:
+            if left <= _EPS:
+                break
+            share = round_amount * weights[i] / weight_sum
+            if asking[i] <= share + _EPS:
+                give = asking[i]
+                lost.pop(i, None)
+                another = True
+            else:
+                give = math.floor(share / UNITS_PER_GPU + 1e-9) * UNITS_PER_GPU
+                if share - give > _EPS:
+                    lost[i] = share - give
+            if give <= 0:
+                continue
+            extra[i] += give
+            asking[i] -= give
+            left -= give
+        if not another:
+            break
+    for i in sorted(lost, key=lambda i: (-lost[i], i)):
+        if left <= _EPS:
+            break
+        give = min(float(UNITS_PER_GPU), left)
+        extra[i] += give
+        left -= give
+    return extra
+
+
 class _Tree:
     """Projects by index: declaration order, parents, paths to the top, children."""
 
@@ -235,8 +284,9 @@ class _Tree:
         self.limit = [_INF if p.limit is None else p.limit * UNITS_PER_GPU for p in self.projects]
         self.weight = [p.quota if p.weight is None else p.weight for p in self.projects]
 
-    def fair_shares(self, leaf_demand: Sequence[float], capacity: float) -> list[float]:
-        """Hierarchical fair share in units: at each level quota first, then spare by weight."""
+    def fair_shares(self, leaf_demand: Sequence[float], capacity: float, whole_units: bool = False) -> list[float]:
+        """Hierarchical fair share in units: at each level quota first, then spare by weight.
+        ``whole_units``: KAI's division (runai), else a water-fill in real numbers (kueue)."""
         count = len(self.projects)
         demand = list(leaf_demand)
         for i in self._bottom_up():
@@ -244,12 +294,12 @@ class _Tree:
                 demand[i] = sum(demand[c] for c in self.children[i])
             demand[i] = min(demand[i], self.limit[i])
         share = [0.0] * count
-        self._split(capacity, self.top, demand, share)
+        self._split(capacity, self.top, demand, share, whole_units)
         stack = list(self.top)
         while stack:
             i = stack.pop()
             if self.children[i]:
-                self._split(share[i], self.children[i], demand, share)
+                self._split(share[i], self.children[i], demand, share, whole_units)
                 stack.extend(self.children[i])
         return share
 
@@ -262,8 +312,20 @@ class _Tree:
             stack.extend(self.children[i])
         return order[::-1]
 
-    def _split(self, amount: float, members: list[int], demand: list[float], share: list[float]) -> None:
+    def _split(
+        self, amount: float, members: list[int], demand: list[float], share: list[float], whole_units: bool
+    ) -> None:
         base = [min(self.quota[i], demand[i]) for i in members]
+        if whole_units:
+            # KAI: each queue deserves min(quota, demand) even when they add up to more than the
+            # amount (quotas above capacity are not scaled down); the rest is divided in whole GPUs.
+            extra = [0.0] * len(members)
+            if sum(base) < amount:
+                requests = [demand[i] - b for i, b in zip(members, base, strict=True)]
+                extra = _kai_over_quota(amount - sum(base), requests, [self.weight[i] for i in members])
+            for i, b, e in zip(members, base, extra, strict=True):
+                share[i] = b + e
+            return
         if sum(base) >= amount:
             parts = _water_fill(amount, base, [self.quota[i] for i in members])
         else:
@@ -277,13 +339,16 @@ class _Tree:
             share[i] = part
 
 
-def fair_shares(projects: Sequence[Project], demand: Mapping[str, float], capacity: float) -> dict[str, float]:
-    """The runai fair share of every project (GPUs) for the demand of each leaf project (GPUs)."""
+def fair_shares(
+    projects: Sequence[Project], demand: Mapping[str, float], capacity: float, policy: str = "runai"
+) -> dict[str, float]:
+    """The fair share of every project (GPUs) for the demand of each leaf project (GPUs), as the
+    policy divides it (runai: KAI's whole-GPU division; kueue: a water-fill in real numbers)."""
     tree = _Tree(projects)
     leaf_demand = [0.0] * len(tree.projects)
     for name, amount in demand.items():
         leaf_demand[tree.index[name]] = amount * UNITS_PER_GPU
-    shares = tree.fair_shares(leaf_demand, capacity * UNITS_PER_GPU)
+    shares = tree.fair_shares(leaf_demand, capacity * UNITS_PER_GPU, whole_units=policy == "runai")
     return {p.name: shares[i] / UNITS_PER_GPU for i, p in enumerate(tree.projects)}
 
 
@@ -379,7 +444,7 @@ class _Engine:
             # interactive work beyond the quota never starts, so it claims no share
             for q in range(count):
                 demand[q] += min(interactive_demand[q], tree.quota[q])
-            self.entitled = tree.fair_shares(demand, self.capacity)
+            self.entitled = tree.fair_shares(demand, self.capacity, whole_units=policy == "runai")
             # the quota part of the fair share: what KAI's second reclaim strategy protects
             self.guaranteed = [min(quota, share) for quota, share in zip(tree.quota, self.entitled, strict=True)]
             self.tiers = [self.entitled, self.guaranteed]
@@ -752,10 +817,10 @@ class _Engine:
 
     def _losable(self, q: int, units: int, level: list[float]) -> bool:
         """Whether leaf ``q`` may lose a job of ``units`` at this level, by the policy's victim rule
-        (``_eligible`` on the leaf): runai and elastic keep the project at its level after the job
-        goes; Kueue only asks that the queue be above it before. The pruning bounds use the same
+        (``_eligible`` on the leaf): elastic keeps the project at its level after the job goes;
+        runai and Kueue only ask that the queue be above it before. The pruning bounds use the same
         rule as the victim test, or they would refuse claims the victim test allows."""
-        if self.policy == "kueue":
+        if self.policy != "elastic":
             return self.alloc[q] > level[q] + _EPS
         return self.alloc[q] - units >= level[q] - _EPS
 
@@ -882,9 +947,11 @@ class _Engine:
 
     def _eligible(self, v: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> bool:
         alloc, units = self.alloc, self.units[v]
-        # runai and elastic keep a victim's project at its level after the victim goes; Kueue only
-        # asks that the victim's queue be above it (borrowing) before.
-        after = 0 if self.policy == "kueue" else units
+        # elastic keeps a victim's project at its level after the victim goes; KAI (runai) and
+        # Kueue only ask that the victim's queue be above it before (KAI v0.12.0, reclaimable/
+        # strategies: the reclaimee's allocation, less the victims already chosen, above its fair
+        # share or quota), so a whole job may go that leaves its queue below its share.
+        after = units if self.policy == "elastic" else 0
         for a in self.tree.path[self.leaf[v]]:
             if a in claimant_path:
                 break
