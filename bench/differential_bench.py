@@ -33,30 +33,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.sandbox_bench import generated_inventory  # noqa: E402
 from bench.scenario_generator import Site, generate  # noqa: E402
 from tests.e2e.conftest import ad_hoc, module_result, own_sandbox  # noqa: E402
-
-
-def site_inventory(path: Path, site: Site, scheduler: str) -> Path:
-    lines = [
-        "all:",
-        "  children:",
-        "    kube_control_plane:",
-        "      hosts:",
-        "        localhost:",
-        "          ansible_connection: local",
-        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'",
-        "    gpu_nodes:",
-        "      hosts:",
-    ]
-    lines += [f"        diff-{index + 1}:\n          gpu_count: {site.node_gpus}" for index in range(site.nodes)]
-    lines += [
-        "  vars:",
-        f"    clusterproof_site_name: differential-{scheduler}",
-        f"    clusterproof_scheduler: {scheduler}",
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def _evicted(cell: str) -> set[str]:
@@ -81,12 +60,24 @@ def differences(section: dict[str, Any]) -> list[str]:
     return found
 
 
-def run_one(seed: int, site: Site, scheduler: str, kubeconfig: Path, state_dir: Path, out: Path) -> dict[str, Any]:
+def run_one(
+    seed: int,
+    site: Site,
+    scheduler: str,
+    kubeconfig: Path,
+    state_dir: Path,
+    out: Path,
+    node_names: list[str] | None = None,
+) -> dict[str, Any]:
+    """Scenario ``seed`` on the engine: its verdict (agrees, differs, skipped, error), seconds and
+    differences; a scenario that differs is written to ``out``. ``node_names``: the sandbox's GPU
+    nodes (default: the bench's own, gpu-0000 ...), ``site.node_gpus`` GPUs each."""
     scenario = generate(seed, site)
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as file:
         yaml.safe_dump(scenario, file, sort_keys=False)
         path = Path(file.name)
-    nodes = [{"name": f"diff-{index + 1}", "gpu_count": site.node_gpus} for index in range(site.nodes)]
+    names = node_names or ["gpu-%04d" % index for index in range(site.nodes)]
+    nodes = [{"name": name, "gpu_count": site.node_gpus} for name in names]
     args = {
         "scenario_file": str(path),
         "nodes": nodes,
@@ -116,7 +107,13 @@ def sandbox_for(args: argparse.Namespace, site: Site, directory: Path) -> Iterat
     if args.kubeconfig:
         yield Path(args.kubeconfig), Path(args.state_dir)
         return
-    inventory = site_inventory(directory / "hosts.yml", site, args.scheduler)
+    inventory = generated_inventory(
+        directory / "hosts.yml",
+        site.nodes,
+        node_gpus=site.node_gpus,
+        scheduler=args.scheduler,
+        site_name=f"differential-{args.scheduler}",
+    )
     with own_sandbox(inventory, directory / "state") as sandbox:
         yield sandbox.kubeconfig, sandbox.state_dir
 

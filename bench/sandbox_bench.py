@@ -33,7 +33,11 @@ from tests.e2e.conftest import free_port_base, run_playbook, sandbox_vars  # noq
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
-def generated_inventory(path: Path, nodes: int, projects: int = 0) -> Path:
+def generated_inventory(
+    path: Path, nodes: int, projects: int = 0, node_gpus: int = 8, scheduler: str = "", site_name: str = ""
+) -> Path:
+    """A sandbox inventory of ``nodes`` GPU nodes (gpu-0000 ...) of ``node_gpus`` H100s each, and
+    ``projects`` projects sharing 8 GPUs per node; ``scheduler`` empty keeps the default."""
     lines = [
         "all:",
         "  children:",
@@ -44,13 +48,15 @@ def generated_inventory(path: Path, nodes: int, projects: int = 0) -> Path:
         "          ansible_python_interpreter: '{{ ansible_playbook_python }}'",
         "    gpu_nodes:",
         "      vars:",
-        "        gpu_count: 8",
+        f"        gpu_count: {node_gpus}",
         "        gpu_product: NVIDIA-H100-80GB-HBM3",
         "        gpu_memory_mib: 81559",
         "      hosts:",
     ]
     lines += ["        gpu-%04d:" % index for index in range(nodes)]
-    lines += ["  vars:", "    clusterproof_site_name: bench-%d-nodes" % nodes]
+    lines += ["  vars:", "    clusterproof_site_name: %s" % (site_name or "bench-%d-nodes" % nodes)]
+    if scheduler:
+        lines.append(f"    clusterproof_scheduler: {scheduler}")
     if projects:
         lines.append("    clusterproof_projects:")
         quota = 8 * nodes // projects

@@ -232,254 +232,149 @@ def _check(
     )
 
 
-def _not_reported(host: str, gpu: str, signal: str, title: str, what: str) -> Check:
-    return _check(host, gpu, signal, title, "skip", None, None, f"{what} not reported by this GPU or driver")
+@dataclass(frozen=True)
+class _Signal:
+    """One signal of one GPU being judged: what every verdict on it shares."""
+
+    host: str
+    where: str  # "gpu<index>"
+    name: str
+    title: str
+    expected: Any = None
+
+    def verdict(
+        self, status: str, observed: Any, message: str, category: str | None = None, action: str | None = None
+    ) -> Check:
+        return _check(
+            self.host, self.where, self.name, self.title, status, self.expected, observed, message, category, action
+        )
+
+    def not_reported(self, what: str) -> Check:
+        return _check(
+            self.host,
+            self.where,
+            self.name,
+            self.title,
+            "skip",
+            None,
+            None,
+            f"{what} not reported by this GPU or driver",
+        )
 
 
 def _ecc(host: str, where: str, label: str, gpu: Mapping[str, Any]) -> Check:
-    title = f"{label}: no uncorrected ECC errors"
     errors, mode = gpu.get("ecc_errors") or {}, gpu.get("ecc_mode") or {}
     volatile = (errors.get("volatile") or {}).get("uncorrected")
     aggregate = (errors.get("aggregate") or {}).get("uncorrected")
     observed = {"volatile": errors.get("volatile"), "aggregate": errors.get("aggregate"), "ecc": mode.get("current")}
-    expected = {"volatile uncorrected": 0, "ecc": True}
+    signal = _Signal(
+        host, where, "ecc", f"{label}: no uncorrected ECC errors", {"volatile uncorrected": 0, "ecc": True}
+    )
     if volatile:
-        return _check(
-            host,
-            where,
-            "ecc",
-            title,
-            "fail",
-            expected,
-            observed,
-            f"{volatile} uncorrected ECC errors since the driver loaded: the GPU's memory returned bad data",
-            action=RESET_GPU,
-        )
+        message = f"{volatile} uncorrected ECC errors since the driver loaded: the GPU's memory returned bad data"
+        return signal.verdict("fail", observed, message, action=RESET_GPU)
     if mode.get("current") is False:
-        return _check(
-            host,
-            where,
-            "ecc",
-            title,
-            "warn",
-            expected,
-            observed,
-            "ECC is off: memory errors go undetected",
-            category="configuration",
-            action=f"enable ECC (nvidia-smi -e 1), then {RESET_GPU}",
-        )
+        action = f"enable ECC (nvidia-smi -e 1), then {RESET_GPU}"
+        return signal.verdict("warn", observed, "ECC is off: memory errors go undetected", "configuration", action)
     if volatile is None and aggregate is None:
-        return _not_reported(host, where, "ecc", title, "ECC error counts")
+        return signal.not_reported("ECC error counts")
     if aggregate:
-        return _check(
-            host,
-            where,
-            "ecc",
-            title,
-            "warn",
-            expected,
-            observed,
+        message = (
             f"{aggregate} uncorrected ECC errors over the GPU's life, none since the driver loaded; "
-            "its memory repair check says whether the memory was repaired",
-            action=f"watch the count; {REPLACE_GPU} if it grows",
+            "its memory repair check says whether the memory was repaired"
         )
-    return _check(host, where, "ecc", title, "pass", expected, observed, "no uncorrected ECC error")
+        return signal.verdict("warn", observed, message, action=f"watch the count; {REPLACE_GPU} if it grows")
+    return signal.verdict("pass", observed, "no uncorrected ECC error")
 
 
 def _memory_repair(host: str, where: str, label: str, gpu: Mapping[str, Any]) -> Check:
     title = f"{label}: memory repair (row remapping, page retirement) has room and nothing pending"
     rows, pages = gpu.get("remapped_rows") or {}, gpu.get("retired_pages") or {}
     if any(value is not None for value in rows.values()):
-        observed = rows
-        expected = {"pending": False, "failure": False}
+        signal = _Signal(host, where, "memory-repair", title, {"pending": False, "failure": False})
         if rows.get("failure"):
-            return _check(
-                host,
-                where,
-                "memory-repair",
-                title,
-                "fail",
-                expected,
-                observed,
-                "a row remap failed: the GPU has no spare row left for a bad one",
-                action=REPLACE_GPU,
-            )
+            message = "a row remap failed: the GPU has no spare row left for a bad one"
+            return signal.verdict("fail", rows, message, action=REPLACE_GPU)
         if rows.get("pending"):
-            return _check(
-                host,
-                where,
-                "memory-repair",
-                title,
-                "fail",
-                expected,
-                observed,
-                "a row remap waits for a GPU reset; until then the bad row stays in use",
-                action=RESET_GPU,
-            )
+            message = "a row remap waits for a GPU reset; until then the bad row stays in use"
+            return signal.verdict("fail", rows, message, action=RESET_GPU)
         remapped = (rows.get("correctable") or 0) + (rows.get("uncorrectable") or 0)
-        return _check(
-            host,
-            where,
-            "memory-repair",
-            title,
-            "pass",
-            expected,
-            observed,
-            f"{remapped} rows remapped, none pending, no failure",
-        )
-    if any(value is not None for value in pages.values()):
-        retired = (pages.get("single_bit") or 0) + (pages.get("double_bit") or 0)
-        expected = {"pending": False, "retired": f"< {RETIRED_PAGES_LIMIT}"}
-        if pages.get("pending"):
-            return _check(
-                host,
-                where,
-                "memory-repair",
-                title,
-                "fail",
-                expected,
-                pages,
-                "a page retirement waits for the driver to reload (a GPU reset)",
-                action=RESET_GPU,
-            )
-        if retired >= RETIRED_PAGES_LIMIT:
-            return _check(
-                host,
-                where,
-                "memory-repair",
-                title,
-                "fail",
-                expected,
-                pages,
-                f"{retired} pages retired: the retirement table (64 pages) is nearly full",
-                action=REPLACE_GPU,
-            )
-        return _check(
-            host, where, "memory-repair", title, "pass", expected, pages, f"{retired} pages retired, none pending"
-        )
-    return _not_reported(host, where, "memory-repair", title, "row remapping and page retirement")
+        return signal.verdict("pass", rows, f"{remapped} rows remapped, none pending, no failure")
+    signal = _Signal(host, where, "memory-repair", title, {"pending": False, "retired": f"< {RETIRED_PAGES_LIMIT}"})
+    if not any(value is not None for value in pages.values()):
+        return signal.not_reported("row remapping and page retirement")
+    retired = (pages.get("single_bit") or 0) + (pages.get("double_bit") or 0)
+    if pages.get("pending"):
+        message = "a page retirement waits for the driver to reload (a GPU reset)"
+        return signal.verdict("fail", pages, message, action=RESET_GPU)
+    if retired >= RETIRED_PAGES_LIMIT:
+        message = f"{retired} pages retired: the retirement table (64 pages) is nearly full"
+        return signal.verdict("fail", pages, message, action=REPLACE_GPU)
+    return signal.verdict("pass", pages, f"{retired} pages retired, none pending")
 
 
 def _clock_events(host: str, where: str, label: str, gpu: Mapping[str, Any]) -> Check:
-    title = f"{label}: no hardware slowdown"
     reasons = gpu.get("clocks_event_reasons")
-    if reasons is None:
-        return _not_reported(host, where, "clock-events", title, "clock event (throttle) reasons")
     expected = "none of " + ", ".join(HARDWARE_SLOWDOWNS)
+    signal = _Signal(host, where, "clock-events", f"{label}: no hardware slowdown", expected)
+    if reasons is None:
+        return signal.not_reported("clock event (throttle) reasons")
     slowdowns = [reason for reason in reasons if reason in HARDWARE_SLOWDOWNS]
     if slowdowns:
-        return _check(
-            host,
-            where,
-            "clock-events",
-            title,
-            "fail",
-            expected,
-            reasons,
-            f"the GPU slows itself down ({', '.join(slowdowns)}) before any load: it is too hot or short of power",
-            action=COOLING_ACTION,
-        )
+        message = f"the GPU slows itself down ({', '.join(slowdowns)}) before any load: it is too hot or short of power"
+        return signal.verdict("fail", reasons, message, action=COOLING_ACTION)
     if "sw_power_cap" in reasons:
-        return _check(
-            host,
-            where,
-            "clock-events",
-            title,
-            "warn",
-            expected,
-            reasons,
-            "the power cap holds the clocks down with no load: is the power limit set low?",
-            category="configuration",
-            action="compare the power limit with the default (nvidia-smi -q -d POWER)",
-        )
-    return _check(host, where, "clock-events", title, "pass", expected, reasons, ", ".join(reasons) or "none active")
+        message = "the power cap holds the clocks down with no load: is the power limit set low?"
+        action = "compare the power limit with the default (nvidia-smi -q -d POWER)"
+        return signal.verdict("warn", reasons, message, "configuration", action)
+    return signal.verdict("pass", reasons, ", ".join(reasons) or "none active")
 
 
 def _pcie(host: str, where: str, label: str, gpu: Mapping[str, Any]) -> Check:
-    title = f"{label}: PCIe link at its full width and generation"
     link = gpu.get("pcie") or {}
     now_width, max_width = link.get("current_width"), link.get("max_width")
     now_gen, max_gen = link.get("current_gen"), link.get("max_gen")
+    title = f"{label}: PCIe link at its full width and generation"
+    signal = _Signal(host, where, "pcie", title, {"width": max_width, "gen": max_gen})
     if None in (now_width, max_width) and None in (now_gen, max_gen):
-        return _not_reported(host, where, "pcie", title, "the PCIe link")
-    expected = {"width": max_width, "gen": max_gen}
+        return signal.not_reported("the PCIe link")
     observed = {"width": now_width, "gen": now_gen}
     if now_width is not None and max_width is not None and now_width < max_width:
-        return _check(
-            host,
-            where,
-            "pcie",
-            title,
-            "fail",
-            expected,
-            observed,
-            f"the link runs x{now_width} of x{max_width}: host-to-GPU copies get that fraction of the bandwidth",
-            action=LINK_ACTION,
-        )
+        message = f"the link runs x{now_width} of x{max_width}: host-to-GPU copies get that fraction of the bandwidth"
+        return signal.verdict("fail", observed, message, action=LINK_ACTION)
     if now_gen is not None and max_gen is not None and now_gen < max_gen:
         if "gpu_idle" in (gpu.get("clocks_event_reasons") or []):
-            return _check(
-                host,
-                where,
-                "pcie",
-                title,
-                "pass",
-                expected,
-                observed,
-                f"generation {now_gen} of {max_gen} while the GPU idles (it lowers the link to save power)",
-            )
-        return _check(
-            host,
-            where,
-            "pcie",
-            title,
-            "warn",
-            expected,
-            observed,
+            message = f"generation {now_gen} of {max_gen} while the GPU idles (it lowers the link to save power)"
+            return signal.verdict("pass", observed, message)
+        message = (
             f"the link runs at generation {now_gen} of {max_gen} and the GPU is not idle; "
-            "the benchmark's copy figure shows whether it costs bandwidth",
-            action=LINK_ACTION,
+            "the benchmark's copy figure shows whether it costs bandwidth"
         )
-    return _check(host, where, "pcie", title, "pass", expected, observed, f"x{now_width}, generation {now_gen}")
+        return signal.verdict("warn", observed, message, action=LINK_ACTION)
+    return signal.verdict("pass", observed, f"x{now_width}, generation {now_gen}")
 
 
 def _power_limit(host: str, where: str, label: str, gpu: Mapping[str, Any]) -> Check:
-    title = f"{label}: power limit at its default"
     limit, default = gpu.get("power_limit_w"), gpu.get("power_default_limit_w")
+    signal = _Signal(host, where, "power-limit", f"{label}: power limit at its default", default)
     if limit is None or default is None:
-        return _not_reported(host, where, "power-limit", title, "the power limit or its default")
+        return signal.not_reported("the power limit or its default")
     if limit < default:
-        return _check(
-            host,
-            where,
-            "power-limit",
-            title,
-            "warn",
-            default,
-            limit,
-            f"the power limit is {limit:g} W, below the default {default:g} W: the GPU runs slower than its datasheet",
-            category="configuration",
-            action=f"restore it (nvidia-smi -pl {default:g}) unless the site caps power on purpose",
+        message = (
+            f"the power limit is {limit:g} W, below the default {default:g} W: the GPU runs slower than its datasheet"
         )
-    return _check(host, where, "power-limit", title, "pass", default, limit, f"{limit:g} W")
+        action = f"restore it (nvidia-smi -pl {default:g}) unless the site caps power on purpose"
+        return signal.verdict("warn", limit, message, "configuration", action)
+    return signal.verdict("pass", limit, f"{limit:g} W")
 
 
-def _setting(
-    host: str,
-    where: str,
-    signal: str,
-    title: str,
-    ok: bool | None,
-    expected: Any,
-    observed: Any,
-    message: str,
-    action: str,
-) -> Check:
+def _setting(signal: _Signal, ok: bool | None, observed: Any, message: str, action: str) -> Check:
+    """A setting that is as expected, or a configuration warning; not reported where ``ok`` is None."""
     if ok is None:
-        return _not_reported(host, where, signal, title, title.split(": ", 1)[1])
+        return signal.not_reported(signal.title.split(": ", 1)[1])
     if ok:
-        return _check(host, where, signal, title, "pass", expected, observed, "as expected")
-    return _check(host, where, signal, title, "warn", expected, observed, message, "configuration", action)
+        return signal.verdict("pass", observed, "as expected")
+    return signal.verdict("warn", observed, message, "configuration", action)
 
 
 def _settings(host: str, where: str, label: str, gpu: Mapping[str, Any]) -> list[Check]:
@@ -494,34 +389,22 @@ def _settings(host: str, where: str, label: str, gpu: Mapping[str, Any]) -> list
     reported = any(mode.get("pending") is not None for mode in modes.values())
     return [
         _setting(
-            host,
-            where,
-            "persistence",
-            f"{label}: persistence mode",
+            _Signal(host, where, "persistence", f"{label}: persistence mode", True),
             persistence,
-            True,
             persistence,
             "persistence mode is off: the driver tears the GPU down between jobs, and the first call of each waits",
             "enable the nvidia-persistenced service",
         ),
         _setting(
-            host,
-            where,
-            "applications-clocks",
-            f"{label}: application clocks",
+            _Signal(host, where, "applications-clocks", f"{label}: application clocks", default_clock),
             None if clock is None or default_clock is None else clock == default_clock,
-            default_clock,
             clock,
             f"application clocks set to {clock} MHz, the default is {default_clock} MHz",
             "reset them (nvidia-smi -rac) unless the site sets them on purpose",
         ),
         _setting(
-            host,
-            where,
-            "pending-modes",
-            f"{label}: no MIG or ECC mode change waiting",
+            _Signal(host, where, "pending-modes", f"{label}: no MIG or ECC mode change waiting", []),
             None if not reported else not pending,
-            [],
             pending,
             f"a {' and '.join(pending)} mode change waits for a GPU reset",
             RESET_GPU,
