@@ -70,6 +70,8 @@ from fractions import Fraction
 POLICIES = ("runai", "elastic", "kueue")
 # The policies that split spare capacity by fair share (runai's water-filling), as opposed to elastic's min/max.
 _FAIR_SHARE_POLICIES = ("runai", "kueue")
+# How many nodes (those with the most idle GPUs) the runai consolidation tries to empty for one job.
+CONSOLIDATION_NODES = 32
 UNITS_PER_GPU = 1000  # amounts are counted in thousandths of a GPU: 0.6 + 0.4 is exactly one GPU
 _EPS = 1e-6  # in units; fair shares are real numbers, allocations whole units
 _INF = float("inf")
@@ -657,11 +659,138 @@ class _Engine:
     def settle(self) -> None:
         while True:
             changed = self._admit_in_order()
+            if self.policy == "runai":
+                # Before lending: the training jobs an interactive job displaces may be lent idle GPUs.
+                changed = self._preempt_within_projects() or changed
             if self.policy in _FAIR_SHARE_POLICIES:
                 changed = self._lend_idle() or changed
             changed = self._reclaim() or changed
+            if self.policy == "runai":
+                changed = self._consolidate() or changed
             if not changed:
                 return
+
+    def _consolidate(self) -> bool:
+        """runai: KAI's consolidation action. A pending whole-GPU job within its fair share that
+        finds enough idle GPUs in the cluster, but not on one node, gets a node emptied for it: the
+        node needing the fewest GPUs moved (ties: node order), whose training jobs, fewest first,
+        move to other nodes where they fit (largest first, each to the node with the fewest free
+        GPUs that holds it, a fraction taking a whole GPU's room). Nothing is evicted for good."""
+        changed = False
+        failed_size = _INF  # a node could not be emptied for this many GPUs: nor for more, until something moves
+        for j in self._pending():
+            g = self.whole[j]
+            q = self.leaf[j]
+            if not g or g >= failed_size or self.free_whole < g:
+                continue
+            if self.alloc[q] + self.units[j] > self.entitled[q] + _EPS or not self._may_start(j):
+                continue
+            if self._node_for_whole(g) >= 0:
+                continue
+            plan = self._consolidation_plan(g)
+            if plan is None:
+                failed_size = g
+                continue
+            n, moves = plan
+            for v, _ in moves:
+                self._release(v)
+            self._take_whole(j, n, g)
+            for v, m in moves:
+                if self.whole[v]:
+                    self._take_whole(v, m, self.whole[v])
+                else:
+                    self._place_on(v, m)
+            changed = True
+            failed_size = _INF
+        return changed
+
+    def _consolidation_plan(self, g: int) -> tuple[int, list[tuple[int, int]]] | None:
+        """The node to empty for a job of ``g`` whole GPUs and where each moved job goes: the
+        first that works of the ``CONSOLIDATION_NODES`` nodes with the most idle GPUs (KAI's
+        solver also tries a bounded number of scenarios; a site whose idle GPUs are spread over
+        more nodes than that is left fragmented here, as it may be there)."""
+        slots = sorted((free, m) for m, free in enumerate(self.free) if free > 0)
+        order = heapq.nsmallest(CONSOLIDATION_NODES, range(len(self.node_size)), key=lambda n: (-self.free[n], n))
+        for n in order:
+            if self.node_size[n] < g:
+                continue
+            movable = sorted(
+                (v for v in self.node_jobs[n] if self.preemptible[v]), key=lambda v: (max(self.whole[v], 1), -v)
+            )
+            freed, movers = self.free[n], []
+            on_shared: dict[int, int] = {}
+            for v in movable:
+                if freed >= g:
+                    break
+                movers.append(v)
+                if self.whole[v]:
+                    freed += self.whole[v]
+                else:
+                    gpu = self.place[v][1][0]  # type: ignore[index]
+                    on_shared[gpu] = on_shared.get(gpu, 0) + self.units[v]
+                    if on_shared[gpu] == self.node_partial[n][gpu]:
+                        freed += 1
+            if freed < g:
+                continue
+            room = [slot for slot in slots if slot[1] != n]
+            moves = []
+            for v in sorted(movers, key=lambda v: (-max(self.whole[v], 1), v)):
+                need = max(self.whole[v], 1)
+                k = bisect.bisect_left(room, (need, -1))  # the node with the fewest free GPUs that holds it
+                if k == len(room):
+                    break
+                free, m = room.pop(k)
+                if free > need:
+                    bisect.insort(room, (free - need, m))
+                moves.append((v, m))
+            else:
+                return n, moves
+        return None
+
+    def _preempt_within_projects(self) -> bool:
+        """runai: a pending interactive job that may start (within its project's quota and limits)
+        but finds no room preempts its own project's training jobs (KAI's preempt action: a build
+        or inference job outranks training in its queue). On each node it takes the project's
+        training jobs there, the most recently submitted first, until it fits, then puts back those
+        it did not need; the node where that evicts the least wins (ties: node order). The project
+        holds no more than before (or its fair share)."""
+        changed = False
+        for j in self._pending():
+            if self.preemptible[j] or not self._may_start(j):
+                continue
+            q = self.leaf[j]
+            own = sorted((v for v in self.leaf_running[q] if self.preemptible[v]), reverse=True)
+            if not own:
+                continue
+            by_node: dict[int, list[int]] = {}
+            for v in own:
+                by_node.setdefault(self.place[v][0], []).append(v)  # type: ignore[index]
+            best: tuple[int, int, list[int]] | None = None  # (units freed, node, victims)
+            for n, candidates in sorted(by_node.items()):
+                chosen: list[int] = []
+                for v in candidates:
+                    if self._gpus_fit(j, n, chosen):
+                        break
+                    chosen.append(v)
+                if not chosen or not self._gpus_fit(j, n, chosen):
+                    continue
+                for v in list(reversed(chosen)):
+                    trial = [w for w in chosen if w != v]
+                    if self._gpus_fit(j, n, trial):
+                        chosen = trial
+                freed = sum(self.units[v] for v in chosen)
+                if best is None or freed < best[0]:
+                    best = (freed, n, chosen)
+            if best is None:
+                continue
+            freed, n, chosen = best
+            if self.alloc[q] - freed + self.units[j] > max(self.alloc[q], self.entitled[q]) + _EPS:
+                continue
+            for v in chosen:
+                self._release(v)
+            self._place_on(j, n)
+            changed = True
+        return changed
 
     def _pending(self) -> list[int]:
         return [j for j in range(len(self.jobs)) if self.place[j] is None]

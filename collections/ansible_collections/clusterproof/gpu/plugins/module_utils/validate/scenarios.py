@@ -665,15 +665,33 @@ def _times(gpus: float, scale: Fraction) -> float:
 def predictions(
     scenario: Scenario, nodes: Sequence[tuple[str, int]], policy: str | None = None
 ) -> list[fairshare.Prediction]:
-    """The fair-share model's stable state after each step, chained as the steps are, for
-    ``policy`` (the installed engine's; by default the one the scenario's tables were written for)."""
+    """The fair-share model's stable state after each step, for ``policy`` (the installed
+    engine's; by default the one the scenario's tables were written for), chained as the runner
+    runs a step: the step's deletions settle first, then its workloads arrive one at a time, each
+    settled before the next (the runner waits for each to run, ``arrival_seconds``), so that an
+    early arrival takes idle GPUs before a later one is known (a differential scenario showed KAI
+    lending a whole node to the first arrival of a queue with no share)."""
+    model_policy = policy or scenario.policy
     results = []
     running: Mapping[str, fairshare.Placement] = {}
-    for index in range(len(scenario.steps)):
-        jobs = [model for job in scenario.jobs_after(index) for model in job.model_jobs()]
-        prediction = fairshare.predict(policy or scenario.policy, nodes, scenario.projects, jobs, running)
-        results.append(prediction)
-        running = prediction.placements
+    for index, step in enumerate(scenario.steps):
+        at_start = set(running)
+        before = scenario.jobs_after(index - 1) if index else []
+        alive = [job for job in before if job.name not in step.delete]
+        prediction = None
+        if step.delete or not step.submit:
+            jobs = [model for job in alive for model in job.model_jobs()]
+            prediction = fairshare.predict(model_policy, nodes, scenario.projects, jobs, running)
+            running = prediction.placements
+        for arrival in step.submit:
+            alive = [job for job in alive if job.name != arrival.name] + [arrival]
+            jobs = [model for job in alive for model in job.model_jobs()]
+            prediction = fairshare.predict(model_policy, nodes, scenario.projects, jobs, running)
+            running = prediction.placements
+        assert prediction is not None  # a step deletes or submits something (load refuses an empty one)
+        # What the step evicted: jobs that ran when it began and wait at its end (any arrival's doing).
+        evicted = tuple(name for name in prediction.pending if name in at_start)
+        results.append(dataclasses.replace(prediction, preempted=evicted))
     return results
 
 
