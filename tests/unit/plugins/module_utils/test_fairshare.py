@@ -626,3 +626,54 @@ def test_elastic_keeps_the_victims_quota_at_its_min_after_the_preemption():
     first = fs.predict("elastic", [("n1", 6)], projects, [Job("b-6", "b", 6)])
     result = fs.predict("elastic", [("n1", 6)], projects, [Job("b-6", "b", 6), Job("a-2", "a", 2)], first.placements)
     assert result.preempted == () and result.pending == ("a-2",)
+
+
+def test_kai_interactive_work_preempts_its_own_projects_training_jobs():
+    # Differential seed 3, step 1: q1 (quota 2) runs 8 + 1 + 2 GPUs of training; its 1-GPU
+    # interactive job, within the quota, finds no room and KAI's preempt action takes q1's newest
+    # training job on the node where that frees least (the 2-GPU one, not the 8-GPU one).
+    projects = [Project("q1", quota=2), Project("q4", quota=5), Project("q5", quota=6, weight=2)]
+    running_jobs = [
+        Job("j1-8g", "q1", 8), Job("j2-4g", "q5", 4), Job("j3-1g", "q1", 1), Job("j4-1g", "q4", 1),
+        Job("j5-2g", "q1", 2),
+    ]  # fmt: skip
+    first = fs.predict("runai", [("n1", 8), ("n2", 8)], projects, running_jobs)
+    assert first.pending == () and first.allocated["q1"] == 11
+    result = fs.predict(
+        "runai", [("n1", 8), ("n2", 8)], projects, running_jobs + [Job("j6-1g", "q1", 1, interactive=True)],
+        first.placements,
+    )  # fmt: skip
+    assert result.preempted == ("j5-2g",)
+    assert result.allocated["q1"] == 10
+    # Under Kueue an interactive job is an ordinary preemptible workload: it waits for room.
+    kueue_first = fs.predict("kueue", [("n1", 8), ("n2", 8)], projects, running_jobs)
+    kueue = fs.predict(
+        "kueue", [("n1", 8), ("n2", 8)], projects, running_jobs + [Job("j6-1g", "q1", 1, interactive=True)],
+        kueue_first.placements,
+    )  # fmt: skip
+    assert kueue.preempted == () and "j6-1g" in kueue.pending
+
+
+def test_kai_consolidates_a_node_for_a_job_that_fits_only_in_idle_gpus_spread_over_nodes():
+    # Differential seed 9, step 3: 8 GPUs idle, 5 on n1 and 3 on n2; q2's 8-GPU job is within its
+    # fair share. KAI's consolidation moves n1's training jobs (a 2-GPU job and a half GPU) to n2
+    # and the 8-GPU job runs on n1.
+    projects = [Project("q1", quota=2), Project("q2", quota=1), Project("q4", quota=10, limit=26, weight=1)]
+    running = {
+        "j2-05g": fs.Placement("n1", (4,), shared=True),
+        "j5-2g": fs.Placement("n1", (6, 7)),
+        "j4-4g": fs.Placement("n2", (0, 1, 2, 3)),
+        "j6-1g": fs.Placement("n2", (4,)),
+    }
+    jobs = [
+        Job("j2-05g", "q2", 0.5), Job("j4-4g", "q4", 4, interactive=True), Job("j5-2g", "q1", 2),
+        Job("j6-1g", "q4", 1), Job("j7-8g", "q2", 8),
+    ]  # fmt: skip
+    result = fs.predict("runai", [("n1", 8), ("n2", 8)], projects, jobs, running)
+    assert result.pending == () and result.preempted == ()
+    assert result.placements["j7-8g"].node == "n1"
+    assert result.placements["j5-2g"].node == result.placements["j2-05g"].node == "n2"
+    assert result.allocated == {"q1": 2, "q2": 8.5, "q4": 5}
+    # With the training jobs made interactive, nothing can move: the 8-GPU job waits.
+    pinned = [Job(j.name, j.project, j.gpus, interactive=j.name != "j7-8g") for j in jobs]
+    assert fs.predict("runai", [("n1", 8), ("n2", 8)], projects, pinned, running).pending == ("j7-8g",)

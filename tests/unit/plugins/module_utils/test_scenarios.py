@@ -385,3 +385,24 @@ def test_a_deployment_that_loses_some_of_its_pods_counts_those_pods():
     seen = scenarios.disruption(scenario, 1, before, after)
     assert seen.evicted == (("web", 2.0),) and seen.per_requested == 0.5
     assert scenarios.disruption(scenario, 0, None, before).evicted == ()
+
+
+def test_a_steps_workloads_are_predicted_one_arrival_at_a_time():
+    # Differential seed 6, step 1: queues with no quota and no weight have no fair share. The first
+    # workload to arrive (q4's 8 GPUs) is lent a whole idle node before the others are known; KAI
+    # did so. Read all at once, the model lent the GPUs to the first queue declared (q1) instead.
+    data = {
+        "name": "arrivals", "policy": "runai", "capacity": {"gpus": 16, "node_gpus": 8},
+        "projects": [
+            {"name": "q1", "gpu_quota": 0}, {"name": "q3", "gpu_quota": 8, "over_quota_weight": 1},
+            {"name": "q4", "gpu_quota": 0},
+        ],
+        "steps": [{"name": "one", "submit": [
+            {"name": "j1-8g", "project": "q4", "kind": "train", "gpus": 8},
+            {"name": "j3-8g", "project": "q3", "kind": "interactive", "gpus": 8},
+            {"name": "j5-4g", "project": "q1", "kind": "train", "gpus": 4},
+        ]}],
+    }  # fmt: skip
+    (step,) = scenarios.predictions(scenarios.load(data), [("n1", 8), ("n2", 8)])
+    assert step.allocated == {"q1": 0, "q3": 8, "q4": 8}
+    assert step.pending == ("j5-4g",)
