@@ -11,9 +11,28 @@ from bench.differential_bench import run_one
 from bench.scenario_generator import Site, generate
 
 pytestmark = pytest.mark.sandbox
-# Seeds of the bench's default site (2 nodes of 8 GPUs) whose scenarios differ from each other in
-# the cases they cover (see the test's assertion on each).
-SAMPLE = {}
+
+
+def _jobs(scenario: dict) -> list[dict]:
+    return [job for step in scenario["steps"] for job in step["submit"]]
+
+
+# Seeds of the bench's default site (2 nodes of 8 GPUs), each kept for the case it draws: the three
+# the model got wrong before it learnt the case (docs/fairshare.md), and one of plain borrowing.
+SAMPLE = {
+    # an interactive job that preempts its own project's training job (KAI's preempt action)
+    3: lambda scenario: any(job["kind"] == "interactive" and job["project"] == "q1" for job in _jobs(scenario)),
+    # queues without quota or weight, lent a node by arrival order
+    6: lambda scenario: sum(1 for project in scenario["projects"] if project["gpu_quota"] == 0) == 3,
+    # quotas above capacity, a fraction, and a node consolidated for an 8-GPU job
+    9: lambda scenario: (
+        sum(project["gpu_quota"] for project in scenario["projects"]) > 16
+        and any(job["gpus"] == 8 for job in _jobs(scenario))
+        and any(job["gpus"] < 1 for job in _jobs(scenario))
+    ),
+    # plain over-quota borrowing and reclaim
+    1: lambda scenario: len(scenario["steps"]) >= 2,
+}
 
 
 @pytest.mark.parametrize("seed", sorted(SAMPLE))

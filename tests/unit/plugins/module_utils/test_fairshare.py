@@ -677,3 +677,21 @@ def test_kai_consolidates_a_node_for_a_job_that_fits_only_in_idle_gpus_spread_ov
     # With the training jobs made interactive, nothing can move: the 8-GPU job waits.
     pinned = [Job(j.name, j.project, j.gpus, interactive=j.name != "j7-8g") for j in jobs]
     assert fs.predict("runai", [("n1", 8), ("n2", 8)], projects, pinned, running).pending == ("j7-8g",)
+
+
+def test_kueue_admits_no_more_than_its_cohorts_quotas():
+    # Differential seed 1 on Kueue: ClusterQueues of nominal quota 3, 2 and 2 in one cohort on 16
+    # GPUs. Kueue admits 7 GPUs in all (the cohort's quotas), whatever the nodes hold: q3's
+    # interactive 4-GPU workload waits, where a cluster-wide model admitted it.
+    projects = [Project("q1", quota=3), Project("q2", quota=2), Project("q3", quota=2, limit=11)]
+    jobs = [
+        Job("j1-4g", "q3", 4, interactive=True), Job("j2-4g", "q1", 4), Job("j3-1g", "q3", 1), Job("j4-1g", "q1", 1),
+    ]  # fmt: skip
+    kueue = fs.predict("kueue", [("n1", 8), ("n2", 8)], projects, jobs)
+    assert kueue.allocated == {"q1": 5, "q2": 0, "q3": 1}
+    assert kueue.pending == ("j1-4g",)
+    # A training workload past the cohort's 7 waits under Kueue; KAI divides the cluster, and its
+    # queues borrow the GPUs nobody's quota covers.
+    more = jobs + [Job("j5-4g", "q2", 4)]
+    assert fs.predict("kueue", [("n1", 8), ("n2", 8)], projects, more).pending == ("j1-4g", "j5-4g")
+    assert fs.predict("runai", [("n1", 8), ("n2", 8)], projects, more).allocated["q2"] == 4

@@ -20,7 +20,8 @@ which wait, and how many GPUs each project holds once the scheduler has settled.
     ``min`` only, never towards an over-quota split, which is why the two engines differ on one tree.
 
 ``"kueue"`` (Kueue with fair sharing: ClusterQueues in a cohort, weights = quotas, reclaim within the cohort)
-    The runai lending and two reclaim tiers, with fair shares water-filled in real numbers and
+    Admits no more in all than the cohort's quotas (the top-level projects') add up to. The runai
+    lending and two reclaim tiers, with fair shares water-filled in real numbers and
     Kueue's own choice of victims: a workload may be taken from a ClusterQueue that is above the
     level *before* it goes (Kueue reclaims from any queue that borrows), the most recently
     submitted first. Kueue has no non-preemptible work: interactive jobs borrow and are
@@ -377,6 +378,9 @@ class _Engine:
             node_index[node.name] = n
         self.node_size = [node.gpus for node in nodes]
         self.capacity = sum(self.node_size) * UNITS_PER_GPU
+        # What the engine admits in all, besides the nodes' room: for Kueue its cohort's quotas.
+        self.cohort_cap = sum(tree.quota[t] for t in tree.top) if policy == "kueue" else _INF
+        self.used = 0  # units held by running jobs, all projects
         self.free = list(self.node_size)
         self.free_whole = sum(self.node_size)  # idle whole GPUs, all nodes
         self.free_idx = [list(range(size)) for size in self.node_size]
@@ -446,7 +450,11 @@ class _Engine:
             # interactive work beyond the quota never starts, so it claims no share
             for q in range(count):
                 demand[q] += min(interactive_demand[q], tree.quota[q])
-            self.entitled = tree.fair_shares(demand, self.capacity, whole_units=policy == "runai")
+            # Kueue admits against its cohort's nominal quotas, not the cluster: what the cohort can
+            # admit in all is their sum (the differential bench: a cohort of quotas 3, 2, 2 on 16
+            # GPUs admits 7).
+            shared = min(self.capacity, self.cohort_cap)
+            self.entitled = tree.fair_shares(demand, shared, whole_units=policy == "runai")
             # the quota part of the fair share: what KAI's second reclaim strategy protects
             self.guaranteed = [min(quota, share) for quota, share in zip(tree.quota, self.entitled, strict=True)]
             self.tiers = [self.entitled, self.guaranteed]
@@ -495,6 +503,7 @@ class _Engine:
         q = self.leaf[j]
         self.leaf_running[q].add(j)
         units = self.units[j]
+        self.used += units
         for a in self.tree.path[q]:
             self.alloc[a] += units
         if not self.preemptible[j]:
@@ -512,6 +521,7 @@ class _Engine:
         q = self.leaf[j]
         self.leaf_running[q].discard(j)
         units = self.units[j]
+        self.used -= units
         for a in self.tree.path[q]:
             self.alloc[a] -= units
         if not self.preemptible[j]:
@@ -631,6 +641,8 @@ class _Engine:
 
     def _within_limits(self, j: int) -> bool:
         units, tree, alloc = self.units[j], self.tree, self.alloc
+        if self.used + units > self.cohort_cap + _EPS:
+            return False
         for a in tree.path[self.leaf[j]]:
             if alloc[a] + units > tree.limit[a] + _EPS:
                 return False
@@ -1107,6 +1119,8 @@ class _Engine:
 
     def _fits(self, j: int, n: int, victims: list[int], removed: dict[int, int]) -> bool:
         units, tree, alloc = self.units[j], self.tree, self.alloc
+        if self.used - sum(self.units[v] for v in victims) + units > self.cohort_cap + _EPS:
+            return False
         for a in tree.path[self.leaf[j]]:
             if alloc[a] - removed.get(a, 0) + units > tree.limit[a] + _EPS:
                 return False
