@@ -695,3 +695,23 @@ def test_kueue_admits_no_more_than_its_cohorts_quotas():
     more = jobs + [Job("j5-4g", "q2", 4)]
     assert fs.predict("kueue", [("n1", 8), ("n2", 8)], projects, more).pending == ("j1-4g", "j5-4g")
     assert fs.predict("runai", [("n1", 8), ("n2", 8)], projects, more).allocated["q2"] == 4
+
+
+def test_kueue_preempts_for_quota_not_for_room_on_the_nodes():
+    # Differential seed 12 on Kueue: quotas add up to 25 on 16 GPUs. q4's 4-GPU workload is within
+    # q4's quota and the cohort's: Kueue admits it and it waits for a node; nothing is preempted,
+    # though q3 borrows 1 (8 of 7). The runai model reclaims q3's job for it: q3 is above its share
+    # before the eviction, which is what KAI's reclaim strategies ask.
+    projects = [
+        Project("q1", quota=2, limit=10, weight=2), Project("q2", quota=5, limit=11, weight=1),
+        Project("q3", quota=7, limit=10), Project("q4", quota=8), Project("q5", quota=3),
+    ]  # fmt: skip
+    nodes = [("n1", 8), ("n2", 8)]
+    earlier = [Job("j1-2g", "q5", 2, True), Job("j2-8g", "q3", 8), Job("j3-2g", "q4", 2, True), Job("j4-1g", "q2", 1)]
+    results = {}
+    for policy in ("kueue", "runai"):
+        first = fs.predict(policy, nodes, projects, earlier)
+        assert first.allocated["q3"] == 8, policy
+        results[policy] = fs.predict(policy, nodes, projects, earlier + [Job("j5-4g", "q4", 4, True)], first.placements)
+    assert results["kueue"].preempted == () and results["kueue"].pending == ("j5-4g",)
+    assert results["runai"].preempted == ("j2-8g",) and results["runai"].allocated["q4"] == 6

@@ -883,6 +883,10 @@ class _Engine:
             for j in self._pending():
                 if not any(self.over_heaps):
                     break
+                if self.used + self.units[j] <= self.cohort_cap + _EPS and self.policy == "kueue":
+                    # Kueue preempts for quota, not for room on the nodes: a workload its cohort's
+                    # quotas still cover is admitted and waits for the scheduler to find it a node.
+                    continue
                 for tier, level in enumerate(self.tiers):
                     if not self.over_heaps[tier] or not self._entitled(j, level):
                         continue
