@@ -64,7 +64,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -786,10 +786,7 @@ class _Engine:
                     chosen.append(v)
                 if not chosen or not self._gpus_fit(j, n, chosen):
                     continue
-                for v in list(reversed(chosen)):
-                    trial = [w for w in chosen if w != v]
-                    if self._gpus_fit(j, n, trial):
-                        chosen = trial
+                chosen = _without_unneeded(chosen, lambda trial, j=j, n=n: self._gpus_fit(j, n, trial))
                 freed = sum(self.units[v] for v in chosen)
                 if best is None or freed < best[0]:
                     best = (freed, n, chosen)
@@ -883,7 +880,7 @@ class _Engine:
             for j in self._pending():
                 if not any(self.over_heaps):
                     break
-                if self.used + self.units[j] <= self.cohort_cap + _EPS and self.policy == "kueue":
+                if self.policy == "kueue" and self.used + self.units[j] <= self.cohort_cap + _EPS:
                     # Kueue preempts for quota, not for room on the nodes: a workload its cohort's
                     # quotas still cover is admitted and waits for the scheduler to find it a node.
                     continue
@@ -960,14 +957,16 @@ class _Engine:
         for heap in self.node_heaps:
             heapq.heapify(heap)
 
-    def _losable(self, q: int, units: int, level: list[float]) -> bool:
-        """Whether leaf ``q`` may lose a job of ``units`` at this level, by the policy's victim rule
-        (``_eligible`` on the leaf): elastic keeps the project at its level after the job goes;
-        runai and Kueue only ask that the queue be above it before. The pruning bounds use the same
-        rule as the victim test, or they would refuse claims the victim test allows."""
+    def _losable(self, q: int, units: int, level: list[float], removed: int = 0) -> bool:
+        """Whether project ``q``, less ``removed`` units already taken for the same claim, may lose
+        a job of ``units`` at this level: the policy's victim rule, which the victim test
+        (``_eligible``) and the pruning bounds share. elastic keeps the project at its level after
+        the job goes; KAI (runai) and Kueue only ask that it be above it before (KAI v0.12.0,
+        reclaimable/strategies: the reclaimee's allocation, less the victims already chosen, above
+        its fair share or quota), so a whole job may go that leaves its queue below its share."""
         if self.policy != "elastic":
-            return self.alloc[q] > level[q] + _EPS
-        return self.alloc[q] - units >= level[q] - _EPS
+            return self.alloc[q] - removed >= level[q] + _EPS
+        return self.alloc[q] - removed - units >= level[q] - _EPS
 
     def _node_bound(self, tier: int, n: int) -> int:
         # any shared GPU might be emptied: counting them all keeps this an upper bound
@@ -1091,16 +1090,12 @@ class _Engine:
         return removed
 
     def _eligible(self, v: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> bool:
-        alloc, units = self.alloc, self.units[v]
-        # elastic keeps a victim's project at its level after the victim goes; KAI (runai) and
-        # Kueue only ask that the victim's queue be above it before (KAI v0.12.0, reclaimable/
-        # strategies: the reclaimee's allocation, less the victims already chosen, above its fair
-        # share or quota), so a whole job may go that leaves its queue below its share.
-        after = units if self.policy == "elastic" else 0
+        """Whether job ``v`` may be a victim: every project on its path that the claimant does not
+        share may lose it (``_losable``)."""
         for a in self.tree.path[self.leaf[v]]:
             if a in claimant_path:
                 break
-            if alloc[a] - removed.get(a, 0) - after < level[a] - _EPS + (_EPS * 2 if after == 0 else 0):
+            if not self._losable(a, self.units[v], level, removed.get(a, 0)):
                 return False
         return True
 
@@ -1123,7 +1118,7 @@ class _Engine:
 
     def _fits(self, j: int, n: int, victims: list[int], removed: dict[int, int]) -> bool:
         units, tree, alloc = self.units[j], self.tree, self.alloc
-        if self.used - sum(self.units[v] for v in victims) + units > self.cohort_cap + _EPS:
+        if self.cohort_cap < _INF and self.used - sum(self.units[v] for v in victims) + units > self.cohort_cap + _EPS:
             return False
         for a in tree.path[self.leaf[j]]:
             if alloc[a] - removed.get(a, 0) + units > tree.limit[a] + _EPS:
@@ -1145,11 +1140,7 @@ class _Engine:
             chosen.append(pick)
             left.remove(pick)
             removed = self._removed_in(chosen)
-        for v in list(reversed(chosen)):
-            trial = [w for w in chosen if w != v]
-            if self._fits(j, n, trial, self._removed_in(trial)):
-                chosen = trial
-        return chosen
+        return _without_unneeded(chosen, lambda trial: self._fits(j, n, trial, self._removed_in(trial)))
 
     def result(self) -> Prediction:
         tree = self.tree
@@ -1173,6 +1164,16 @@ class _Engine:
             preempted=preempted,
             parents={p.name: p.parent for p in tree.projects if p.parent is not None},
         )
+
+
+def _without_unneeded(chosen: list[int], fits: Callable[[list[int]], bool]) -> list[int]:
+    """The victims ``chosen`` (in the order taken), less those the claimant turns out not to need:
+    each, the last taken first, is put back when the claimant still ``fits`` without it."""
+    for v in list(reversed(chosen)):
+        trial = [w for w in chosen if w != v]
+        if fits(trial):
+            chosen = trial
+    return chosen
 
 
 def _within(room: tuple[int, int], known: tuple[int, int]) -> bool:

@@ -276,12 +276,16 @@ def _parse_clocks_event_reasons(gpu: ElementTree.Element) -> list[str] | None:
 
 
 def _parse_pcie(gpu: ElementTree.Element) -> PcieLink:
+    link = gpu.find("pci/pci_gpu_link_info")
+
+    def width(path: str) -> int | None:  # "16x"
+        return _int((_text(link, path) or "").rstrip("x"))
+
     return PcieLink(
-        current_gen=_int(_text(gpu, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")),
-        max_gen=_int(_text(gpu, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
-        # "16x"
-        current_width=_int((_text(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width") or "").rstrip("x")),
-        max_width=_int((_text(gpu, "pci/pci_gpu_link_info/link_widths/max_link_width") or "").rstrip("x")),
+        current_gen=_int(_text(link, "pcie_gen/current_link_gen")),
+        max_gen=_int(_text(link, "pcie_gen/max_link_gen")),
+        current_width=width("link_widths/current_link_width"),
+        max_width=width("link_widths/max_link_width"),
     )
 
 

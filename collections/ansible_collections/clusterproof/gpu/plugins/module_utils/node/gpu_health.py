@@ -261,6 +261,12 @@ class _Signal:
             f"{what} not reported by this GPU or driver",
         )
 
+    def pass_or_fail(self, ok: bool, observed: Any, passed: str, failed: str, category: str, action: str) -> Check:
+        """A check that holds or fails, with a message for each."""
+        if ok:
+            return self.verdict("pass", observed, passed)
+        return self.verdict("fail", observed, failed, category, action)
+
 
 def _ecc(host: str, where: str, label: str, gpu: Mapping[str, Any]) -> Check:
     errors, mode = gpu.get("ecc_errors") or {}, gpu.get("ecc_mode") or {}
@@ -420,23 +426,15 @@ def _gravest(actions: Iterable[str | None]) -> str | None:
 
 
 def _xid_check(host: str, where: str, title: str, events: Sequence[XidEvent], scope: str) -> Check:
+    signal = _Signal(host, where, "xid", title, [])
     if not events:
-        return _check(host, where, "xid", title, "pass", [], [], f"no XID event {scope} since boot")
+        return signal.verdict("pass", [], f"no XID event {scope} since boot")
     observed = [event.describe() for event in events]
     status = "fail" if any(event.kind.status == "fail" for event in events) else "warn"
-    codes = sorted({event.code for event in events})
+    codes = ", ".join(str(code) for code in sorted({event.code for event in events}))
     action = _gravest(event.kind.action for event in events) or "look at the jobs that ran on it (an application fault)"
-    return _check(
-        host,
-        where,
-        "xid",
-        title,
-        status,
-        [],
-        observed,
-        f"{len(events)} XID events {scope} since boot (codes {', '.join(map(str, codes))}): {observed[-1]}",
-        action=action,
-    )
+    message = f"{len(events)} XID events {scope} since boot (codes {codes}): {observed[-1]}"
+    return signal.verdict(status, observed, message, action=action)
 
 
 def gpu_checks(host: str, gpu: Mapping[str, Any], xids: Sequence[XidEvent] | None) -> list[Check]:
@@ -507,93 +505,46 @@ def host_checks(
     checks = []
     visible = int(facts.get("gpu_count") or 0)
     if pins.gpu_count is not None:
-        ok = visible == pins.gpu_count
-        checks.append(
-            _check(
-                host,
-                "",
-                "gpus-visible",
-                f"{host}: the driver lists the {pins.gpu_count} GPUs declared",
-                "pass" if ok else "fail",
-                pins.gpu_count,
-                visible,
-                f"{visible} GPUs listed"
-                if ok
-                else f"the driver lists {visible} GPUs, the inventory declares "
-                f"{pins.gpu_count}"
-                + (f" ({facts['reason']})" if facts.get("reason") else "")
-                + "; a GPU that fell off the bus is not listed (look for XID 79)",
-                category="capacity",
-                action=f"{ISOLATE_NODE}, then {REBOOT_NODE}; {REPLACE_GPU} if it stays missing",
-            )
+        title = f"{host}: the driver lists the {pins.gpu_count} GPUs declared"
+        signal = _Signal(host, "", "gpus-visible", title, pins.gpu_count)
+        reason = f" ({facts['reason']})" if facts.get("reason") else ""
+        failed = (
+            f"the driver lists {visible} GPUs, the inventory declares {pins.gpu_count}{reason}; "
+            "a GPU that fell off the bus is not listed (look for XID 79)"
         )
+        action = f"{ISOLATE_NODE}, then {REBOOT_NODE}; {REPLACE_GPU} if it stays missing"
+        ok = visible == pins.gpu_count
+        checks.append(signal.pass_or_fail(ok, visible, f"{visible} GPUs listed", failed, "capacity", action))
     driver = facts.get("driver_version")
     if pins.driver_branch:
-        ok = bool(driver) and str(driver).split(".")[0] == pins.driver_branch
-        checks.append(
-            _check(
-                host,
-                "",
-                "driver",
-                f"{host}: NVIDIA driver of branch {pins.driver_branch}",
-                "pass" if ok else "fail",
-                f"{pins.driver_branch}.x",
-                driver,
-                f"driver {driver}"
-                if ok
-                else f"driver {driver or 'not found'}, the inventory pins branch "
-                f"{pins.driver_branch} (nvidia_driver_branch)",
-                category="configuration",
-                action="install the pinned branch (playbooks/install.yml, role nvidia_driver) or change the pin",
-            )
+        title = f"{host}: NVIDIA driver of branch {pins.driver_branch}"
+        signal = _Signal(host, "", "driver", title, f"{pins.driver_branch}.x")
+        failed = (
+            f"driver {driver or 'not found'}, the inventory pins branch {pins.driver_branch} (nvidia_driver_branch)"
         )
+        action = "install the pinned branch (playbooks/install.yml, role nvidia_driver) or change the pin"
+        ok = bool(driver) and str(driver).split(".")[0] == pins.driver_branch
+        checks.append(signal.pass_or_fail(ok, driver, f"driver {driver}", failed, "configuration", action))
     cuda = facts.get("cuda_version")
     if pins.cuda_version:
+        title = f"{host}: the driver supports CUDA {pins.cuda_version} or later"
+        signal = _Signal(host, "", "cuda", title, f">= {pins.cuda_version}")
         have, need = _version_tuple(str(cuda or "")), _version_tuple(pins.cuda_version)
         ok = have is not None and need is not None and have >= need
+        failed = f"the driver supports CUDA {cuda or 'unknown'}, the inventory needs {pins.cuda_version}"
         checks.append(
-            _check(
-                host,
-                "",
-                "cuda",
-                f"{host}: the driver supports CUDA {pins.cuda_version} or later",
-                "pass" if ok else "fail",
-                f">= {pins.cuda_version}",
-                cuda,
-                f"CUDA {cuda}"
-                if ok
-                else f"the driver supports CUDA {cuda or 'unknown'}, the inventory needs {pins.cuda_version}",
-                category="configuration",
-                action="install a newer driver branch",
-            )
+            signal.pass_or_fail(ok, cuda, f"CUDA {cuda}", failed, "configuration", "install a newer driver branch")
         )
     if xids is None:
-        checks.append(
-            _check(
-                host,
-                "",
-                "kernel-log",
-                f"{host}: kernel log read for XID events",
-                "warn",
-                "readable",
-                None,
-                f"XID events were not checked: {kernel_log_error}",
-                category="configuration",
-                action="let the validating user read the kernel log (the systemd-journal or adm group, or become)",
-            )
-        )
+        signal = _Signal(host, "", "kernel-log", f"{host}: kernel log read for XID events", "readable")
+        action = "let the validating user read the kernel log (the systemd-journal or adm group, or become)"
+        message = f"XID events were not checked: {kernel_log_error}"
+        checks.append(signal.verdict("warn", None, message, "configuration", action))
     else:
         addresses = {pci_address(gpu.get("pci_bus_id")) for gpu in facts.get("gpus") or []}
         stray = [event for event in xids if event.pci not in addresses]
-        checks.append(
-            _xid_check(
-                host,
-                "",
-                f"{host}: no XID event for a GPU the driver no longer lists",
-                stray,
-                "for a PCI address no listed GPU has",
-            )
-        )
+        title = f"{host}: no XID event for a GPU the driver no longer lists"
+        checks.append(_xid_check(host, "", title, stray, "for a PCI address no listed GPU has"))
     return checks
 
 

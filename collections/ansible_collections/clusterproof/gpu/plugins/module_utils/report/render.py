@@ -17,9 +17,9 @@ import math
 import os
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import (
     GENERATOR,
@@ -43,14 +43,11 @@ def to_json(report: Report) -> str:
     return json.dumps(to_dict(report), **JSON_OPTIONS) + "\n"
 
 
-def _write_json_atomically(path: Path, report: Report) -> None:
+def _write_json(report: Report, file: TextIO) -> None:
     """``to_json`` written piece by piece: json.dumps with an indent joins millions of pieces in
     memory first, 5 times the file's size (bench/gpu_health_bench.py: 191 MiB for a 34 MiB report)."""
-    temporary = path.with_name("." + path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as file:
-        json.dump(to_dict(report), file, **JSON_OPTIONS)
-        file.write("\n")
-    os.replace(temporary, path)
+    json.dump(to_dict(report), file, **JSON_OPTIONS)
+    file.write("\n")
 
 
 # --- JUnit XML ------------------------------------------------------------------------------------
@@ -488,9 +485,9 @@ def write_report(report: Report, reports_dir: str | os.PathLike[str], now: datet
         "junit": str(run_dir / "junit.xml"),
         "latest": str(site_dir / "latest"),
     }
-    _write_json_atomically(Path(paths["json"]), report)
-    _write_atomically(Path(paths["html"]), to_html(report))
-    _write_atomically(Path(paths["junit"]), to_junit_xml(report))
+    _write_atomically(Path(paths["json"]), lambda file: _write_json(report, file))
+    _write_atomically(Path(paths["html"]), lambda file: file.write(to_html(report)))
+    _write_atomically(Path(paths["junit"]), lambda file: file.write(to_junit_xml(report)))
 
     latest = site_dir / "latest"
     if latest.exists() and not latest.is_symlink():
@@ -503,7 +500,9 @@ def write_report(report: Report, reports_dir: str | os.PathLike[str], now: datet
     return paths
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def _write_atomically(path: Path, write: Callable[[TextIO], object]) -> None:
+    """Write through a temporary file renamed over ``path``: a reader never sees half a file."""
     temporary = path.with_name("." + path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
+    with temporary.open("w", encoding="utf-8") as file:
+        write(file)
     os.replace(temporary, path)

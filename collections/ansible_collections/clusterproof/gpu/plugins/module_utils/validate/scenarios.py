@@ -677,18 +677,15 @@ def predictions(
     for index, step in enumerate(scenario.steps):
         at_start = set(running)
         before = scenario.jobs_after(index - 1) if index else []
-        alive = [job for job in before if job.name not in step.delete]
-        prediction = None
-        if step.delete or not step.submit:
-            jobs = [model for job in alive for model in job.model_jobs()]
+        alive = {job.name: job for job in before if job.name not in step.delete}
+        # The deletions settle first (where there are any, or nothing arrives), then each arrival.
+        arrivals: list[ScenarioJob | None] = [None] if step.delete or not step.submit else []
+        for arrival in arrivals + list(step.submit):
+            if arrival is not None:
+                alive[arrival.name] = arrival
+            jobs = [model for job in alive.values() for model in job.model_jobs()]
             prediction = fairshare.predict(model_policy, nodes, scenario.projects, jobs, running)
             running = prediction.placements
-        for arrival in step.submit:
-            alive = [job for job in alive if job.name != arrival.name] + [arrival]
-            jobs = [model for job in alive for model in job.model_jobs()]
-            prediction = fairshare.predict(model_policy, nodes, scenario.projects, jobs, running)
-            running = prediction.placements
-        assert prediction is not None  # a step deletes or submits something (load refuses an empty one)
         # What the step evicted: jobs that ran when it began and wait at its end (any arrival's doing).
         evicted = tuple(name for name in prediction.pending if name in at_start)
         results.append(dataclasses.replace(prediction, preempted=evicted))
