@@ -162,6 +162,10 @@ def make_key(layout: Layout, run: Runner = _run) -> bool:
     return True
 
 
+# The oneshot units every lab host runs at boot (host_files writes them).
+LAB_UNITS = ("lab-address.service", "lab-cgroups.service")
+
+
 def _unit(description: str, commands: Sequence[str], before: str) -> str:
     # Default dependencies (after sysinit.target): a unit started earlier in a container's boot may
     # find its cgroup not made yet in some v1 hierarchy ("Failed to attach to cgroup ... No such
@@ -199,6 +203,17 @@ def host_files(plan: LabPlan, host: LabHost, public_key: str) -> dict[str, str]:
         ],
         "network.target ssh.service",
     )
+    # nspawn mounts the cgroup v1 controllers read-only inside the machine; a kubelet and runc make
+    # their cgroups there, so they are remounted read-write before containerd and the kubelet start.
+    cgroups = _unit(
+        "The lab host's cgroup controllers, writable for containerd and the kubelet",
+        [
+            # The read-only flag is the bind mount's own: remount,bind changes it alone.
+            "/bin/sh -c 'for d in /sys/fs/cgroup/*/; do "
+            'mountpoint -q "$d" && mount -o remount,bind,rw "$d"; done; true\'',
+        ],
+        "containerd.service kubelet.service",
+    )
     return {
         "etc/hostname": host.name + "\n",
         "etc/hosts": hosts,
@@ -206,6 +221,7 @@ def host_files(plan: LabPlan, host: LabHost, public_key: str) -> dict[str, str]:
         "root/.ssh/authorized_keys": public_key,
         "etc/ssh/sshd_config.d/lab.conf": "HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin prohibit-password\n",
         "etc/systemd/system/lab-address.service": address,
+        "etc/systemd/system/lab-cgroups.service": cgroups,
     }
 
 
@@ -228,9 +244,10 @@ def make_host(layout: Layout, plan: LabPlan, host: LabHost, source: Path, run: R
     (root / "root/.ssh/authorized_keys").chmod(0o600)
     wants = root / "etc/systemd/system/multi-user.target.wants"
     wants.mkdir(parents=True, exist_ok=True)
-    link = wants / "lab-address.service"
-    if not link.is_symlink():
-        link.symlink_to("/etc/systemd/system/lab-address.service")
+    for unit in LAB_UNITS:
+        link = wants / unit
+        if not link.is_symlink():
+            link.symlink_to("/etc/systemd/system/" + unit)
     host_key = root / "etc/ssh/ssh_host_ed25519_key"
     made = run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{host.name}", "-f", str(host_key)])
     if made.returncode != 0:
