@@ -54,6 +54,8 @@ ALLOWED = {
     "model.": (),
     "report.model": (),
     "report.history": ("report.model",),
+    "bundle.contents": (),
+    "bundle.serve": (),
 }
 FORBIDDEN = {
     "node.": ("report.render",),

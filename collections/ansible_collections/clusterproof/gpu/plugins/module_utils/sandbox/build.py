@@ -76,6 +76,8 @@ KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-schedu
 # Not run by the sandbox: kubeadm checks the configuration mode kubeadm renders (kubeadm config
 # validate), and the three are packaged into the .debs of the kubernetes_packages role's molecule mirror.
 KUBEADM_COMMANDS = ("kubeadm", "kubelet", "kubectl")
+# Not run by the sandbox either: kube-proxy goes into the offline bundle's image (bundle.build).
+IMAGE_COMMANDS = ("kube-proxy",)
 KAI_MODULE = "github.com/NVIDIA/KAI-scheduler"
 # KAI scheduler's components the sandbox runs, as <binary name>: <command package>. Its admission
 # webhooks, pod-group controller and operator are not run (module_utils/scheduler/kai.py says why): the
@@ -91,6 +93,7 @@ ALL_BINARIES = (
     ("etcd",)
     + KUBERNETES_COMMANDS
     + KUBEADM_COMMANDS
+    + IMAGE_COMMANDS
     + ("kwok",)
     + tuple(KAI_COMMANDS)
     + ("helm", "local-path-provisioner")
@@ -100,7 +103,7 @@ ALL_BINARIES = (
 # Each binary's component, a field of SandboxVersions: its pin is the binary's stamp.
 COMPONENT_OF = {
     "etcd": "etcd",
-    **{command: "kubernetes" for command in KUBERNETES_COMMANDS + KUBEADM_COMMANDS},
+    **{command: "kubernetes" for command in KUBERNETES_COMMANDS + KUBEADM_COMMANDS + IMAGE_COMMANDS},
     "kwok": "kwok",
     **{binary: "kai_scheduler" for binary in KAI_COMMANDS},
     "helm": "helm",
@@ -494,7 +497,7 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     steps = []
     if "etcd" in missing:
         steps.append(lambda: _build_etcd(plan_, log, progress))
-    kube = [name for name in KUBERNETES_COMMANDS + KUBEADM_COMMANDS if name in missing]
+    kube = [name for name in KUBERNETES_COMMANDS + KUBEADM_COMMANDS + IMAGE_COMMANDS if name in missing]
     if kube:
         steps.append(lambda: _build_kubernetes(plan_, log, progress, kube))
     if "kwok" in missing:

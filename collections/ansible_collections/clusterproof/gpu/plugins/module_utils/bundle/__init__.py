@@ -1,0 +1,12 @@
+"""The offline bundle: one directory that holds everything a site's install needs, for air-gapped
+sites and for the lab (docs/bundle.md).
+
+``contents``: what goes in, worked out from the pins (pure); ``build``: making it, incrementally,
+with Debian's tools for the job (apt, apt-ftparchive, gpg, dpkg-deb, debootstrap, umoci, skopeo,
+docker-registry) and Go for the programs; ``serve``: serving the apt repository and the registry to
+a site's hosts.
+
+May import: the standard library, ``install.go_modules``, ``install.kubernetes_cni`` and
+``sandbox.build`` (whose cache holds the Kubernetes programs). Touches: the bundle's cache and output
+directories, the Go module and build caches, and the processes ``serve`` starts.
+"""

@@ -1,0 +1,732 @@
+"""Make the offline bundle, incrementally: a signed apt repository, a registry's storage holding
+every image, and a manifest (docs/bundle.md).
+
+Each artefact is kept in the cache with the recipe key it was made from (its pins, the digests of
+its inputs), so an unchanged pin rebuilds nothing, and a changed one rebuilds only what it
+concerns. Progress goes to the ``progress`` callable, a line per step with its time.
+
+The tools are the ones made for the job: Go for the programs (through ``install.go_modules``' env),
+``apt-get --download-only`` for Debian's packages (apt resolves what a minimal Debian 12 host lacks),
+``dpkg-deb`` and ``apt-ftparchive`` for the repository, ``gpg`` to sign it, ``debootstrap`` for the
+images' Debian base, ``umoci`` to make the images, ``skopeo`` to copy them into ``docker-registry``'s
+storage.
+
+What it touches: the bundle's cache (``~/.cache/clusterproof/bundle``) and output directory, the
+Go module and build caches, the sandbox cache (building kube-proxy there), Debian's mirror (first
+build only), and a registry process on a loopback port for the time of the copy.
+
+Run as a program: ``python -m ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.build [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import contents
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.contents import BundlePins, ImageRef, ImageSpec
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.serve import registry_config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules, kubernetes_cni
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
+
+Progress = Callable[[str], None]
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+TOOLS = {
+    "apt-ftparchive": "apt-utils",
+    "debootstrap": "debootstrap",
+    "docker-registry": "docker-registry",
+    "dpkg-deb": "dpkg",
+    "gcc": "gcc",
+    "go": "golang (or Go from go.dev)",
+    "gpg": "gpg",
+    "skopeo": "skopeo",
+    "umoci": "umoci",
+}
+KEY_UID = "clusterproof bundle <bundle@clusterproof.invalid>"
+MANIFEST_SCHEMA = 1
+
+
+class BundleBuildError(RuntimeError):
+    """A step of the build failed; the message says which, and where its log is."""
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "clusterproof" / "bundle"
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where things go: the build cache (never carried to a site) and the bundle itself."""
+
+    cache: Path
+    out: Path
+
+    @property
+    def programs(self) -> Path:
+        return self.cache / "programs"
+
+    @property
+    def work(self) -> Path:
+        return self.cache / "work"
+
+    @property
+    def oci(self) -> Path:
+        return self.cache / "oci"
+
+    @property
+    def gnupg(self) -> Path:
+        return self.cache / "gnupg"
+
+    @property
+    def debian(self) -> Path:
+        return self.cache / "debian"
+
+    @property
+    def log(self) -> Path:
+        return self.cache / "build.log"
+
+    @property
+    def apt(self) -> Path:
+        return self.out / "apt"
+
+    @property
+    def registry(self) -> Path:
+        return self.out / "registry"
+
+    @property
+    def manifest(self) -> Path:
+        return self.out / "manifest.json"
+
+
+def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
+    with log.open("a") as handle:
+        handle.write("$ %s\n" % " ".join(cmd))
+    result = subprocess.run(cmd, cwd=cwd, env=dict(env) if env else None, capture_output=True, text=True)
+    with log.open("a") as handle:
+        handle.write(result.stdout + result.stderr)
+    if result.returncode != 0:
+        tail = (result.stdout + result.stderr).strip().splitlines()[-15:]
+        raise BundleBuildError(
+            "'%s' failed with exit %d (log: %s):\n%s" % (" ".join(cmd), result.returncode, log, "\n".join(tail))
+        )
+    return result.stdout
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stamp_matches(stamp: Path, key: str) -> bool:
+    return stamp.is_file() and stamp.read_text().strip() == key
+
+
+def missing_tools() -> list[str]:
+    return ["%s (%s)" % (tool, package) for tool, package in TOOLS.items() if shutil.which(tool) is None]
+
+
+# --- programs -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class GoProgram:
+    """A program built from a Go module: its name in the bundle, module, version, package, whether it
+    needs cgo, and replace directives (<module> => <module> <version>) for dependency versions the
+    module proxy refuses."""
+
+    name: str
+    module: str
+    version: str
+    package: str
+    cgo: bool = False
+    replaces: tuple[str, ...] = ()
+
+
+# flannel v0.28.4 requires tencentcloud-sdk-go's common module at v1.3.79, which the module proxy
+# refuses; v1.3.78 is served and is what its vpc module (v1.3.75) was written against.
+FLANNEL_REPLACES = (
+    "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common => "
+    "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.78",
+)
+
+
+def go_programs(pins: BundlePins, kubeadm: Mapping[str, ImageRef], cni_images: Iterable[ImageRef]) -> list[GoProgram]:
+    coredns = contents.upstream_version(kubeadm["coredns"])
+    programs = [GoProgram("coredns", "github.com/coredns/coredns", coredns, "github.com/coredns/coredns")]
+    for ref in cni_images:
+        if ref.name == "flannel":
+            module = "github.com/flannel-io/flannel"
+            # cgo, as flannel's Makefile builds it on amd64 (its UDP backend is C): it runs on the Debian base.
+            programs.append(GoProgram("flanneld", module, ref.tag, module, cgo=True, replaces=FLANNEL_REPLACES))
+        elif ref.name == "flannel-cni-plugin":
+            module, version, package = contents.FLANNEL_CNI_SOURCE
+            programs.append(GoProgram("flannel-cni", module, version, package))
+    for commands in contents.TOOLKIT_PACKAGES.values():
+        for command in commands:
+            package = contents.TOOLKIT_MODULE + "/cmd/" + command
+            programs.append(
+                GoProgram(command, contents.TOOLKIT_MODULE, pins.nvidia_container_toolkit, package, cgo=True)
+            )
+    return programs
+
+
+def wrapper_gomod(program: GoProgram, go_directive: str) -> str:
+    """A module that requires ``program``'s module at its pinned version (and repeats the replaces):
+    `go install pkg@version` would refuse replace directives, and the proxy does not serve every
+    module's version list."""
+    lines = ["module clusterproof.local/bundle/%s" % program.name, "", "go %s" % go_directive, ""]
+    lines.append("require %s %s" % (program.module, program.version))
+    lines += ["", *("replace %s" % replace for replace in program.replaces)] if program.replaces else []
+    return "\n".join(lines) + "\n"
+
+
+def _build_go_program(layout: Layout, program: GoProgram, progress: Progress) -> Path:
+    target = layout.programs / program.name
+    stamp = layout.programs / (".%s.version" % program.name)
+    key = json.dumps([dataclasses.asdict(program), contents.RECIPE_REVISION], sort_keys=True)
+    if target.exists() and _stamp_matches(stamp, key):
+        return target
+    progress(
+        "building %s %s (go build; CoreDNS takes about 8 minutes cold on 2 cores)" % (program.name, program.version)
+    )
+    work = layout.work / program.name
+    work.mkdir(parents=True, exist_ok=True)
+    upstream = go_modules.download(program.module, program.version, work).go_mod.read_text()
+    (work / "go.mod").write_text(wrapper_gomod(program, sandbox_build.go_directive_of(upstream)))
+    (work / "go.sum").unlink(missing_ok=True)
+    env = go_modules.go_env()
+    env["CGO_ENABLED"] = "1" if program.cgo else "0"
+    layout.programs.mkdir(parents=True, exist_ok=True)
+    _run(
+        ["go", "build", "-ldflags", "-s -w", "-o", str(target) + ".tmp", program.package], layout.log, cwd=work, env=env
+    )
+    os.replace(str(target) + ".tmp", target)
+    stamp.write_text(key + "\n")
+    return target
+
+
+def _build_pause(layout: Layout, pins: BundlePins, ref: ImageRef, progress: Progress) -> Path:
+    """Kubernetes' pause, a small C program in its tree (build/pause/linux/pause.c), built static as
+    its Makefile does."""
+    target = layout.programs / "pause"
+    stamp = layout.programs / ".pause.version"
+    key = "pause %s from k8s.io/kubernetes %s recipe=%s" % (ref.tag, pins.kubernetes, contents.RECIPE_REVISION)
+    if target.exists() and _stamp_matches(stamp, key):
+        return target
+    progress("building pause %s (gcc -static, from k8s.io/kubernetes %s)" % (ref.tag, pins.kubernetes))
+    source = go_modules.download("k8s.io/kubernetes", pins.kubernetes).dir / "build/pause/linux/pause.c"
+    layout.programs.mkdir(parents=True, exist_ok=True)
+    _run(
+        [
+            "gcc",
+            "-Os",
+            "-Wall",
+            "-Werror",
+            "-static",
+            "-DVERSION=v%s-clusterproof" % ref.tag,
+            "-o",
+            str(target) + ".tmp",
+            str(source),
+        ],
+        layout.log,
+    )
+    os.replace(str(target) + ".tmp", target)
+    stamp.write_text(key + "\n")
+    return target
+
+
+def kubernetes_programs(pins: BundlePins, progress: Progress) -> tuple[sandbox_build.BuildPlan, dict[str, Path]]:
+    """kubeadm, kubelet, kubectl, the control plane's programs, kube-proxy and etcd, from the sandbox
+    cache (built there when missing)."""
+    plan = sandbox_build.plan(sandbox_build.SandboxVersions(kubernetes=pins.kubernetes))
+    sandbox_build.ensure_built(plan, progress)
+    names = (
+        sandbox_build.KUBERNETES_COMMANDS + sandbox_build.KUBEADM_COMMANDS + sandbox_build.IMAGE_COMMANDS + ("etcd",)
+    )
+    return plan, {name: plan.binary(name) for name in names}
+
+
+def check_etcd(plan: sandbox_build.BuildPlan, kubeadm: Mapping[str, ImageRef]) -> None:
+    """The etcd the sandbox builds must be the one kubeadm asks for: its image carries that tag."""
+    wanted = contents.upstream_version(kubeadm["etcd"])
+    if plan.versions.etcd != wanted:
+        raise contents.BundleInputError(
+            "etcd: kubeadm %s asks for %s, and the sandbox is pinned to etcd %s; set SandboxVersions.etcd to %s"
+            % (plan.versions.kubernetes, kubeadm["etcd"].ref, plan.versions.etcd, wanted)
+        )
+
+
+# --- Debian: the images' base, and the packages from Debian's mirror ---------------------------
+
+
+def _debian_key(pins: BundlePins) -> str:
+    text = json.dumps(
+        {"suite": pins.debian_suite, "base": contents.DEBIAN_BASE_PACKAGES, "recipe": contents.RECIPE_REVISION}
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def debian_base(layout: Layout, pins: BundlePins, progress: Progress) -> tuple[Path, Path]:
+    """A minimal Debian root (debootstrap minbase) with iptables, conntrack and CA certificates, for
+    the images that need a shell or iptables; and the dpkg status of bare minbase, which says what a
+    minimal host already has (the packages step downloads the rest). Returns (root, status)."""
+    folder = layout.debian / ("base-%s-%s" % (pins.debian_suite, _debian_key(pins)))
+    root, status = folder / "root", folder / "minbase-status"
+    if (folder / ".done").exists():
+        return root, status
+    progress("building the images' Debian base (debootstrap %s minbase, about 2 minutes)" % pins.debian_suite)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    _run(["debootstrap", "--variant=minbase", pins.debian_suite, str(root), DEBIAN_MIRROR], layout.log)
+    shutil.copyfile(root / "var/lib/dpkg/status", status)
+    _run(
+        [
+            "chroot",
+            str(root),
+            "apt-get",
+            "install",
+            "-y",
+            "-q",
+            "--no-install-recommends",
+            *contents.DEBIAN_BASE_PACKAGES,
+        ],
+        layout.log,
+    )
+    _run(["chroot", str(root), "apt-get", "clean"], layout.log)
+    shutil.rmtree(root / "var/lib/apt/lists", ignore_errors=True)
+    (root / "var/lib/apt/lists/partial").mkdir(parents=True)
+    (folder / ".done").write_text("")
+    for stale in layout.debian.glob("base-*"):
+        if stale != folder:
+            shutil.rmtree(stale, ignore_errors=True)
+    return root, status
+
+
+def debian_packages(layout: Layout, pins: BundlePins, minbase_status: Path, progress: Progress) -> list[Path]:
+    """Debian's packages the hosts need (contents.DEBIAN_PACKAGES) and what they depend on that a
+    minimal host lacks, downloaded by apt itself against the status of a bare minbase root."""
+    key = hashlib.sha256(json.dumps([contents.DEBIAN_PACKAGES, _debian_key(pins)]).encode()).hexdigest()[:12]
+    folder = layout.debian / ("packages-" + key)
+    archives = folder / "archives"
+    if (folder / ".done").exists():
+        return sorted(archives.glob("*.deb"))
+    progress(
+        "downloading Debian's %s and what they need (apt-get --download-only)" % ", ".join(contents.DEBIAN_PACKAGES)
+    )
+    shutil.rmtree(folder, ignore_errors=True)
+    (archives / "partial").mkdir(parents=True)
+    (folder / "lists/partial").mkdir(parents=True)
+    state = folder / "state"
+    state.mkdir()
+    shutil.copyfile(minbase_status, state / "status")
+    options = [
+        "-o", "Dir::State=%s" % state,
+        "-o", "Dir::State::status=%s" % (state / "status"),
+        "-o", "Dir::State::Lists=%s" % (folder / "lists"),
+        "-o", "Dir::Cache=%s" % folder,
+        "-o", "Dir::Cache::archives=%s" % archives,
+        "-o", "Debug::NoLocking=1",
+    ]  # fmt: skip
+    _run(["apt-get", *options, "update"], layout.log)
+    _run(
+        [
+            "apt-get",
+            *options,
+            "install",
+            "--download-only",
+            "-y",
+            "-q",
+            "--no-install-recommends",
+            *contents.DEBIAN_PACKAGES,
+        ],
+        layout.log,
+    )
+    (folder / ".done").write_text("")
+    for stale in layout.debian.glob("packages-*"):
+        if stale != folder:
+            shutil.rmtree(stale, ignore_errors=True)
+    return sorted(archives.glob("*.deb"))
+
+
+# --- the apt repository ---------------------------------------------------------------------------
+
+
+def _gpg(layout: Layout, *args: str) -> str:
+    layout.gnupg.mkdir(mode=0o700, parents=True, exist_ok=True)
+    base = [
+        "gpg",
+        "--homedir",
+        str(layout.gnupg),
+        "--batch",
+        "--quiet",
+        "--pinentry-mode",
+        "loopback",
+        "--passphrase",
+        "",
+    ]
+    return _run([*base, *args], layout.log)
+
+
+def signing_key(layout: Layout) -> str:
+    """The bundle's signing key (made once, kept in the cache: the private half never goes into the
+    bundle); returns its fingerprint."""
+    listing = _gpg(layout, "--with-colons", "--list-secret-keys")
+    if "fpr:" not in listing:
+        _gpg(layout, "--quick-generate-key", KEY_UID, "ed25519", "sign", "never")
+        listing = _gpg(layout, "--with-colons", "--list-secret-keys")
+    return next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+
+
+def build_package(layout: Layout, spec: contents.PackageSpec, programs: Mapping[str, Path], progress: Progress) -> Path:
+    inputs = {name: sha256_file(programs[name]) for name, _ in spec.files}
+    key = spec.recipe(inputs)
+    folder = layout.work / "debs"
+    deb, stamp = folder / spec.filename, folder / (".%s.recipe" % spec.filename)
+    if deb.exists() and _stamp_matches(stamp, key):
+        return deb
+    progress("packaging %s %s" % (spec.name, spec.version))
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as staging_name:
+        staging = Path(staging_name)
+        (staging / "DEBIAN").mkdir()
+        (staging / "DEBIAN/control").write_text(
+            contents.deb_control(spec.name, spec.version, spec.description, spec.depends)
+        )
+        for name, destination in spec.files:
+            path = staging / destination.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(programs[name], path)
+            path.chmod(0o755)
+        for destination, text in spec.texts:
+            path = staging / destination.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(0o644)
+        staging.chmod(0o755)
+        _run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(staging), str(deb)], layout.log)
+    stamp.write_text(key + "\n")
+    return deb
+
+
+def apt_repository(layout: Layout, debs: Iterable[Path], progress: Progress) -> list[dict[str, str]]:
+    """The flat, signed repository (``Suites: /``, as upstream's Kubernetes repository is laid out):
+    the .debs, Packages, Release signed inline (InRelease) and detached (Release.gpg), key.asc."""
+    debs = sorted(debs, key=lambda path: path.name)
+    entries = [{"file": deb.name, "sha256": sha256_file(deb)} for deb in debs]
+    key = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
+    stamp = layout.apt / ".index.recipe"
+    fingerprint = signing_key(layout)
+    if not _stamp_matches(stamp, key + fingerprint):
+        progress("writing the apt repository (%d packages) and signing it" % len(debs))
+        layout.apt.mkdir(parents=True, exist_ok=True)
+        wanted = {deb.name for deb in debs}
+        for stale in layout.apt.glob("*.deb"):
+            if stale.name not in wanted:
+                stale.unlink()
+        for deb in debs:
+            target = layout.apt / deb.name
+            if not target.exists() or sha256_file(target) != sha256_file(deb):
+                shutil.copyfile(deb, target)
+        packages = _run(["apt-ftparchive", "packages", "."], layout.log, cwd=layout.apt)
+        (layout.apt / "Packages").write_text(packages)
+        _run(["gzip", "-kf9n", "Packages"], layout.log, cwd=layout.apt)
+        release = _run(
+            [
+                "apt-ftparchive",
+                "-o",
+                "APT::FTPArchive::Release::Origin=clusterproof",
+                "-o",
+                "APT::FTPArchive::Release::Label=clusterproof bundle",
+                "release",
+                ".",
+            ],
+            layout.log,
+            cwd=layout.apt,
+        )
+        for name in ("Release", "InRelease", "Release.gpg"):
+            (layout.apt / name).unlink(missing_ok=True)
+        (layout.apt / "Release").write_text(release)
+        _gpg(
+            layout,
+            "--local-user",
+            fingerprint,
+            "--clearsign",
+            "--output",
+            str(layout.apt / "InRelease"),
+            str(layout.apt / "Release"),
+        )
+        _gpg(
+            layout,
+            "--local-user",
+            fingerprint,
+            "--armor",
+            "--detach-sign",
+            "--output",
+            str(layout.apt / "Release.gpg"),
+            str(layout.apt / "Release"),
+        )
+        (layout.apt / "key.asc").write_text(_gpg(layout, "--armor", "--export", fingerprint))
+        stamp.write_text(key + fingerprint + "\n")
+    packages = []
+    for deb, entry in zip(debs, entries, strict=True):
+        fields = _run(["dpkg-deb", "--show", "--showformat", "${Package}\t${Version}", str(deb)], layout.log).split(
+            "\t"
+        )
+        packages.append({"name": fields[0], "version": fields[1], **entry})
+    return packages
+
+
+# --- images and the registry ----------------------------------------------------------------------
+
+
+def _tag(ref: ImageRef) -> str:
+    return "%s_%s" % (ref.mirror_repository.replace("/", "_"), ref.tag)
+
+
+def build_image(
+    layout: Layout, spec: ImageSpec, programs: Mapping[str, Path], base_root: Path, progress: Progress
+) -> str:
+    """The image in the OCI layout of the cache, tagged <repository>_<tag>; returns that tag."""
+    inputs = {name: sha256_file(programs[name]) for name, _ in spec.files}
+    if spec.base == "debian":
+        inputs["debian-base"] = base_root.parent.name
+    key = spec.recipe(inputs)
+    tag = _tag(spec.ref)
+    stamp = layout.oci / (".%s.recipe" % tag)
+    if _stamp_matches(stamp, key):
+        return tag
+    progress("making image %s (umoci)" % spec.ref.ref)
+    if not (layout.oci / "index.json").exists():
+        _run(["umoci", "init", "--layout", str(layout.oci)], layout.log)
+    image = "%s:%s" % (layout.oci, tag)
+    _run(["umoci", "new", "--image", image], layout.log)
+    if spec.base == "debian":
+        _run(["umoci", "insert", "--image", image, str(base_root), "/"], layout.log)
+    with tempfile.TemporaryDirectory(dir=layout.cache) as staging_name:
+        staging = Path(staging_name)
+        for name, destination in spec.files:
+            path = staging / destination.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(programs[name], path)
+            path.chmod(0o755)
+        if spec.files:
+            # One layer with every program, inserted at the root.
+            _run(["umoci", "insert", "--image", image, str(staging), "/"], layout.log)
+    config = [
+        "umoci",
+        "config",
+        "--image",
+        image,
+        "--os",
+        "linux",
+        "--architecture",
+        "amd64",
+        "--config.env",
+        "PATH=" + spec.env_path,
+    ]
+    config += ["--config.entrypoint=" + part for part in spec.entrypoint]
+    _run(config, layout.log)
+    _run(["umoci", "gc", "--layout", str(layout.oci)], layout.log)
+    stamp.write_text(key + "\n")
+    return tag
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LoopbackRegistry:
+    """docker-registry on a free loopback port over the bundle's storage, for the time of the copy."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> LoopbackRegistry:
+        self.layout.registry.mkdir(parents=True, exist_ok=True)
+        config = self.layout.cache / "registry-build.yml"
+        config.write_text(registry_config(self.layout.registry, "127.0.0.1:%d" % self.port, read_only=False))
+        log = (self.layout.cache / "registry-build.log").open("ab")
+        self.process = subprocess.Popen(
+            ["docker-registry", "serve", str(config)], stdout=log, stderr=log, start_new_session=True
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.2)
+        self.__exit__(None, None, None)
+        raise BundleBuildError(
+            "docker-registry did not start on 127.0.0.1:%d (log: %s)"
+            % (self.port, self.layout.cache / "registry-build.log")
+        )
+
+    def __exit__(self, *_: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def digest(self, ref: ImageRef) -> str | None:
+        """The manifest digest the registry holds for ``ref``, or None."""
+        url = "docker://127.0.0.1:%d/%s:%s" % (self.port, ref.mirror_repository, ref.tag)
+        result = subprocess.run(["skopeo", "inspect", "--tls-verify=false", "--raw", url], capture_output=True)
+        if result.returncode != 0:
+            return None
+        return "sha256:" + hashlib.sha256(result.stdout).hexdigest()
+
+    def push(self, tag: str, ref: ImageRef) -> str:
+        digest_file = self.layout.cache / "digest"
+        url = "docker://127.0.0.1:%d/%s:%s" % (self.port, ref.mirror_repository, ref.tag)
+        _run(
+            [
+                "skopeo",
+                "copy",
+                "--quiet",
+                "--dest-tls-verify=false",
+                "--digestfile",
+                str(digest_file),
+                "oci:%s:%s" % (self.layout.oci, tag),
+                url,
+            ],
+            self.layout.log,
+        )
+        return digest_file.read_text().strip()
+
+
+def oci_digest(layout: Layout, tag: str) -> str:
+    """The manifest digest of ``tag`` in the cache's OCI layout."""
+    index = json.loads((layout.oci / "index.json").read_text())
+    for manifest in index["manifests"]:
+        if manifest.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag:
+            return str(manifest["digest"])
+    raise BundleBuildError("the OCI layout %s has no image tagged %s" % (layout.oci, tag))
+
+
+# --- the whole build ------------------------------------------------------------------------------
+
+
+def cni_images(pins: BundlePins) -> list[ImageRef]:
+    documents = [
+        doc for doc in yaml.safe_load_all(kubernetes_cni.manifest_file(pins.cni, pins.cni_version).read_text()) if doc
+    ]
+    return contents.manifest_images(documents)
+
+
+def kubeadm_listing(kubeadm: Path, pins: BundlePins) -> str:
+    result = subprocess.run(
+        [str(kubeadm), "config", "images", "list", "--kubernetes-version", pins.kubernetes],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise BundleBuildError("kubeadm config images list failed: %s" % result.stderr.strip())
+    return result.stdout
+
+
+def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = print) -> dict[str, Any]:
+    """Make (or bring up to date) the bundle in ``layout.out``; returns its manifest."""
+    pins = pins or BundlePins()
+    missing = missing_tools()
+    if missing:
+        raise BundleBuildError("the bundle build needs: %s (apt-get install the packages named)" % ", ".join(missing))
+    started = time.monotonic()
+    layout.cache.mkdir(parents=True, exist_ok=True)
+    layout.out.mkdir(parents=True, exist_ok=True)
+    progress("bundle %s (cache %s, log %s)" % (layout.out, layout.cache, layout.log))
+
+    plan, programs = kubernetes_programs(pins, progress)
+    kubeadm = contents.kubeadm_images(kubeadm_listing(plan.binary("kubeadm"), pins))
+    check_etcd(plan, kubeadm)
+    cni = cni_images(pins)
+    for program in go_programs(pins, kubeadm, cni):
+        programs[program.name] = _build_go_program(layout, program, progress)
+    programs["pause"] = _build_pause(layout, pins, kubeadm["pause"], progress)
+
+    base_root, minbase_status = debian_base(layout, pins, progress)
+    debs = [build_package(layout, spec, programs, progress) for spec in contents.package_specs(pins)]
+    debs += debian_packages(layout, pins, minbase_status, progress)
+    packages = apt_repository(layout, debs, progress)
+
+    specs = contents.image_specs(kubeadm, cni, pins.debian_suite)
+    tags = {spec.ref.ref: build_image(layout, spec, programs, base_root, progress) for spec in specs}
+    images = []
+    with LoopbackRegistry(layout) as registry:
+        for spec in specs:
+            tag = tags[spec.ref.ref]
+            wanted = oci_digest(layout, tag)
+            held = registry.digest(spec.ref)
+            if held != wanted:
+                progress("copying %s into the registry (skopeo)" % spec.ref.ref)
+                held = registry.push(tag, spec.ref)
+            images.append(
+                {
+                    "ref": spec.ref.ref,
+                    "repository": spec.ref.mirror_repository,
+                    "tag": spec.ref.tag,
+                    "digest": held,
+                    "base": spec.base,
+                }
+            )
+
+    manifest = {
+        "schema": MANIFEST_SCHEMA,
+        "kubernetes": pins.kubernetes,
+        "pins": dataclasses.asdict(pins),
+        "apt": {"path": "apt", "suite": "/", "key": "apt/key.asc", "fingerprint": signing_key(layout)},
+        "registry": {"path": "registry", "mirrors": list(contents.MIRRORED_REGISTRIES)},
+        "packages": packages,
+        "images": images,
+    }
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    if not layout.manifest.exists() or layout.manifest.read_text() != text:
+        layout.manifest.write_text(text)
+    progress(
+        "bundle ready in %.0f s: %d packages, %d images (%s)"
+        % (time.monotonic() - started, len(packages), len(images), layout.manifest)
+    )
+    return manifest
+
+
+def main(argv: list[str]) -> int:
+    def progress(message: str) -> None:
+        print("[bundle %s] %s" % (time.strftime("%H:%M:%S"), message), flush=True)
+
+    out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else default_cache() / "out"
+    try:
+        build(Layout(default_cache(), out.resolve()), progress=progress)
+    except (BundleBuildError, contents.BundleInputError, go_modules.GoModuleError) as error:
+        print("bundle build failed: %s" % error, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

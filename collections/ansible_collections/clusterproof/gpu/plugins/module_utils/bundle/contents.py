@@ -1,0 +1,376 @@
+"""What the offline bundle holds, worked out from the pins: pure functions and data, no I/O.
+
+The bundle is one directory an air-gapped site (or the lab) installs from: a signed apt repository,
+a container image registry's storage, and a manifest listing every artefact with its version and
+digest (docs/bundle.md). This module says *what* goes in; ``bundle.build`` makes it, ``bundle.serve``
+serves it.
+
+The Kubernetes images are the ones the pinned kubeadm asks for (``kubeadm config images list``), so
+a new Kubernetes pin moves etcd, CoreDNS and pause with it; the CNI's images are the ones its pinned
+manifest references. Every image is built here from its upstream source at the version in its tag.
+
+May import: the standard library only. Touches nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+# Bump when the way an artefact is made changes, so the cache does not reuse old ones.
+RECIPE_REVISION = "1"
+
+# The registries a site's images come from: containerd on every host is told to pull each of them
+# through the bundle's registry (hosts.toml per registry, see containerd_hosts_toml).
+UPSTREAM_REGISTRIES = ("registry.k8s.io", "docker.io", "ghcr.io", "nvcr.io", "quay.io")
+# The bundle's own images (its Debian base) go by this registry name, mirrored like the others.
+BUNDLE_REGISTRY = "clusterproof.local"
+MIRRORED_REGISTRIES = UPSTREAM_REGISTRIES + (BUNDLE_REGISTRY,)
+
+# Debian's own packages the hosts need beside the Kubernetes ones, taken from Debian's mirror with
+# whatever they depend on that a minimal Debian 12 host lacks: the container runtime, and the tools
+# kubeadm's preflight and kube-proxy look for.
+DEBIAN_PACKAGES = ("containerd", "runc", "iptables", "conntrack", "ethtool", "socat", "containernetworking-plugins")
+
+# The NVIDIA container toolkit's commands, built from its Go module (NVIDIA's package repository is
+# out of reach), packaged as NVIDIA names its packages: -base holds the runtime and nvidia-ctk.
+TOOLKIT_MODULE = "github.com/NVIDIA/nvidia-container-toolkit"
+TOOLKIT_PACKAGES = {
+    "nvidia-container-toolkit-base": ("nvidia-ctk", "nvidia-container-runtime", "nvidia-cdi-hook"),
+    "nvidia-container-toolkit": ("nvidia-container-runtime-hook",),
+}
+
+# flannel's CNI plugin (the flannel-cni-plugin image) lives in github.com/flannel-io/cni-plugin, which
+# the Go module proxy does not serve (every version is refused). Its predecessor, the same delegating
+# plugin, is served in containernetworking/plugins up to v0.9.1: the image is built from that, and
+# the manifest names the source. As <module>, <version>, <package>.
+FLANNEL_CNI_SOURCE = (
+    "github.com/containernetworking/plugins",
+    "v0.9.1",
+    "github.com/containernetworking/plugins/plugins/meta/flannel",
+)
+
+# The bundle's own small Debian image (bookworm with iptables and a shell): the base of the images
+# whose binaries call iptables or cp (kube-proxy, flannel), and the image the lab's probe pod runs.
+DEBIAN_BASE_PACKAGES = ("iptables", "conntrack", "ca-certificates")
+
+
+class BundleInputError(ValueError):
+    """A pin or a listing the bundle is made from is not what it must be; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BundlePins:
+    """The pinned versions the bundle is made from."""
+
+    kubernetes: str = "v1.36.3"
+    # Upstream's package revision (kubeadm 1.36.3-1.1): the bundle's packages take the same name
+    # and version, so the kubernetes_packages role's pin holds for either source.
+    package_revision: str = "1.1"
+    cni: str = "flannel"
+    cni_version: str = "v0.28.4"
+    nvidia_container_toolkit: str = "v1.20.1"
+    debian_suite: str = "bookworm"
+
+    def package_version(self) -> str:
+        return "%s-%s" % (self.kubernetes.lstrip("v"), self.package_revision)
+
+    def toolkit_package_version(self) -> str:
+        # NVIDIA's own packages are versioned 1.17.8-1: the module version and revision 1.
+        return "%s-1" % self.nvidia_container_toolkit.lstrip("v")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageRef:
+    """An image reference split as the registry sees it: host, repository path, tag."""
+
+    host: str
+    path: str
+    tag: str
+
+    @property
+    def ref(self) -> str:
+        return "%s/%s:%s" % (self.host, self.path, self.tag)
+
+    @property
+    def mirror_repository(self) -> str:
+        """The repository the bundle's registry keeps it under: the upstream host is the first
+        path element, which is what containerd asks a mirror for (hosts.toml with override_path)."""
+        return "%s/%s" % (self.host, self.path)
+
+    @property
+    def name(self) -> str:
+        """The last path element (kube-apiserver, coredns)."""
+        return self.path.rsplit("/", 1)[-1]
+
+
+_REFERENCE = re.compile(r"^(?P<host>[a-z0-9.-]+\.[a-z]{2,}(?::\d+)?)/(?P<path>[a-z0-9._/-]+):(?P<tag>[A-Za-z0-9._-]+)$")
+
+
+def parse_ref(text: str, field: str = "image") -> ImageRef:
+    """``registry.k8s.io/kube-apiserver:v1.36.3`` → ImageRef. An image named without its registry
+    (``nginx:1.27``) is docker.io's, as every container runtime reads it."""
+    text = text.strip()
+    if "/" in text and "." in text.split("/", 1)[0]:
+        candidate = text
+    else:
+        path = text if "/" in text else "library/" + text
+        candidate = "docker.io/" + path
+    if ":" not in candidate.rsplit("/", 1)[-1]:
+        raise BundleInputError(
+            "%s: expected an image reference with a tag, such as 'registry.k8s.io/pause:3.10.2'; found %r"
+            % (field, text)
+        )
+    match = _REFERENCE.match(candidate)
+    if match is None:
+        raise BundleInputError(
+            "%s: expected an image reference such as 'registry.k8s.io/pause:3.10.2'; found %r" % (field, text)
+        )
+    return ImageRef(match["host"], match["path"], match["tag"])
+
+
+def kubeadm_images(listing: str) -> dict[str, ImageRef]:
+    """``kubeadm config images list`` output → {kube-apiserver: ImageRef, ..., etcd, coredns, pause}."""
+    images: dict[str, ImageRef] = {}
+    for number, line in enumerate(listing.splitlines(), start=1):
+        if not line.strip():
+            continue
+        ref = parse_ref(line, "kubeadm config images list, line %d" % number)
+        images[ref.name] = ref
+    wanted = {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "etcd", "coredns", "pause"}
+    missing = sorted(wanted - set(images))
+    if missing:
+        raise BundleInputError(
+            "kubeadm config images list: expected the images %s; %s missing from %r"
+            % (", ".join(sorted(wanted)), ", ".join(missing), listing)
+        )
+    return images
+
+
+def upstream_version(ref: ImageRef) -> str:
+    """The source version an image's tag names: etcd's 3.6.8-0 is v3.6.8, pause's 3.10.2 is 3.10.2
+    (a C file in Kubernetes' tree), CoreDNS's v1.14.2 is v1.14.2."""
+    if ref.name == "etcd":
+        return "v" + ref.tag.split("-", 1)[0]
+    return ref.tag
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageSpec:
+    """One image the bundle builds: its reference, the programs it holds (<build name>: <path in the
+    image>), its entry point, and its base ("scratch" for a static binary alone, "debian" for the
+    bundle's Debian base)."""
+
+    ref: ImageRef
+    files: tuple[tuple[str, str], ...]
+    entrypoint: tuple[str, ...]
+    base: str = "scratch"
+    env_path: str = "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+    def recipe(self, inputs: Mapping[str, str]) -> str:
+        """The cache key of this image: its spec and the digests of the files that go in."""
+        text = json.dumps(
+            {"spec": dataclasses.asdict(self), "inputs": dict(sorted(inputs.items())), "recipe": RECIPE_REVISION},
+            sort_keys=True,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def debian_base_ref(suite: str) -> ImageRef:
+    return ImageRef(BUNDLE_REGISTRY, "debian-base", suite)
+
+
+def image_specs(kubeadm: Mapping[str, ImageRef], cni_images: Iterable[ImageRef], suite: str) -> list[ImageSpec]:
+    """The images to build: kubeadm's seven, the CNI's, and the bundle's Debian base."""
+    specs = []
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        specs.append(ImageSpec(kubeadm[name], ((name, "/usr/local/bin/" + name),), ("/usr/local/bin/" + name,)))
+    specs.append(
+        ImageSpec(
+            kubeadm["kube-proxy"],
+            (("kube-proxy", "/usr/local/bin/kube-proxy"),),
+            ("/usr/local/bin/kube-proxy",),
+            "debian",
+        )
+    )
+    specs.append(ImageSpec(kubeadm["etcd"], (("etcd", "/usr/local/bin/etcd"),), ("/usr/local/bin/etcd",)))
+    specs.append(ImageSpec(kubeadm["coredns"], (("coredns", "/coredns"),), ("/coredns",)))
+    specs.append(ImageSpec(kubeadm["pause"], (("pause", "/pause"),), ("/pause",)))
+    for ref in cni_images:
+        if ref.name == "flannel":
+            specs.append(ImageSpec(ref, (("flanneld", "/opt/bin/flanneld"),), ("/opt/bin/flanneld",), "debian"))
+        elif ref.name == "flannel-cni-plugin":
+            # The manifest's init container runs "cp -f /flannel /opt/cni/bin/flannel": a shell and cp.
+            specs.append(ImageSpec(ref, (("flannel-cni", "/flannel"),), ("/bin/sh",), "debian"))
+        else:
+            raise BundleInputError("the CNI's manifest references %s, which the bundle cannot build" % ref.ref)
+    specs.append(ImageSpec(debian_base_ref(suite), (), ("/bin/sh",), "debian"))
+    return specs
+
+
+def manifest_images(documents: Iterable[Mapping[str, Any]]) -> list[ImageRef]:
+    """Every image a list of Kubernetes objects references (containers and init containers of pod
+    templates and pods), each once, in order."""
+    seen: dict[str, ImageRef] = {}
+    for document in documents:
+        for image in _images_in(document):
+            seen.setdefault(
+                image, parse_ref(image, "%s %s" % (document.get("kind"), document.get("metadata", {}).get("name")))
+            )
+    return list(seen.values())
+
+
+def _images_in(node: Any) -> Iterable[str]:
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key in ("containers", "initContainers", "ephemeralContainers") and isinstance(value, list):
+                for container in value:
+                    if isinstance(container, Mapping) and isinstance(container.get("image"), str):
+                        yield container["image"]
+            else:
+                yield from _images_in(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _images_in(item)
+
+
+def missing_images(manifest: Mapping[str, Any], wanted: Iterable[ImageRef]) -> list[str]:
+    """The references in ``wanted`` the bundle's manifest does not list with a digest."""
+    held = {entry["ref"] for entry in manifest.get("images", []) if entry.get("digest")}
+    return [ref.ref for ref in wanted if ref.ref not in held]
+
+
+def containerd_hosts_toml(upstream: str, mirror: str, insecure: bool) -> str:
+    """containerd's hosts.toml for ``upstream`` (certs.d/<upstream>/hosts.toml): pull through the
+    bundle's registry at ``mirror`` (host:port), which keeps upstream's images under
+    <upstream>/<path>; upstream itself stays the fallback, unreachable on an air-gapped site."""
+    server = "https://registry-1.docker.io" if upstream == "docker.io" else "https://" + upstream
+    scheme = "http" if insecure else "https"
+    return (
+        "# Written by clusterproof: pull %s's images through the site's bundle registry.\n"
+        'server = "%s"\n\n'
+        '[host."%s://%s/v2/%s"]\n'
+        '  capabilities = ["pull", "resolve"]\n'
+        "  override_path = true\n"
+    ) % (upstream, server, scheme, mirror, upstream)
+
+
+def deb_control(package: str, version: str, description: str, depends: Sequence[str] = ()) -> str:
+    """A binary package's control file for the packages the bundle makes."""
+    fields = {
+        "Package": package,
+        "Version": version,
+        "Architecture": "amd64",
+        "Maintainer": "clusterproof bundle <bundle@clusterproof.invalid>",
+        "Section": "admin",
+        "Priority": "optional",
+    }
+    if depends:
+        fields["Depends"] = ", ".join(depends)
+    fields["Description"] = description
+    return "".join("%s: %s\n" % item for item in fields.items())
+
+
+# Upstream's kubelet unit and kubeadm's drop-in for it, as the kubelet and kubeadm packages of
+# Kubernetes' own repository install them.
+KUBELET_SERVICE = """[Unit]
+Description=kubelet: The Kubernetes Node Agent
+Documentation=https://kubernetes.io/docs/
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+KUBEADM_DROPIN = """# Note: This dropin only works with kubeadm and kubelet v1.11+
+[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+# "kubeadm init" and "kubeadm join" write this file, which sets KUBELET_KUBEADM_ARGS
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+# The admin's last-resort overrides of the kubelet's arguments (KUBELET_EXTRA_ARGS); prefer
+# .nodeRegistration.kubeletExtraArgs in kubeadm's configuration.
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+"""  # noqa: E501 (upstream's drop-in, its lines as they are)
+
+
+@dataclasses.dataclass(frozen=True)
+class PackageSpec:
+    """A package the bundle makes from built programs: name, files (<build name>: <path on the
+    host>), text files (<path>: <content>), dependencies."""
+
+    name: str
+    version: str
+    description: str
+    files: tuple[tuple[str, str], ...]
+    texts: tuple[tuple[str, str], ...] = ()
+    depends: tuple[str, ...] = ()
+
+    def recipe(self, inputs: Mapping[str, str]) -> str:
+        text = json.dumps(
+            {"spec": dataclasses.asdict(self), "inputs": dict(sorted(inputs.items())), "recipe": RECIPE_REVISION},
+            sort_keys=True,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    @property
+    def filename(self) -> str:
+        return "%s_%s_amd64.deb" % (self.name, self.version)
+
+
+def package_specs(pins: BundlePins) -> list[PackageSpec]:
+    """The packages the bundle makes: kubeadm, kubelet and kubectl under upstream's names and
+    version, and the NVIDIA container toolkit's two."""
+    version = pins.package_version()
+    toolkit = pins.toolkit_package_version()
+    return [
+        PackageSpec(
+            "kubelet",
+            version,
+            "Kubernetes node agent (built from k8s.io/kubernetes %s)" % pins.kubernetes,
+            (("kubelet", "/usr/bin/kubelet"),),
+            (("/usr/lib/systemd/system/kubelet.service", KUBELET_SERVICE),),
+            ("iptables", "conntrack", "containernetworking-plugins"),
+        ),
+        PackageSpec(
+            "kubeadm",
+            version,
+            "Kubernetes cluster bootstrapping tool (built from k8s.io/kubernetes %s)" % pins.kubernetes,
+            (("kubeadm", "/usr/bin/kubeadm"),),
+            (("/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", KUBEADM_DROPIN),),
+            ("kubelet", "kubectl"),
+        ),
+        PackageSpec(
+            "kubectl",
+            version,
+            "Kubernetes command-line client (built from k8s.io/kubernetes %s)" % pins.kubernetes,
+            (("kubectl", "/usr/bin/kubectl"),),
+        ),
+        PackageSpec(
+            "nvidia-container-toolkit-base",
+            toolkit,
+            "NVIDIA container runtime and nvidia-ctk (built from %s %s)"
+            % (TOOLKIT_MODULE, pins.nvidia_container_toolkit),
+            tuple((command, "/usr/bin/" + command) for command in TOOLKIT_PACKAGES["nvidia-container-toolkit-base"]),
+        ),
+        PackageSpec(
+            "nvidia-container-toolkit",
+            toolkit,
+            "NVIDIA container runtime hook (built from %s %s)" % (TOOLKIT_MODULE, pins.nvidia_container_toolkit),
+            tuple((command, "/usr/bin/" + command) for command in TOOLKIT_PACKAGES["nvidia-container-toolkit"]),
+            depends=("nvidia-container-toolkit-base (= %s)" % toolkit,),
+        ),
+    ]

@@ -1,0 +1,238 @@
+"""The offline bundle's pure parts: what goes in (bundle/contents.py), the wrapper modules the
+programs are built through, the registry's configuration, and containerd's registry settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tomlkit
+import yaml
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build, contents, serve
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.contents import BundleInputError
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_config import (
+    RuntimeConfigError,
+    merge_containerd_registry,
+)
+
+# What kubeadm v1.36.3 prints for `kubeadm config images list --kubernetes-version v1.36.3`.
+KUBEADM_LISTING = """registry.k8s.io/kube-apiserver:v1.36.3
+registry.k8s.io/kube-controller-manager:v1.36.3
+registry.k8s.io/kube-scheduler:v1.36.3
+registry.k8s.io/kube-proxy:v1.36.3
+registry.k8s.io/coredns/coredns:v1.14.2
+registry.k8s.io/pause:3.10.2
+registry.k8s.io/etcd:3.6.8-0
+"""
+# containerd's config.toml as Debian 12's containerd package installs it.
+DEBIAN_CONTAINERD = """version = 2
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "/etc/cni/net.d"
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "/var/lib/containerd/opt"
+"""
+
+
+def test_an_image_reference_splits_into_host_path_and_tag() -> None:
+    ref = contents.parse_ref("registry.k8s.io/coredns/coredns:v1.14.2")
+    assert (ref.host, ref.path, ref.tag, ref.name) == ("registry.k8s.io", "coredns/coredns", "v1.14.2", "coredns")
+    assert ref.mirror_repository == "registry.k8s.io/coredns/coredns"
+    assert contents.parse_ref("nginx:1.27").ref == "docker.io/library/nginx:1.27"
+    assert contents.parse_ref("rancher/local-path-provisioner:v0.0.30").host == "docker.io"
+
+
+@pytest.mark.parametrize("text", ["registry.k8s.io/pause", "registry.k8s.io/Pause:3.10", "registry.k8s.io/pause:"])
+def test_a_bad_image_reference_names_the_field_and_what_was_found(text: str) -> None:
+    with pytest.raises(BundleInputError, match=r"required_images: expected .*found '%s'" % text.replace(".", r"\.")):
+        contents.parse_ref(text, "required_images")
+
+
+def test_kubeadm_s_listing_gives_its_seven_images_and_their_source_versions() -> None:
+    images = contents.kubeadm_images(KUBEADM_LISTING)
+    assert set(images) == {
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kube-proxy",
+        "etcd",
+        "coredns",
+        "pause",
+    }
+    assert contents.upstream_version(images["etcd"]) == "v3.6.8"
+    assert contents.upstream_version(images["coredns"]) == "v1.14.2"
+    assert contents.upstream_version(images["pause"]) == "3.10.2"
+
+
+def test_a_kubeadm_listing_without_an_image_says_which_is_missing() -> None:
+    listing = "\n".join(line for line in KUBEADM_LISTING.splitlines() if "etcd" not in line)
+    with pytest.raises(BundleInputError, match="etcd missing"):
+        contents.kubeadm_images(listing)
+
+
+FLANNEL = [
+    {"kind": "Namespace", "metadata": {"name": "kube-flannel"}},
+    {
+        "kind": "DaemonSet",
+        "metadata": {"name": "kube-flannel-ds"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "initContainers": [
+                        {
+                            "name": "install-cni-plugin",
+                            "image": "ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel1",
+                        },
+                        {"name": "install-cni", "image": "ghcr.io/flannel-io/flannel:v0.28.4"},
+                    ],
+                    "containers": [{"name": "kube-flannel", "image": "ghcr.io/flannel-io/flannel:v0.28.4"}],
+                }
+            }
+        },
+    },
+]
+
+
+def test_every_image_a_manifest_references_is_found_once_in_order() -> None:
+    refs = [ref.ref for ref in contents.manifest_images(FLANNEL)]
+    assert refs == ["ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel1", "ghcr.io/flannel-io/flannel:v0.28.4"]
+
+
+def test_the_images_built_are_kubeadm_s_the_cni_s_and_the_debian_base() -> None:
+    kubeadm = contents.kubeadm_images(KUBEADM_LISTING)
+    specs = contents.image_specs(kubeadm, contents.manifest_images(FLANNEL), "bookworm")
+    refs = {spec.ref.ref: spec for spec in specs}
+    assert set(refs) == {ref.ref for ref in kubeadm.values()} | {
+        "ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel1",
+        "ghcr.io/flannel-io/flannel:v0.28.4",
+        "clusterproof.local/debian-base:bookworm",
+    }
+    # kube-proxy and flannel call iptables; the CNI plugin's init container runs cp: they need Debian.
+    assert {ref for ref, spec in refs.items() if spec.base == "debian"} == {
+        "registry.k8s.io/kube-proxy:v1.36.3",
+        "ghcr.io/flannel-io/flannel:v0.28.4",
+        "ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel1",
+        "clusterproof.local/debian-base:bookworm",
+    }
+    assert refs["registry.k8s.io/kube-apiserver:v1.36.3"].entrypoint == ("/usr/local/bin/kube-apiserver",)
+
+
+def test_an_image_the_bundle_cannot_build_is_refused_by_name() -> None:
+    kubeadm = contents.kubeadm_images(KUBEADM_LISTING)
+    with pytest.raises(BundleInputError, match="quay.io/calico/node:v3.30.0"):
+        contents.image_specs(kubeadm, [contents.parse_ref("quay.io/calico/node:v3.30.0")], "bookworm")
+
+
+def test_an_image_s_recipe_changes_with_its_inputs() -> None:
+    spec = contents.image_specs(contents.kubeadm_images(KUBEADM_LISTING), [], "bookworm")[0]
+    assert spec.recipe({"kube-apiserver": "a"}) == spec.recipe({"kube-apiserver": "a"})
+    assert spec.recipe({"kube-apiserver": "a"}) != spec.recipe({"kube-apiserver": "b"})
+
+
+def test_missing_images_are_those_the_manifest_lacks_or_holds_without_a_digest() -> None:
+    manifest = {
+        "images": [
+            {"ref": "registry.k8s.io/pause:3.10.2", "digest": "sha256:aa"},
+            {"ref": "registry.k8s.io/etcd:3.6.8-0", "digest": ""},
+        ]
+    }
+    wanted = [contents.parse_ref(ref) for ref in KUBEADM_LISTING.split()]
+    missing = contents.missing_images(manifest, wanted)
+    assert "registry.k8s.io/pause:3.10.2" not in missing
+    assert "registry.k8s.io/etcd:3.6.8-0" in missing
+    assert len(missing) == 6
+
+
+def test_hosts_toml_sends_an_upstream_registry_to_the_mirror_under_its_own_name() -> None:
+    text = contents.containerd_hosts_toml("registry.k8s.io", "10.213.0.1:5000", insecure=True)
+    assert 'server = "https://registry.k8s.io"' in text
+    assert '[host."http://10.213.0.1:5000/v2/registry.k8s.io"]' in text
+    assert "override_path = true" in text
+    assert 'capabilities = ["pull", "resolve"]' in text
+    docker = contents.containerd_hosts_toml("docker.io", "mirror.site.example:5000", insecure=False)
+    assert 'server = "https://registry-1.docker.io"' in docker
+    assert '[host."https://mirror.site.example:5000/v2/docker.io"]' in docker
+
+
+def test_packages_take_upstream_s_names_and_versions() -> None:
+    specs = {spec.name: spec for spec in contents.package_specs(contents.BundlePins())}
+    assert {name: spec.version for name, spec in specs.items()} == {
+        "kubelet": "1.36.3-1.1",
+        "kubeadm": "1.36.3-1.1",
+        "kubectl": "1.36.3-1.1",
+        "nvidia-container-toolkit-base": "1.20.1-1",
+        "nvidia-container-toolkit": "1.20.1-1",
+    }
+    assert dict(specs["kubelet"].texts)["/usr/lib/systemd/system/kubelet.service"].startswith("[Unit]")
+    assert "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf" in dict(specs["kubeadm"].texts)
+    assert "kubelet" in specs["kubeadm"].depends
+    assert dict(specs["nvidia-container-toolkit-base"].files)["nvidia-ctk"] == "/usr/bin/nvidia-ctk"
+    control = contents.deb_control("kubectl", "1.36.3-1.1", "client", ("a", "b (= 1)"))
+    assert "Depends: a, b (= 1)\n" in control and control.startswith("Package: kubectl\n")
+
+
+def test_a_program_is_built_through_a_wrapper_module_that_repeats_its_replaces() -> None:
+    program = build.GoProgram(
+        "flanneld",
+        "github.com/flannel-io/flannel",
+        "v0.28.4",
+        "github.com/flannel-io/flannel",
+        True,
+        build.FLANNEL_REPLACES,
+    )
+    gomod = build.wrapper_gomod(program, "1.24.0")
+    assert gomod.splitlines()[:5] == [
+        "module clusterproof.local/bundle/flanneld",
+        "",
+        "go 1.24.0",
+        "",
+        "require github.com/flannel-io/flannel v0.28.4",
+    ]
+    assert "replace github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common => " in gomod
+    plain = build.GoProgram("coredns", "github.com/coredns/coredns", "v1.14.2", "github.com/coredns/coredns")
+    assert "replace" not in build.wrapper_gomod(plain, "1.24")
+
+
+def test_the_registry_serves_the_bundle_s_storage_read_only() -> None:
+    config = yaml.safe_load(serve.registry_config(Path("/b/registry"), "10.213.0.1:5000", read_only=True))
+    assert config["storage"]["filesystem"]["rootdirectory"] == "/b/registry"
+    assert config["storage"]["maintenance"]["readonly"]["enabled"] is True
+    assert config["http"]["addr"] == "10.213.0.1:5000"
+    assert serve.Endpoint("10.213.0.1", 8081, 5000).apt_url == "http://10.213.0.1:8081/"
+
+
+def test_serving_something_that_is_not_a_bundle_names_what_it_lacks(tmp_path: Path) -> None:
+    with pytest.raises(serve.ServeError, match="has no apt/InRelease"):
+        serve.start(tmp_path, serve.Endpoint("127.0.0.1", 1, 2), tmp_path / "state")
+    assert not (tmp_path / "state").exists()
+
+
+def test_containerd_is_pointed_at_the_hosts_directory_and_a_second_merge_changes_nothing() -> None:
+    merged = merge_containerd_registry(DEBIAN_CONTAINERD, "/etc/containerd/certs.d", {"restrict_oom_score_adj": True})
+    assert merged.changed and merged.config_path_before is None and merged.config_version == 2
+    document = tomlkit.parse(merged.text).unwrap()
+    cri = document["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["registry"]["config_path"] == "/etc/containerd/certs.d"
+    assert cri["restrict_oom_score_adj"] is True
+    assert cri["cni"]["bin_dir"] == "/usr/lib/cni"  # Debian's own settings are kept
+    again = merge_containerd_registry(merged.text, "/etc/containerd/certs.d", {"restrict_oom_score_adj": True})
+    assert not again.changed and again.text == merged.text
+    assert again.config_path_before == "/etc/containerd/certs.d"
+
+
+def test_a_new_containerd_config_is_version_2_and_version_3_uses_the_images_plugin() -> None:
+    new = tomlkit.parse(merge_containerd_registry(None, "/d").text).unwrap()
+    assert new["version"] == 2 and new["plugins"]["io.containerd.grpc.v1.cri"]["registry"]["config_path"] == "/d"
+    three = tomlkit.parse(merge_containerd_registry("version = 3\n", "/d").text).unwrap()
+    assert three["plugins"]["io.containerd.cri.v1.images"]["registry"]["config_path"] == "/d"
+
+
+def test_containerd_settings_that_cannot_be_merged_are_refused() -> None:
+    with pytest.raises(RuntimeConfigError, match="version 1 has no registry config_path"):
+        merge_containerd_registry('[plugins.cri]\nsandbox_image = "x"\n', "/d")
+    with pytest.raises(RuntimeConfigError, match="restrict_oom_score_adj: expected a scalar"):
+        merge_containerd_registry(None, "/d", {"restrict_oom_score_adj": {"a": 1}})
