@@ -295,6 +295,84 @@ def _reindent(table: Table, header: str, step: str) -> None:
             item.trivia.indent = header + step
 
 
+# containerd's registry hosts (the site's mirror) -------------------------------------------------
+
+# Where the CRI plugin's registry table lives, per containerd config version (version 1 predates
+# hosts.toml directories).
+CONTAINERD_REGISTRY_PATHS: dict[int, tuple[str, ...]] = {
+    2: ("plugins", "io.containerd.grpc.v1.cri", "registry"),
+    3: ("plugins", "io.containerd.cri.v1.images", "registry"),
+    4: ("plugins", "io.containerd.cri.v1.images", "registry"),
+}
+# Where the CRI plugin's own settings (restrict_oom_score_adj, ...) live, per config version.
+CONTAINERD_CRI_SETTINGS_PATHS: dict[int, tuple[str, ...]] = {
+    2: ("plugins", "io.containerd.grpc.v1.cri"),
+    3: ("plugins", "io.containerd.cri.v1.runtime"),
+    4: ("plugins", "io.containerd.cri.v1.runtime"),
+}
+
+
+@dataclass
+class RegistryMergeResult:
+    """The merged text, and the registry hosts directory before and after."""
+
+    text: str
+    changed: bool
+    config_path: str
+    config_path_before: str | None
+    config_version: int
+
+
+def merge_containerd_registry(
+    existing: str | None, config_path: str, cri_settings: dict[str, Any] | None = None
+) -> RegistryMergeResult:
+    """Point containerd's CRI plugin at a directory of hosts.toml files (``registry.config_path``),
+    where the site's registry mirrors are declared, and set ``cri_settings`` (scalar keys of the CRI
+    plugin the site needs); every other table, key and comment is kept."""
+    if TOMLKIT_IMPORT_ERROR is not None:
+        raise RuntimeConfigError("the Python package tomlkit is needed on the controller: %s" % TOMLKIT_IMPORT_ERROR)
+    original = existing or ""
+    try:
+        document = tomlkit.parse(original)
+    except Exception as error:  # tomlkit raises several ParseError subclasses, each with line and column
+        raise RuntimeConfigError("containerd config is not valid TOML: %s" % error) from error
+    is_empty = not document.unwrap()
+    version = containerd_config_version(document.unwrap(), is_empty)
+    if version not in CONTAINERD_REGISTRY_PATHS:
+        raise RuntimeConfigError(
+            "containerd config version %d has no registry config_path (hosts.toml directories came with "
+            "version 2, containerd 1.5); move the file to version 2 ('containerd config migrate')" % version
+        )
+    if is_empty and "version" not in document:
+        document.add("version", NEW_FILE_VERSION)
+    path = CONTAINERD_REGISTRY_PATHS[version]
+    found = _find_table(document, path)
+    before = _plain(found.get("config_path")) if isinstance(found, dict) else None
+    created: list[tuple[int, Table]] = []
+    for key, value in sorted((cri_settings or {}).items()):
+        if isinstance(value, (dict, list)):
+            raise RuntimeConfigError("containerd CRI setting %s: expected a scalar value, found %r" % (key, value))
+        _set(_ensure_table(document, CONTAINERD_CRI_SETTINGS_PATHS[version], created), key, value)
+    registry = _ensure_table(document, path, created)
+    _set(registry, "config_path", config_path)
+    step = _indent_step(original)
+    for depth, table in created:
+        _reindent(table, step * depth, step)
+    if created and not is_empty:
+        first = next(table for _, table in created if not table.is_super_table())
+        first.trivia.indent = "\n" + first.trivia.indent
+    text = tomlkit.dumps(document)
+    if existing is None and not text.endswith("\n"):
+        text += "\n"
+    return RegistryMergeResult(
+        text=text,
+        changed=existing is None or text != existing,
+        config_path=config_path,
+        config_path_before=before,
+        config_version=version,
+    )
+
+
 # Docker -------------------------------------------------------------------------------------------
 
 
