@@ -20,6 +20,9 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecy
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import make_plan
 from tests.e2e.conftest import REPO, run_playbook
 
+# One group with test_bundle.py: a kubelet there changes the kernel settings this module checks.
+pytestmark = pytest.mark.xdist_group("lab")
+
 BRIDGE = "cptest0"
 HOSTS = {"lab-cp-1": "10.214.0.10", "lab-worker-1": "10.214.0.11", "lab-worker-2": "10.214.0.12"}
 LAB = str(REPO / "playbooks" / "lab.yml")

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Offline bundle figures: the build from an empty bundle cache and Go build cache (``--cold``), a
+rebuild with nothing to do, the bundle's size, and an install from it: the lab's hosts brought up
+and served the bundle, then the node stack (mirror, containerd, Kubernetes packages, NVIDIA toolkit,
+a static pod from the bundle's registry) installed on every host, and installed again (no change).
+
+    .venv/bin/python bench/bundle_bench.py             # warm figures
+    .venv/bin/python bench/bundle_bench.py --cold      # also the build from empty caches (many minutes)
+
+The cold build keeps the Go module cache (the downloads) and the sandbox cache (the Kubernetes
+programs, whose cold build is bench/sandbox_bench.py's figure). Runs on a lab of its own (bridge
+``cpbench1``, 10.217.0.0/24). Needs root, Go and Debian's tools (./clusterproof installs them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "collections"))
+sys.path.insert(0, str(REPO))
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build  # noqa: E402
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines  # noqa: E402
+from tests.e2e.conftest import run_playbook  # noqa: E402
+
+HOSTS = {"bench-cp-1": "10.217.0.10", "bench-worker-1": "10.217.0.11", "bench-worker-2": "10.217.0.12"}
+BRIDGE = "cpbench1"
+GATEWAY = "10.217.0.1"
+
+
+def inventory(path: Path, state_dir: Path, bundle: Path) -> Path:
+    lines = [
+        "all:",
+        "  vars:",
+        f"    lab_dir: {state_dir}",
+        f"    lab_bridge: {BRIDGE}",
+        f"    lab_host_address: {GATEWAY}/24",
+        f"    lab_bundle: {bundle}",
+        f"    bundle_apt_url: http://{GATEWAY}:8081/",
+        f"    bundle_registry: {GATEWAY}:5000",
+        "    ansible_user: root",
+        f"    ansible_ssh_private_key_file: {state_dir / 'id_ed25519'}",
+        f"    ansible_ssh_common_args: -o UserKnownHostsFile={state_dir / 'known_hosts'} -o StrictHostKeyChecking=yes",
+        "  children:",
+        "    lab:",
+        "      hosts:",
+        *(f"        {name}: {{ansible_host: {address}}}" for name, address in HOSTS.items()),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def timed_build(label: str, layout: build.Layout) -> None:
+    started = time.monotonic()
+    steps: list[str] = []
+    build.build(layout, progress=steps.append)
+    made = [step for step in steps if step.startswith(("building", "packaging", "making", "copying", "writing"))]
+    print(f"{label:<46} {time.monotonic() - started:7.1f} s  ({len(made)} steps made something)", flush=True)
+
+
+def timed_playbook(label: str, playbook: str, *args: str, inventory_path: Path) -> None:
+    started = time.monotonic()
+    run = run_playbook(playbook, *args, inventory=inventory_path, timeout=1800)
+    elapsed = time.monotonic() - started
+    if run.returncode != 0:
+        sys.exit(f"{label} failed:\n{run.output[-3000:]}")
+    changed = sum(run.recap(host)["changed"] for host in HOSTS) if "node" in label else run.recap()["changed"]
+    print(f"{label:<46} {elapsed:7.1f} s  (changed: {changed})", flush=True)
+
+
+def size_mib(path: Path) -> float:
+    out = subprocess.run(["du", "-sk", str(path)], capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0]) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cold", action="store_true", help="first build a bundle from empty caches")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bundle-bench.") as work:
+        base = Path(work)
+        if options.cold:
+            os.environ["GOCACHE"] = str(base / "gocache")
+            timed_build("bundle build, cold", build.Layout(base / "cache", base / "cold-bundle"))
+            del os.environ["GOCACHE"]
+        layout = build.Layout(build.default_cache(), build.default_cache() / "out")
+        timed_build("bundle build, warm", layout)
+        timed_build("bundle build again (nothing to do)", layout)
+        print(f"{'bundle size: apt repository':<46} {size_mib(layout.apt):7.0f} MiB")
+        print(f"{'bundle size: registry':<46} {size_mib(layout.registry):7.0f} MiB")
+        state_dir = base / "state"
+        path = inventory(base / "hosts.yml", state_dir, layout.out)
+        lab = str(REPO / "playbooks" / "lab.yml")
+        stack = str(REPO / "tests" / "e2e" / "playbooks" / "bundle_node_stack.yml")
+        settings = machines.read_kernel_settings()
+        try:
+            timed_playbook("lab up (3 hosts) and serve the bundle", lab, inventory_path=path)
+            timed_playbook("node stack from the bundle, 3 hosts", stack, inventory_path=path)
+            timed_playbook("node stack again (no change)", stack, inventory_path=path)
+        finally:
+            timed_playbook("lab down", lab, "-e", "lab_state=down", inventory_path=path)
+            machines.write_kernel_settings(settings)
+        left = lifecycle.leftovers(machines.Layout(state_dir, Path.home() / ".cache/clusterproof/lab"), BRIDGE)
+        print(f"{'left behind after down':<46} {left or 'nothing'}")
+
+
+if __name__ == "__main__":
+    main()

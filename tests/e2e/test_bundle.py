@@ -1,0 +1,256 @@
+"""The offline bundle (docs/bundle.md): built from the pins, it holds every image kubeadm and the CNI
+ask for; served to a lab host, it installs containerd, the Kubernetes packages and the NVIDIA
+container toolkit, and a pod whose image comes from its registry runs through containerd with the
+nvidia runtime as the default. Bad input (a bundle missing an image, a mirror the host cannot reach)
+stops before anything changes.
+
+One lab host on a bridge and subnet of its own, in the same xdist group as test_lab.py: a kubelet
+changes kernel settings of the whole machine, which test_lab.py asserts are put back.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build, contents, serve
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
+from tests.e2e.conftest import REPO, ad_hoc, run_playbook
+
+pytestmark = pytest.mark.xdist_group("lab")
+
+BRIDGE = "cpbundle0"
+GATEWAY = "10.216.0.1"
+HOST, ADDRESS = "lab-node-1", "10.216.0.10"
+LAB = str(REPO / "playbooks" / "lab.yml")
+NODE_STACK = str(REPO / "tests" / "e2e" / "playbooks" / "bundle_node_stack.yml")
+
+
+@pytest.fixture(scope="module")
+def bundle() -> Path:
+    """The bundle, built (or brought up to date) in the machine's cache: a few minutes cold."""
+    layout = build.Layout(build.default_cache(), build.default_cache() / "out")
+    build.build(layout, progress=lambda message: print("[bundle]", message, flush=True))
+    return layout.out
+
+
+class BundleLab:
+    def __init__(self, base: Path, bundle: Path) -> None:
+        self.state_dir = base / "state"
+        self.inventory = base / "hosts.yml"
+        self.layout = machines.Layout(self.state_dir, Path.home() / ".cache" / "clusterproof" / "lab")
+        self.inventory.write_text(yaml.safe_dump(self.declaration(bundle)))
+
+    def declaration(self, bundle: Path, **extra: object) -> dict:
+        return {
+            "all": {
+                "vars": {
+                    "lab_dir": str(self.state_dir),
+                    "lab_bridge": BRIDGE,
+                    "lab_host_address": GATEWAY + "/24",
+                    "lab_bundle": str(bundle),
+                    "bundle_apt_url": "http://%s:8081/" % GATEWAY,
+                    "bundle_registry": "%s:5000" % GATEWAY,
+                    "ansible_user": "root",
+                    "ansible_ssh_private_key_file": str(self.state_dir / "id_ed25519"),
+                    "ansible_ssh_common_args": "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
+                    % (self.state_dir / "known_hosts"),
+                    **extra,
+                },
+                "children": {"lab": {"hosts": {HOST: {"ansible_host": ADDRESS}}}},
+            }
+        }
+
+    def ssh(self, command: str) -> str:
+        done = subprocess.run(
+            [
+                "ssh",
+                "-i",
+                str(self.state_dir / "id_ed25519"),
+                "-o",
+                "UserKnownHostsFile=%s" % (self.state_dir / "known_hosts"),
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "root@" + ADDRESS,
+                command,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return done.stdout
+
+
+@pytest.fixture(scope="module")
+def lab(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BundleLab]:
+    the_lab = BundleLab(tmp_path_factory.mktemp("bundle-lab"), bundle)
+    settings_before = machines.read_kernel_settings()
+    try:
+        up = run_playbook(LAB, inventory=the_lab.inventory, timeout=600)
+        assert up.returncode == 0, up.output[-3000:]
+        yield the_lab
+    finally:
+        down = run_playbook(LAB, "-e", "lab_state=down", inventory=the_lab.inventory, timeout=600)
+        machines.write_kernel_settings(settings_before)
+        assert down.returncode == 0, down.output[-3000:]
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection((GATEWAY, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_the_bundle_holds_every_image_kubeadm_and_the_cni_ask_for(bundle: Path) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    plan = sandbox_build.plan()
+    listing = subprocess.run(
+        [str(plan.binary("kubeadm")), "config", "images", "list", "--kubernetes-version", manifest["kubernetes"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    wanted = list(contents.kubeadm_images(listing).values())
+    wanted += build.cni_images(contents.BundlePins(**manifest["pins"]))
+    assert len(wanted) == 9
+    assert contents.missing_images(manifest, wanted) == []
+    packages = {package["name"]: package["version"] for package in manifest["packages"]}
+    for name in ("kubeadm", "kubelet", "kubectl"):
+        assert packages[name] == contents.BundlePins().package_version()
+    for name in ("containerd", "runc", "nvidia-container-toolkit", "nvidia-container-toolkit-base", "iptables"):
+        assert name in packages
+    # Every package the manifest lists is in the repository with the digest it gives.
+    for package in manifest["packages"]:
+        assert build.sha256_file(bundle / "apt" / package["file"]) == package["sha256"]
+
+
+def test_the_apt_repository_is_signed_by_the_key_it_carries(bundle: Path, tmp_path: Path) -> None:
+    keyring = tmp_path / "key.gpg"
+    subprocess.run(
+        ["gpg", "--batch", "--yes", "--dearmor", "-o", str(keyring), str(bundle / "apt/key.asc")], check=True
+    )
+    verified = subprocess.run(
+        ["gpgv", "--keyring", str(keyring), str(bundle / "apt/InRelease")], capture_output=True, text=True
+    )
+    assert verified.returncode == 0, verified.stderr
+    tampered = tmp_path / "InRelease"
+    tampered.write_text((bundle / "apt/InRelease").read_text().replace("Packages", "Packagez", 1))
+    assert subprocess.run(["gpgv", "--keyring", str(keyring), str(tampered)], capture_output=True).returncode != 0
+
+
+def test_a_second_build_rebuilds_nothing(bundle: Path) -> None:
+    said: list[str] = []
+    started = time.monotonic()
+    build.build(build.Layout(build.default_cache(), bundle), progress=said.append)
+    assert time.monotonic() - started < 60
+    assert not [
+        line for line in said if line.startswith(("building", "packaging", "making image", "copying", "writing"))
+    ], said
+
+
+def test_a_bundle_missing_an_image_is_not_served(bundle: Path, tmp_path: Path) -> None:
+    result = ad_hoc(
+        "clusterproof.gpu.bundle_server",
+        {
+            "bundle": str(bundle),
+            "state_dir": str(tmp_path / "state"),
+            "address": "127.0.0.1",
+            "required_images": ["registry.k8s.io/pause:3.10.2", "quay.io/calico/node:v3.30.0"],
+        },
+    )
+    assert result.returncode != 0
+    assert "missing: quay.io/calico/node:v3.30.0" in result.stdout
+    assert "Nothing was started" in result.stdout
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_pod_pulls_its_image_from_the_bundle_and_runs_through_the_nvidia_runtime(
+    bundle: Path, lab: BundleLab
+) -> None:
+    assert _listening(8081) and _listening(5000)
+    run = run_playbook(NODE_STACK, inventory=lab.inventory, timeout=900)
+    assert run.returncode == 0, run.output[-3000:]
+    assert run.recap(HOST)["failed"] == 0
+    # The kubelet starts the static pod: wait for its container to say what it was told to.
+    deadline = time.monotonic() + 120
+    log = ""
+    while time.monotonic() < deadline and "bundle-probe-ok" not in log:
+        time.sleep(3)
+        log = lab.ssh("cat /var/log/pods/default_bundle-probe-*/probe/0.log 2>/dev/null")
+    assert "bundle-probe-ok" in log
+    images = lab.ssh("ctr -n k8s.io images ls -q").split()
+    assert "clusterproof.local/debian-base:bookworm" in images
+    assert "registry.k8s.io/pause:3.10.2" in images
+    # The host reaches nothing but the lab: the images can only have come from the bundle's registry.
+    containers = [
+        json.loads(lab.ssh("ctr -n k8s.io containers info " + cid))
+        for cid in lab.ssh("ctr -n k8s.io containers ls -q").split()
+    ]
+    probe = next(c for c in containers if c["Labels"].get("io.kubernetes.container.name") == "probe")
+    options = base64.b64decode(probe["Runtime"]["Options"]["value"])
+    assert b"/usr/bin/nvidia-container-runtime" in options
+    config = lab.ssh("cat /etc/containerd/config.toml")
+    assert 'default_runtime_name = "nvidia"' in config
+    assert 'config_path = "/etc/containerd/certs.d"' in config
+    hosts = lab.ssh("cat /etc/containerd/certs.d/registry.k8s.io/hosts.toml")
+    assert '[host."http://%s:5000/v2/registry.k8s.io"]' % GATEWAY in hosts
+
+
+def test_a_second_install_from_the_bundle_changes_nothing(bundle: Path, lab: BundleLab) -> None:
+    run = run_playbook(NODE_STACK, inventory=lab.inventory, timeout=900)
+    assert run.returncode == 0, run.output[-3000:]
+    assert run.recap(HOST)["changed"] == 0, run.changed_tasks()
+    assert 'default_runtime_name = "nvidia"' in lab.ssh("cat /etc/containerd/config.toml")
+
+
+def test_a_mirror_the_host_cannot_reach_stops_before_anything_changes(
+    bundle: Path, lab: BundleLab, tmp_path: Path
+) -> None:
+    inventory = tmp_path / "hosts.yml"
+    declaration = lab.declaration(bundle, bundle_apt_url="http://%s:9/" % GATEWAY)
+    inventory.write_text(yaml.safe_dump(declaration))
+    before = lab.ssh("sha256sum /etc/apt/sources.list.d/clusterproof-mirror.sources /etc/containerd/config.toml")
+    run = run_playbook(NODE_STACK, inventory=inventory, timeout=300)
+    assert run.returncode != 0
+    assert "%s: site_mirror_packages_url: expected a reachable apt repository" % HOST in run.output
+    assert "http://%s:9/InRelease" % GATEWAY in run.output
+    assert "Nothing was changed on the host" in run.output
+    assert run.recap(HOST)["changed"] == 0
+    assert (
+        lab.ssh("sha256sum /etc/apt/sources.list.d/clusterproof-mirror.sources /etc/containerd/config.toml") == before
+    )
+
+
+def _servers_of(state_dir: Path) -> list[int]:
+    """Processes whose command line names the lab's bundle state (its registry's configuration)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(state_dir / "bundle") in (proc / "cmdline").read_bytes().decode(
+                errors="replace"
+            ):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_down_stops_the_bundle_servers_and_leaves_nothing(bundle: Path, lab: BundleLab) -> None:
+    record = serve.running(lab.state_dir / "bundle")
+    assert record is not None and _servers_of(lab.state_dir)
+    down = run_playbook(LAB, "-e", "lab_state=down", inventory=lab.inventory, timeout=600)
+    assert down.returncode == 0, down.output[-3000:]
+    assert _servers_of(lab.state_dir) == []
+    assert all(serve._start_time(process["pid"]) != process["start"] for process in record["processes"])
+    assert lifecycle.leftovers(lab.layout, BRIDGE) == []
