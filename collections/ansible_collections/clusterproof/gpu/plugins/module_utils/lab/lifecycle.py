@@ -135,6 +135,7 @@ def down(layout: Layout, bridge: str, check_mode: bool = False) -> dict[str, Any
     result: dict[str, Any] = {"changed": present, "stopped": sorted(running), "killed": [], "restored": []}
     if not present or check_mode:
         return result
+    machines.kill_workloads(parents)
     result["killed"] = machines.stop(running)
     machines.unmount_under(layout.state_dir)
     machines.remove_cgroups(parents)

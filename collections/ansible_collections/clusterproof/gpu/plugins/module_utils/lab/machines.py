@@ -513,6 +513,33 @@ def wait_running(
         time.sleep(1)
 
 
+# What a host runs that makes its poweroff slow: the kubelet (which restarts pods), containerd and
+# its shims, and the pods. Globs below each host's cgroup, in every hierarchy.
+WORKLOAD_CGROUPS = ("system.slice/kubelet.service", "system.slice/containerd.service", "kubepods*")
+
+
+def kill_workloads(parents: Iterable[Path]) -> int:
+    """SIGKILL the kubelet, containerd and the pods of every host before the hosts power off:
+    systemd inside waits for pod scopes, up to 90 s a host, for pods the lab removes anyway (the
+    kubelet first, so that it restarts nothing). Returns how many processes were signalled."""
+    signalled = 0
+    for pattern in WORKLOAD_CGROUPS:
+        pids: set[int] = set()
+        for parent in parents:
+            if not parent.exists():
+                continue
+            for cgroup in parent.glob("*/" + pattern):
+                for procs in cgroup.rglob("cgroup.procs"):
+                    try:
+                        pids.update(int(pid) for pid in procs.read_text().split())
+                    except OSError:
+                        continue
+        for pid in pids:
+            _kill(pid, signal.SIGKILL)
+        signalled += len(pids)
+    return signalled
+
+
 def stop(pids: dict[str, int], seconds: float = STOP_SECONDS) -> list[str]:
     """Power the machines off (nspawn turns SIGTERM into the container's poweroff), SIGKILL after
     ``seconds``; returns the names of those that had to be killed."""
