@@ -313,6 +313,55 @@ def test_kubeadm_mode_takes_a_mirror_and_extra_workers():
     assert declaration.kubernetes.gpu_node_taint is True
 
 
+def test_a_site_mirror_is_the_package_source_and_the_registry_containerd_pulls_through():
+    site = {
+        **KUBEADM_SITE,
+        "clusterproof_mirror": {"packages": "http://10.213.0.1:8081/", "registry": "10.213.0.1:5000", "insecure": True},
+    }
+    declaration, errors = validate_site(*inventory(site=site))
+    assert errors == []
+    kubernetes = declaration.kubernetes
+    assert kubernetes.package_repo == "http://10.213.0.1:8081/"
+    assert kubernetes.package_key == "http://10.213.0.1:8081/key.asc"
+    assert (kubernetes.mirror_registry, kubernetes.mirror_insecure) == ("10.213.0.1:5000", True)
+    # The pause image kubeadm v1.36 asks for, which the bundle holds, goes to the playbooks.
+    assert declaration.to_dict()["kubernetes"]["sandbox_image"] == "registry.k8s.io/pause:3.10.2"
+    # A package repository declared on its own still wins over the mirror's.
+    own = {**site, "clusterproof_kubernetes_package_repo": "http://pkgs.site.example/k8s/"}
+    assert validate_site(*inventory(site=own))[0].kubernetes.package_repo == "http://pkgs.site.example/k8s/"
+
+
+@pytest.mark.parametrize(
+    ("mirror", "message"),
+    [
+        (
+            "10.213.0.1:5000",
+            "clusterproof_mirror: expected a mapping with packages, registry, insecure, found '10.213.0.1:5000'",
+        ),
+        (
+            {"packages": "http://10.213.0.1:8081"},
+            "clusterproof_mirror.packages: expected the http(s):// URL of a flat apt repository, ending in /, "
+            "found 'http://10.213.0.1:8081'",
+        ),
+        (
+            {"registry": "10.213.0.1"},
+            "clusterproof_mirror.registry: expected the registry as host:port, such as 10.213.0.1:5000, found '10.213.0.1'",
+        ),
+        (
+            {"registry": "10.213.0.1:5000", "insecure": "yes"},
+            "clusterproof_mirror.insecure: expected true or false, found 'yes'",
+        ),
+        (
+            {"registry": "10.213.0.1:5000", "registy": "x"},
+            "clusterproof_mirror: expected only the fields packages, registry, insecure, found 'registy'",
+        ),
+        ({"insecure": True}, "clusterproof_mirror: expected packages, registry or both, found 'neither'"),
+    ],
+)
+def test_a_bad_site_mirror_names_its_field(mirror, message):
+    assert errors_of(site={**KUBEADM_SITE, "clusterproof_mirror": mirror}) == ["group all: " + message]
+
+
 def test_kubeadm_pod_subnet_overlapping_the_service_subnet_names_both():
     site = {**KUBEADM_SITE, "clusterproof_pod_subnet": "10.96.0.0/16", "clusterproof_service_subnet": "10.96.0.0/12"}
     assert errors_of(site=site) == [

@@ -46,12 +46,19 @@ SITE_VARIABLES = {
     "clusterproof_cni": "the pod network: %s (mode kubeadm)" % " | ".join(CNIS),
     "clusterproof_cni_version": "the CNI's pinned version (mode kubeadm)",
     "clusterproof_gpu_node_taint": "taint GPU nodes nvidia.com/gpu=present:NoSchedule (mode kubeadm)",
+    "clusterproof_mirror": "the site's mirror: {packages: apt URL, registry: host:port, insecure: bool}",
 }
+# The keys of clusterproof_mirror.
+MIRROR_FIELDS = ("packages", "registry", "insecure")
+# The pause image kubeadm asks for, per Kubernetes minor (`kubeadm config images list`): containerd's
+# sandbox image on a site with a mirror, which holds this one and not containerd's default (pause 3.6).
+PAUSE_IMAGES = {"v1.36": "registry.k8s.io/pause:3.10.2"}
 
 _VERSION = re.compile(r"^v1\.(\d+)\.(\d+)$")
 _CNI_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
 _URL = re.compile(r"^(https?|file)://\S+$")
 _HOST = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?)(:(\d{1,5}))?$")
+_MIRROR_URL = re.compile(r"^https?://\S+/$")
 _JOIN_TOKEN = re.compile(r"--token\s+([a-z0-9]{6}\.[a-z0-9]{16})")
 _JOIN_HASH = re.compile(r"--discovery-token-ca-cert-hash\s+(sha256:[0-9a-f]{64})")
 _JOIN_ENDPOINT = re.compile(r"kubeadm\s+join\s+(\S+)")
@@ -75,6 +82,16 @@ class KubernetesSettings:
     worker_hosts: tuple[str, ...] = ()
     # kubeadm, kubelet and kubectl as apt versions them (filled in by check_settings).
     package_version: str = ""
+    # The site's mirror (the offline bundle, or the site's own): its flat apt repository, its registry
+    # (host:port) and whether that speaks plain HTTP. Empty: upstream's sources.
+    mirror_packages: str = ""
+    mirror_registry: str = ""
+    mirror_insecure: bool = False
+
+    @property
+    def sandbox_image(self) -> str:
+        """The pause image kubeadm asks for (empty for a minor this table does not know)."""
+        return PAUSE_IMAGES.get(self.minor, "")
 
     @property
     def minor(self) -> str:
@@ -83,12 +100,17 @@ class KubernetesSettings:
 
     @property
     def package_source(self) -> str:
-        # Upstream's community-owned repository; an air-gapped site sets its mirror instead.
-        return self.package_repo or "https://pkgs.k8s.io/core:/stable:/%s/deb/" % self.minor
+        # Upstream's community-owned repository; an air-gapped site sets its mirror instead, or names
+        # a mirror that holds the packages (the bundle's repository does).
+        return self.package_repo or self.mirror_packages or "https://pkgs.k8s.io/core:/stable:/%s/deb/" % self.minor
 
     @property
     def package_source_key(self) -> str:
-        return self.package_key or self.package_source.rstrip("/") + "/Release.key"
+        if self.package_key:
+            return self.package_key
+        if not self.package_repo and self.mirror_packages:
+            return self.mirror_packages + "key.asc"
+        return self.package_source.rstrip("/") + "/Release.key"
 
 
 Error = tuple[str, str, Any]
@@ -161,6 +183,7 @@ def check_settings(
         )
     if not isinstance(values["gpu_node_taint"], bool):
         errors.append(("clusterproof_gpu_node_taint", "true or false", values["gpu_node_taint"]))
+    values.update(_check_mirror(site.get("clusterproof_mirror", {}), errors))
     control_plane = tuple(groups.get("kube_control_plane", ()))
     # kubeadm joins more control-plane nodes only behind one address all of them answer on.
     if len(control_plane) > 1 and not endpoint:
@@ -189,6 +212,32 @@ def check_settings(
     ), errors
 
 
+def _check_mirror(mirror: Any, errors: list[Error]) -> dict[str, Any]:
+    """clusterproof_mirror's fields as KubernetesSettings names them (checked; empty where unset)."""
+    field = "clusterproof_mirror"
+    if mirror is None or mirror == {}:
+        return {}
+    if not isinstance(mirror, Mapping):
+        errors.append((field, "a mapping with %s" % ", ".join(MIRROR_FIELDS), mirror))
+        return {}
+    unknown = sorted(set(mirror) - set(MIRROR_FIELDS))
+    if unknown:
+        errors.append((field, "only the fields %s" % ", ".join(MIRROR_FIELDS), ", ".join(map(str, unknown))))
+    packages = mirror.get("packages", "")
+    if not isinstance(packages, str) or (packages and not _MIRROR_URL.match(packages)):
+        errors.append((field + ".packages", "the http(s):// URL of a flat apt repository, ending in /", packages))
+    registry = mirror.get("registry", "")
+    match = _HOST.match(registry) if isinstance(registry, str) else None
+    if not isinstance(registry, str) or (registry and not (match and match.group(4) and _valid_endpoint(registry))):
+        errors.append((field + ".registry", "the registry as host:port, such as 10.213.0.1:5000", registry))
+    insecure = mirror.get("insecure", False)
+    if not isinstance(insecure, bool):
+        errors.append((field + ".insecure", "true or false", insecure))
+    if not packages and not registry:
+        errors.append((field, "packages, registry or both", "neither"))
+    return {"mirror_packages": packages, "mirror_registry": registry, "mirror_insecure": insecure}
+
+
 def _valid_endpoint(endpoint: str) -> bool:
     match = _HOST.match(endpoint)
     return bool(match) and (match.group(4) is None or 0 < int(match.group(4)) < 65536)
@@ -197,6 +246,7 @@ def _valid_endpoint(endpoint: str) -> bool:
 def settings_of(site: Mapping[str, Any]) -> KubernetesSettings:
     """The settings from the checked declaration (site_inventory's ``clusterproof_site``)."""
     data = dict(site["kubernetes"])
+    data.pop("sandbox_image", None)  # a property, written beside the fields for the playbooks
     data["control_plane_hosts"] = tuple(data.get("control_plane_hosts", ()))
     data["worker_hosts"] = tuple(data.get("worker_hosts", ()))
     return KubernetesSettings(**data)

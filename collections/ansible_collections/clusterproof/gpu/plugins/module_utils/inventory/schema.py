@@ -175,6 +175,8 @@ class SiteDeclaration:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["total_gpus"] = self.total_gpus
+        if self.kubernetes is not None:
+            data["kubernetes"]["sandbox_image"] = self.kubernetes.sandbox_image
         return data
 
 
