@@ -104,6 +104,10 @@ def lab(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bund
         assert down.returncode == 0, down.output[-3000:]
 
 
+def _role_default(role: str, variable: str) -> dict:
+    return yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())[variable]
+
+
 def _listening(port: int) -> bool:
     try:
         socket.create_connection((GATEWAY, port), timeout=1).close()
@@ -125,6 +129,38 @@ def test_the_bundle_holds_every_image_kubeadm_and_the_cni_ask_for(bundle: Path) 
     wanted += build.cni_images(contents.BundlePins(**manifest["pins"]))
     assert len(wanted) == 9
     assert contents.missing_images(manifest, wanted) == []
+    # Every image the bundle's charts reference, rendered with the values the roles install them with.
+    charts = {chart["name"]: bundle / chart["file"] for chart in manifest["charts"]}
+    assert set(charts) == {"kai-scheduler", "kueue", "local-path-provisioner"}
+    helper = yaml.safe_load((REPO / "roles/storage_classes/defaults/main.yml").read_text())[
+        "storage_classes_helper_image"
+    ]
+    repository, tag = helper.rsplit(":", 1)
+    values = {
+        "kai-scheduler": _role_default("kai_scheduler", "kai_scheduler_helm_values"),
+        "kueue": _role_default("kueue_scheduler", "kueue_scheduler_helm_values"),
+        "local-path-provisioner": {"helperImage": {"repository": repository, "tag": tag}},
+    }
+    referenced = []
+    for name, chart in charts.items():
+        assert build.sha256_file(chart) == next(c["sha256"] for c in manifest["charts"] if c["name"] == name)
+        rendered = subprocess.run(
+            [str(plan.binary("helm")), "template", name, str(chart), "--values", "-"],
+            input=json.dumps(values[name]),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        referenced += contents.manifest_images(doc for doc in yaml.safe_load_all(rendered) if doc)
+    referenced.append(contents.parse_ref(helper))
+    assert {ref.ref for ref in referenced} >= {
+        "ghcr.io/nvidia/kai-scheduler/operator:v0.12.0",
+        "ghcr.io/nvidia/kai-scheduler/scheduler:v0.12.0",
+        "registry.k8s.io/kueue/kueue:v0.16.2",
+        "docker.io/rancher/local-path-provisioner:v0.0.30",
+        "docker.io/library/busybox:1.35",
+    }
+    assert contents.missing_images(manifest, referenced) == []
     packages = {package["name"]: package["version"] for package in manifest["packages"]}
     for name in ("kubeadm", "kubelet", "kubectl"):
         assert packages[name] == contents.BundlePins().package_version()

@@ -236,3 +236,59 @@ def test_containerd_settings_that_cannot_be_merged_are_refused() -> None:
         merge_containerd_registry('[plugins.cri]\nsandbox_image = "x"\n', "/d")
     with pytest.raises(RuntimeConfigError, match="restrict_oom_score_adj: expected a scalar"):
         merge_containerd_registry(None, "/d", {"restrict_oom_score_adj": {"a": 1}})
+
+
+def test_the_charts_images_are_built_as_upstream_builds_them() -> None:
+    specs = {
+        spec.ref.ref: spec for spec in contents.chart_image_specs(contents.ChartPins(), ["sh", "mkdir", "busybox"])
+    }
+    kai = [ref for ref in specs if ref.startswith("ghcr.io/nvidia/kai-scheduler/")]
+    assert len(kai) == len(contents.KAI_COMMANDS) + 1
+    binder = specs["ghcr.io/nvidia/kai-scheduler/binder:v0.12.0"]
+    assert (binder.files, binder.entrypoint, binder.user, binder.workdir) == (
+        (("kai-binder", "/workspace/app"),),
+        ("/workspace/app",),
+        "65532:65532",
+        "/workspace",
+    )
+    upgrader = specs["ghcr.io/nvidia/kai-scheduler/crd-upgrader:v0.12.0"]
+    assert upgrader.base == "debian" and upgrader.cmd == ("/apply-crds.sh",)
+    assert upgrader.trees == (("kai-crds", "/internal-crds"),)
+    assert specs["registry.k8s.io/kueue/kueue:v0.16.2"].entrypoint == ("/manager",)
+    assert specs["docker.io/rancher/local-path-provisioner:v0.0.30"].cmd == ("local-path-provisioner",)
+    busybox = specs["docker.io/library/busybox:1.35"]
+    assert busybox.links == (("/bin/mkdir", "busybox"), ("/bin/sh", "busybox"))
+
+
+def test_an_operator_s_image_settings_are_found_beside_its_pods_images() -> None:
+    config = {
+        "kind": "Config",
+        "metadata": {"name": "kai-config"},
+        "spec": {
+            "binder": {
+                "service": {"image": {"name": "binder", "repository": "ghcr.io/nvidia/kai-scheduler", "tag": "v0.12.0"}}
+            },
+            "nodeScaleAdjuster": {
+                "args": {
+                    "scalingPodImage": {
+                        "name": "scalingpod",
+                        "repository": "ghcr.io/nvidia/kai-scheduler",
+                        "tag": "v0.12.0",
+                    }
+                }
+            },
+            # The operator fills in what is not given: not an image reference the chart makes.
+            "resourceReservation": {"image": {"name": "resourcereservation"}},
+        },
+    }
+    refs = [ref.ref for ref in contents.manifest_images([config])]
+    assert refs == ["ghcr.io/nvidia/kai-scheduler/binder:v0.12.0", "ghcr.io/nvidia/kai-scheduler/scalingpod:v0.12.0"]
+
+
+def test_a_folder_s_digest_follows_its_files(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/crd.yaml").write_text("kind: CustomResourceDefinition\n")
+    first = build.sha256_tree(tmp_path / "a")
+    assert build.sha256_tree(tmp_path / "a") == first
+    (tmp_path / "a/crd.yaml").write_text("kind: CustomResourceDefinition # changed\n")
+    assert build.sha256_tree(tmp_path / "a") != first

@@ -43,7 +43,7 @@ options:
   helper_image:
     description: Image of local-path's helper pods (they run nothing on the sandbox).
     type: str
-    default: busybox:1.36
+    default: busybox:1.35
   trident_namespace:
     description: Namespace of the Trident operator and of its backends.
     type: str
@@ -179,7 +179,7 @@ def main():
             "credentials": {"type": "dict", "default": {}, "no_log": True},
             "state_dir": {"type": "path"},
             "bin_dir": {"type": "path"},
-            "helper_image": {"type": "str", "default": "busybox:1.36"},
+            "helper_image": {"type": "str", "default": "busybox:1.35"},
             "trident_namespace": {"type": "str", "default": storage.TRIDENT_NAMESPACE},
             "timeout": {"type": "int", "default": 60},
         },

@@ -31,7 +31,7 @@ options:
   helper_image:
     description: Image of local-path's helper pods.
     type: str
-    default: busybox:1.36
+    default: busybox:1.35
 """
 
 EXAMPLES = r"""
@@ -60,7 +60,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runne
 ARGUMENT_SPEC = {
     "charts": {"type": "dict", "default": {}},
     "namespaces": {"type": "dict", "default": {}},
-    "helper_image": {"type": "str", "default": "busybox:1.36"},
+    "helper_image": {"type": "str", "default": "busybox:1.35"},
 }
 
 

@@ -25,7 +25,7 @@ options:
   probe_image:
     description: Image of the probe pods (on the sandbox no container runs).
     type: str
-    default: busybox:1.36
+    default: busybox:1.35
   claim_size:
     description: Size of each probe claim.
     type: str
@@ -254,7 +254,7 @@ def main():
     spec = runner.argument_spec(
         runner.STORAGE_CLASSES_ARG_SPEC,
         {
-            "probe_image": {"type": "str", "default": "busybox:1.36"},
+            "probe_image": {"type": "str", "default": "busybox:1.35"},
             "claim_size": {"type": "str", "default": "1Mi"},
             "timeout": {"type": "int", "default": 180},
             "cleanup_timeout": {"type": "int", "default": 180},

@@ -134,6 +134,15 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def sha256_tree(path: Path) -> str:
+    """A digest of a folder's files: their paths and contents."""
+    digest = hashlib.sha256()
+    for item in sorted(path.rglob("*")):
+        if item.is_file():
+            digest.update(str(item.relative_to(path)).encode() + b"\0" + sha256_file(item).encode())
+    return digest.hexdigest()
+
+
 def _stamp_matches(stamp: Path, key: str) -> bool:
     return stamp.is_file() and stamp.read_text().strip() == key
 
@@ -167,7 +176,13 @@ FLANNEL_REPLACES = (
 )
 
 
-def go_programs(pins: BundlePins, kubeadm: Mapping[str, ImageRef], cni_images: Iterable[ImageRef]) -> list[GoProgram]:
+def go_programs(
+    pins: BundlePins,
+    kubeadm: Mapping[str, ImageRef],
+    cni_images: Iterable[ImageRef],
+    charts: contents.ChartPins | None = None,
+) -> list[GoProgram]:
+    charts = charts or contents.ChartPins()
     coredns = contents.upstream_version(kubeadm["coredns"])
     programs = [GoProgram("coredns", "github.com/coredns/coredns", coredns, "github.com/coredns/coredns")]
     for ref in cni_images:
@@ -178,6 +193,10 @@ def go_programs(pins: BundlePins, kubeadm: Mapping[str, ImageRef], cni_images: I
         elif ref.name == "flannel-cni-plugin":
             module, version, package = contents.FLANNEL_CNI_SOURCE
             programs.append(GoProgram("flannel-cni", module, version, package))
+    for command in contents.KAI_COMMANDS:
+        package = "%s/cmd/%s" % (contents.KAI_MODULE, command)
+        cgo = command in contents.KAI_CGO_COMMANDS
+        programs.append(GoProgram("kai-" + command, contents.KAI_MODULE, charts.kai_scheduler, package, cgo=cgo))
     for commands in contents.TOOLKIT_PACKAGES.values():
         for command in commands:
             package = contents.TOOLKIT_MODULE + "/cmd/" + command
@@ -208,9 +227,17 @@ def _build_go_program(layout: Layout, program: GoProgram, progress: Progress) ->
     )
     work = layout.work / program.name
     work.mkdir(parents=True, exist_ok=True)
-    upstream = go_modules.download(program.module, program.version, work).go_mod.read_text()
+    module = go_modules.download(program.module, program.version, work)
+    upstream = module.go_mod.read_text()
     (work / "go.mod").write_text(wrapper_gomod(program, sandbox_build.go_directive_of(upstream)))
-    (work / "go.sum").unlink(missing_ok=True)
+    # The module's own go.sum vouches for its dependencies, some of which the checksum database does
+    # not know (KAI's operator requires a gpu-operator commit by pseudo-version).
+    upstream_sum = module.dir / "go.sum"
+    if upstream_sum.is_file():
+        shutil.copyfile(upstream_sum, work / "go.sum")
+        (work / "go.sum").chmod(0o644)
+    else:
+        (work / "go.sum").unlink(missing_ok=True)
     env = go_modules.go_env()
     env["CGO_ENABLED"] = "1" if program.cgo else "0"
     layout.programs.mkdir(parents=True, exist_ok=True)
@@ -319,17 +346,19 @@ def debian_base(layout: Layout, pins: BundlePins, progress: Progress) -> tuple[P
     return root, status
 
 
-def debian_packages(layout: Layout, pins: BundlePins, minbase_status: Path, progress: Progress) -> list[Path]:
-    """Debian's packages the hosts need (contents.DEBIAN_PACKAGES) and what they depend on that a
-    minimal host lacks, downloaded by apt itself against the status of a bare minbase root."""
-    key = hashlib.sha256(json.dumps([contents.DEBIAN_PACKAGES, _debian_key(pins)]).encode()).hexdigest()[:12]
+def debian_packages(
+    layout: Layout, pins: BundlePins, minbase_status: Path, progress: Progress, packages: tuple[str, ...] = ()
+) -> list[Path]:
+    """Debian's packages the hosts need (contents.DEBIAN_PACKAGES, or ``packages``) and what they
+    depend on that a minimal host lacks, downloaded by apt itself against the status of a bare
+    minbase root."""
+    packages = packages or contents.DEBIAN_PACKAGES
+    key = hashlib.sha256(json.dumps([packages, _debian_key(pins)]).encode()).hexdigest()[:12]
     folder = layout.debian / ("packages-" + key)
     archives = folder / "archives"
     if (folder / ".done").exists():
         return sorted(archives.glob("*.deb"))
-    progress(
-        "downloading Debian's %s and what they need (apt-get --download-only)" % ", ".join(contents.DEBIAN_PACKAGES)
-    )
+    progress("downloading Debian's %s and what they need (apt-get --download-only)" % ", ".join(packages))
     shutil.rmtree(folder, ignore_errors=True)
     (archives / "partial").mkdir(parents=True)
     (folder / "lists/partial").mkdir(parents=True)
@@ -346,23 +375,35 @@ def debian_packages(layout: Layout, pins: BundlePins, minbase_status: Path, prog
     ]  # fmt: skip
     _run(["apt-get", *options, "update"], layout.log)
     _run(
-        [
-            "apt-get",
-            *options,
-            "install",
-            "--download-only",
-            "-y",
-            "-q",
-            "--no-install-recommends",
-            *contents.DEBIAN_PACKAGES,
-        ],
+        ["apt-get", *options, "install", "--download-only", "-y", "-q", "--no-install-recommends", *packages],
         layout.log,
     )
     (folder / ".done").write_text("")
-    for stale in layout.debian.glob("packages-*"):
-        if stale != folder:
-            shutil.rmtree(stale, ignore_errors=True)
     return sorted(archives.glob("*.deb"))
+
+
+def busybox(layout: Layout, pins: BundlePins, minbase_status: Path, progress: Progress) -> tuple[Path, list[str]]:
+    """Debian's static busybox (the helper image of local-path and the storage probes): the program
+    and its applets."""
+    folder = layout.debian / "busybox"
+    program = folder / "root/bin/busybox"
+    if not program.exists():
+        (deb,) = [
+            d
+            for d in debian_packages(layout, pins, minbase_status, progress, ("busybox-static",))
+            if "busybox" in d.name
+        ]
+        shutil.rmtree(folder, ignore_errors=True)
+        (folder / "root").mkdir(parents=True)
+        _run(["dpkg-deb", "-x", str(deb), str(folder / "root")], layout.log)
+    applets = _run([str(program), "--list"], layout.log).split()
+    return program, applets
+
+
+def kai_sources(layout: Layout, charts: contents.ChartPins, plan: sandbox_build.BuildPlan) -> dict[str, Path]:
+    """What KAI's crd-upgrader image holds besides kubectl: the chart's CRDs and its apply script."""
+    module = go_modules.download(contents.KAI_MODULE, charts.kai_scheduler).dir
+    return {"kai-crds": plan.kai_chart / "crds", "kai-apply-crds": module / "deployments/crd-upgrader/apply-crds.sh"}
 
 
 # --- the apt repository ---------------------------------------------------------------------------
@@ -505,6 +546,7 @@ def build_image(
 ) -> str:
     """The image in the OCI layout of the cache, tagged <repository>_<tag>; returns that tag."""
     inputs = {name: sha256_file(programs[name]) for name, _ in spec.files}
+    inputs.update({name: sha256_tree(programs[name]) for name, _ in spec.trees})
     if spec.base == "debian":
         inputs["debian-base"] = base_root.parent.name
     key = spec.recipe(inputs)
@@ -526,8 +568,14 @@ def build_image(
             path.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(programs[name], path)
             path.chmod(0o755)
-        if spec.files:
-            # One layer with every program, inserted at the root.
+        for name, destination in spec.trees:
+            shutil.copytree(programs[name], staging / destination.lstrip("/"))
+        for link, target in spec.links:
+            path = staging / link.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to(target)
+        if spec.files or spec.trees or spec.links:
+            # One layer with everything the image adds, inserted at the root.
             _run(["umoci", "insert", "--image", image, str(staging), "/"], layout.log)
     config = [
         "umoci",
@@ -542,6 +590,11 @@ def build_image(
         "PATH=" + spec.env_path,
     ]
     config += ["--config.entrypoint=" + part for part in spec.entrypoint]
+    config += ["--config.cmd=" + part for part in spec.cmd]
+    if spec.user:
+        config += ["--config.user", spec.user]
+    if spec.workdir:
+        config += ["--config.workingdir", spec.workdir]
     _run(config, layout.log)
     _run(["umoci", "gc", "--layout", str(layout.oci)], layout.log)
     stamp.write_text(key + "\n")
@@ -633,6 +686,49 @@ def oci_digest(layout: Layout, tag: str) -> str:
 # --- the whole build ------------------------------------------------------------------------------
 
 
+def chart_sources(plan: sandbox_build.BuildPlan, charts: contents.ChartPins) -> dict[str, Path]:
+    """The charts a site installs its engines and storage from, as the roles take them: KAI's and
+    Kueue's from the sandbox cache (copied out of their modules), local-path's from its module."""
+    local_path = go_modules.download(sandbox_build.LOCAL_PATH_MODULE, charts.local_path_provisioner).dir
+    return {
+        "kai-scheduler": plan.kai_chart,
+        "kueue": plan.share_dir / "kueue" / "chart",
+        "local-path-provisioner": local_path / "deploy/chart/local-path-provisioner",
+    }
+
+
+def package_charts(
+    layout: Layout,
+    plan: sandbox_build.BuildPlan,
+    sources: Mapping[str, Path],
+    charts: contents.ChartPins,
+    progress: Progress,
+) -> list[dict[str, str]]:
+    """Each chart packaged (helm package) into the bundle's charts/; KAI's module carries its chart
+    at version 0.0.0, so it is stamped with the pinned version as KAI's release does."""
+    folder = layout.out / "charts"
+    folder.mkdir(parents=True, exist_ok=True)
+    versions = {"kai-scheduler": charts.kai_scheduler}
+    entries = []
+    for name, source in sources.items():
+        key = sha256_tree(source) + versions.get(name, "")
+        stamp = folder / (".%s.recipe" % name)
+        record = folder / (".%s.file" % name)
+        if not (_stamp_matches(stamp, key) and record.is_file() and (folder / record.read_text().strip()).is_file()):
+            progress("packaging the %s chart (helm package)" % name)
+            command = [str(plan.binary("helm")), "package", str(source), "--destination", str(folder)]
+            if name in versions:
+                command += ["--version", versions[name].lstrip("v"), "--app-version", versions[name]]
+            said = _run(command, layout.log)
+            packaged = Path(said.strip().rsplit(": ", 1)[-1])
+            record.write_text(packaged.name + "\n")
+            stamp.write_text(key + "\n")
+        file = folder / record.read_text().strip()
+        version = versions.get(name) or str(yaml.safe_load((source / "Chart.yaml").read_text())["version"])
+        entries.append({"name": name, "version": version, "file": "charts/" + file.name, "sha256": sha256_file(file)})
+    return entries
+
+
 def cni_images(pins: BundlePins) -> list[ImageRef]:
     documents = [
         doc for doc in yaml.safe_load_all(kubernetes_cni.manifest_file(pins.cni, pins.cni_version).read_text()) if doc
@@ -662,20 +758,26 @@ def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = p
     layout.out.mkdir(parents=True, exist_ok=True)
     progress("bundle %s (cache %s, log %s)" % (layout.out, layout.cache, layout.log))
 
+    charts = contents.ChartPins()
     plan, programs = kubernetes_programs(pins, progress)
     kubeadm = contents.kubeadm_images(kubeadm_listing(plan.binary("kubeadm"), pins))
     check_etcd(plan, kubeadm)
     cni = cni_images(pins)
-    for program in go_programs(pins, kubeadm, cni):
+    for program in go_programs(pins, kubeadm, cni, charts):
         programs[program.name] = _build_go_program(layout, program, progress)
     programs["pause"] = _build_pause(layout, pins, kubeadm["pause"], progress)
+    for name in ("kueue", "local-path-provisioner"):
+        programs[name] = plan.binary(name)
+    programs.update(kai_sources(layout, charts, plan))
 
     base_root, minbase_status = debian_base(layout, pins, progress)
     debs = [build_package(layout, spec, programs, progress) for spec in contents.package_specs(pins)]
     debs += debian_packages(layout, pins, minbase_status, progress)
     packages = apt_repository(layout, debs, progress)
+    programs["busybox"], applets = busybox(layout, pins, minbase_status, progress)
+    chart_files = package_charts(layout, plan, chart_sources(plan, charts), charts, progress)
 
-    specs = contents.image_specs(kubeadm, cni, pins.debian_suite)
+    specs = contents.image_specs(kubeadm, cni, pins.debian_suite) + contents.chart_image_specs(charts, applets)
     tags = {spec.ref.ref: build_image(layout, spec, programs, base_root, progress) for spec in specs}
     images = []
     with LoopbackRegistry(layout) as registry:
@@ -704,13 +806,14 @@ def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = p
         "registry": {"path": "registry", "mirrors": list(contents.MIRRORED_REGISTRIES)},
         "packages": packages,
         "images": images,
+        "charts": chart_files,
     }
     text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
     if not layout.manifest.exists() or layout.manifest.read_text() != text:
         layout.manifest.write_text(text)
     progress(
-        "bundle ready in %.0f s: %d packages, %d images (%s)"
-        % (time.monotonic() - started, len(packages), len(images), layout.manifest)
+        "bundle ready in %.0f s: %d packages, %d images, %d charts (%s)"
+        % (time.monotonic() - started, len(packages), len(images), len(chart_files), layout.manifest)
     )
     return manifest
 

@@ -170,6 +170,13 @@ class ImageSpec:
     entrypoint: tuple[str, ...]
     base: str = "scratch"
     env_path: str = "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    # As upstream's image has them: the user, the default command, the working directory, folders
+    # copied in (<build name>: <path in the image>) and symbolic links (<path>: <target>).
+    user: str = ""
+    cmd: tuple[str, ...] = ()
+    workdir: str = ""
+    trees: tuple[tuple[str, str], ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
 
     def recipe(self, inputs: Mapping[str, str]) -> str:
         """The cache key of this image: its spec and the digests of the files that go in."""
@@ -212,6 +219,90 @@ def image_specs(kubeadm: Mapping[str, ImageRef], cni_images: Iterable[ImageRef],
     return specs
 
 
+KAI_MODULE = "github.com/NVIDIA/KAI-scheduler"
+# KAI scheduler's images: the operator the chart deploys, and the components the operator deploys
+# (their image names are the operator's defaults, pkg/apis/kai/v1/*, and the chart's Config), each
+# built from cmd/<name> of KAI's module; and crd-upgrader, the chart's hook image (kubectl and the CRDs).
+KAI_COMMANDS = (
+    "operator",
+    "admission",
+    "binder",
+    "nodescaleadjuster",
+    "podgroupcontroller",
+    "podgrouper",
+    "queuecontroller",
+    "resourcereservation",
+    "scalingpod",
+    "scheduler",
+)
+# Those that link NVML through cgo (go-nvml): built with cgo, on the Debian base (glibc), as KAI's
+# own images are on a base with glibc.
+KAI_CGO_COMMANDS = ("resourcereservation",)
+# Kueue's image where its releases are published (the chart's default is a staging registry; the
+# kueue_scheduler role names this one).
+KUEUE_REPOSITORY = "registry.k8s.io/kueue/kueue"
+LOCAL_PATH_REPOSITORY = "docker.io/rancher/local-path-provisioner"
+# local-path's helper pods make and remove a volume's directory: busybox, here Debian's static build
+# (busybox-static), tagged with its upstream version; storage_classes_helper_image names it.
+BUSYBOX_REPOSITORY = "docker.io/library/busybox"
+
+
+@dataclasses.dataclass(frozen=True)
+class ChartPins:
+    """The engines' and storage's versions whose images the bundle holds (the sandbox's pins)."""
+
+    kai_scheduler: str = "v0.12.0"
+    kueue: str = "v0.16.2"
+    local_path_provisioner: str = "v0.0.30"
+    busybox: str = "1.35"
+
+
+def chart_image_specs(pins: ChartPins, busybox_applets: Iterable[str] = ()) -> list[ImageSpec]:
+    """The images the charts (KAI scheduler, Kueue, local-path-provisioner) and local-path's helper
+    pods reference, built as upstream builds them: a static program in an image of its own, with
+    upstream's path, user and entry point."""
+    specs = []
+    for command in KAI_COMMANDS:
+        ref = ImageRef("ghcr.io", "nvidia/kai-scheduler/" + command, pins.kai_scheduler)
+        specs.append(
+            ImageSpec(
+                ref,
+                (("kai-" + command, "/workspace/app"),),
+                ("/workspace/app",),
+                "debian" if command in KAI_CGO_COMMANDS else "scratch",
+                user="65532:65532",
+                workdir="/workspace",
+            )
+        )
+    upgrader = ImageRef("ghcr.io", "nvidia/kai-scheduler/crd-upgrader", pins.kai_scheduler)
+    specs.append(
+        ImageSpec(
+            upgrader,
+            (("kubectl", "/usr/bin/kubectl"), ("kai-apply-crds", "/apply-crds.sh")),
+            (),
+            "debian",
+            user="65532:65532",
+            cmd=("/apply-crds.sh",),
+            trees=(("kai-crds", "/internal-crds"),),
+        )
+    )
+    kueue = parse_ref("%s:%s" % (KUEUE_REPOSITORY, pins.kueue))
+    specs.append(ImageSpec(kueue, (("kueue", "/manager"),), ("/manager",), user="65532:65532"))
+    local_path = parse_ref("%s:%s" % (LOCAL_PATH_REPOSITORY, pins.local_path_provisioner))
+    specs.append(
+        ImageSpec(
+            local_path,
+            (("local-path-provisioner", "/usr/bin/local-path-provisioner"),),
+            (),
+            cmd=("local-path-provisioner",),
+        )
+    )
+    busybox = parse_ref("%s:%s" % (BUSYBOX_REPOSITORY, pins.busybox))
+    links = tuple(("/bin/" + applet, "busybox") for applet in sorted(set(busybox_applets)) if applet != "busybox")
+    specs.append(ImageSpec(busybox, (("busybox", "/bin/busybox"),), (), cmd=("sh",), links=links))
+    return specs
+
+
 def manifest_images(documents: Iterable[Mapping[str, Any]]) -> list[ImageRef]:
     """Every image a list of Kubernetes objects references (containers and init containers of pod
     templates and pods), each once, in order."""
@@ -231,11 +322,18 @@ def _images_in(node: Any) -> Iterable[str]:
                 for container in value:
                     if isinstance(container, Mapping) and isinstance(container.get("image"), str):
                         yield container["image"]
+            elif key.endswith(("image", "Image")) and isinstance(value, Mapping) and _whole_image(value):
+                # An operator's configuration (KAI's Config): {name, repository, tag}.
+                yield "%s/%s:%s" % (value["repository"], value["name"], value["tag"])
             else:
                 yield from _images_in(value)
     elif isinstance(node, list):
         for item in node:
             yield from _images_in(item)
+
+
+def _whole_image(value: Mapping[str, Any]) -> bool:
+    return all(isinstance(value.get(key), str) and value.get(key) for key in ("name", "repository", "tag"))
 
 
 def missing_images(manifest: Mapping[str, Any], wanted: Iterable[ImageRef]) -> list[str]:
