@@ -780,6 +780,7 @@ def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = p
     specs = contents.image_specs(kubeadm, cni, pins.debian_suite) + contents.chart_image_specs(charts, applets)
     tags = {spec.ref.ref: build_image(layout, spec, programs, base_root, progress) for spec in specs}
     images = []
+    pushed = False
     with LoopbackRegistry(layout) as registry:
         for spec in specs:
             tag = tags[spec.ref.ref]
@@ -788,6 +789,7 @@ def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = p
             if held != wanted:
                 progress("copying %s into the registry (skopeo)" % spec.ref.ref)
                 held = registry.push(tag, spec.ref)
+                pushed = True
             images.append(
                 {
                     "ref": spec.ref.ref,
@@ -798,6 +800,14 @@ def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = p
                 }
             )
 
+    if pushed:
+        # A rebuilt image leaves its old manifest and layers behind: the bundle keeps only what its
+        # tags name (the registry is stopped; garbage-collect works on the storage alone).
+        progress("removing what no tag names from the registry (docker-registry garbage-collect)")
+        _run(
+            ["docker-registry", "garbage-collect", "--delete-untagged", str(layout.cache / "registry-build.yml")],
+            layout.log,
+        )
     manifest = {
         "schema": MANIFEST_SCHEMA,
         "kubernetes": pins.kubernetes,
