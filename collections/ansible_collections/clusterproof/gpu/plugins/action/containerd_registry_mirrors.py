@@ -3,16 +3,12 @@
 Writes ``<certs_dir>/<registry>/hosts.toml`` for each upstream registry (the text comes from
 module_utils/bundle/contents.py) and points containerd's CRI plugin at ``certs_dir``
 (module_utils/install/runtime_config.py, merged on the controller as the container_runtime_config
-action does). Files go through the copy action, which brings check mode, diff and backups.
+action does). Files go through that action's copy step, which brings check mode, diff and backups.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
-
-from ansible import constants as C
 
 from ansible_collections.clusterproof.gpu.plugins.action.container_runtime_config import ActionModule as RuntimeConfig
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import contents
@@ -71,7 +67,8 @@ class ActionModule(RuntimeConfig):
         changed_files = []
         diffs = []
         for destination, text in files.items():
-            written = self._put(destination, text, params, task_vars)
+            # The copy action the NVIDIA runtime's action writes through (parent made, mode, backup).
+            written = self._write(destination, text, {"backup": params["backup"], "mode": "0644"}, task_vars)
             if written.get("failed"):
                 result.update(failed=True, msg="could not write %s: %s" % (destination, written.get("msg")))
                 return result
@@ -91,31 +88,3 @@ class ActionModule(RuntimeConfig):
         if self._task.diff and diffs:
             result["diff"] = diffs
         return result
-
-    def _put(self, path, text, params, task_vars):
-        """Write ``text`` to ``path`` on the host through the copy action (its parent made first)."""
-        made = self._execute_module(
-            module_name="ansible.legacy.file",
-            module_args={"path": str(Path(path).parent), "state": "directory", "mode": "0755"},
-            task_vars=task_vars,
-        )
-        if made.get("failed"):
-            return made
-        local_dir = tempfile.mkdtemp(dir=C.DEFAULT_LOCAL_TMP)
-        try:
-            source = Path(local_dir) / Path(path).name
-            source.write_text(text, encoding="utf-8")
-            copy_task = self._task.copy()
-            copy_task.args = {"src": str(source), "dest": path, "mode": "0644", "backup": params["backup"]}
-            copy_action = self._shared_loader_obj.action_loader.get(
-                "ansible.legacy.copy",
-                task=copy_task,
-                connection=self._connection,
-                play_context=self._play_context,
-                loader=self._loader,
-                templar=self._templar,
-                shared_loader_obj=self._shared_loader_obj,
-            )
-            return copy_action.run(task_vars=task_vars)
-        finally:
-            shutil.rmtree(local_dir, ignore_errors=True)

@@ -101,18 +101,37 @@ def containerd_config_version(document: dict[str, Any], is_empty: bool) -> int:
     return version
 
 
-def merge_containerd(existing: str | None, entry: RuntimeEntry) -> MergeResult:
-    """Merge ``entry`` into the text of a containerd config.toml (``None``: the file does not exist)."""
+def _parse_containerd(existing: str | None) -> tuple[Any, bool, int]:
+    """The config as a tomlkit document, whether it is empty, and its version."""
     if TOMLKIT_IMPORT_ERROR is not None:
         raise RuntimeConfigError("the Python package tomlkit is needed on the controller: %s" % TOMLKIT_IMPORT_ERROR)
-    original = existing or ""
     try:
-        document = tomlkit.parse(original)
+        document = tomlkit.parse(existing or "")
     except Exception as error:  # tomlkit raises several ParseError subclasses, each with line and column
         raise RuntimeConfigError("containerd config is not valid TOML: %s" % error) from error
     is_empty = not document.unwrap()
-    version = containerd_config_version(document.unwrap(), is_empty)
-    before = containerd_runtimes(original)
+    return document, is_empty, containerd_config_version(document.unwrap(), is_empty)
+
+
+def _dump_containerd(document: Any, existing: str | None, created: list[tuple[int, Table]], is_empty: bool) -> str:
+    """The document as text, the tables the merge made indented as the file indents its own."""
+    step = _indent_step(existing or "")
+    for depth, table in created:
+        _reindent(table, step * depth, step)
+    if created and not is_empty:
+        # A blank line sets what the merge added apart from the tables around it.
+        first = next(table for _, table in created if not table.is_super_table())
+        first.trivia.indent = "\n" + first.trivia.indent
+    text = tomlkit.dumps(document)
+    if existing is None and not text.endswith("\n"):
+        text += "\n"
+    return text
+
+
+def merge_containerd(existing: str | None, entry: RuntimeEntry) -> MergeResult:
+    """Merge ``entry`` into the text of a containerd config.toml (``None``: the file does not exist)."""
+    document, is_empty, version = _parse_containerd(existing)
+    before = containerd_runtimes(existing or "")
     warnings = []
     if version == 4:
         warnings.append(
@@ -147,16 +166,7 @@ def merge_containerd(existing: str | None, entry: RuntimeEntry) -> MergeResult:
             if containerd.get("default_runtime_name") == entry.name:
                 del containerd["default_runtime_name"]
 
-    step = _indent_step(original)
-    for depth, table in created:
-        _reindent(table, step * depth, step)
-    if created and not is_empty:
-        # A blank line sets what the merge added apart from the tables around it.
-        first = next(table for _, table in created if not table.is_super_table())
-        first.trivia.indent = "\n" + first.trivia.indent
-    text = tomlkit.dumps(document)
-    if existing is None and not text.endswith("\n"):
-        text += "\n"
+    text = _dump_containerd(document, existing, created, is_empty)
     declared = containerd_runtimes(text)
     return MergeResult(
         text=text,
@@ -329,15 +339,7 @@ def merge_containerd_registry(
     """Point containerd's CRI plugin at a directory of hosts.toml files (``registry.config_path``),
     where the site's registry mirrors are declared, and set ``cri_settings`` (scalar keys of the CRI
     plugin the site needs); every other table, key and comment is kept."""
-    if TOMLKIT_IMPORT_ERROR is not None:
-        raise RuntimeConfigError("the Python package tomlkit is needed on the controller: %s" % TOMLKIT_IMPORT_ERROR)
-    original = existing or ""
-    try:
-        document = tomlkit.parse(original)
-    except Exception as error:  # tomlkit raises several ParseError subclasses, each with line and column
-        raise RuntimeConfigError("containerd config is not valid TOML: %s" % error) from error
-    is_empty = not document.unwrap()
-    version = containerd_config_version(document.unwrap(), is_empty)
+    document, is_empty, version = _parse_containerd(existing)
     if version not in CONTAINERD_REGISTRY_PATHS:
         raise RuntimeConfigError(
             "containerd config version %d has no registry config_path (hosts.toml directories came with "
@@ -355,15 +357,7 @@ def merge_containerd_registry(
         _set(_ensure_table(document, CONTAINERD_CRI_SETTINGS_PATHS[version], created), key, value)
     registry = _ensure_table(document, path, created)
     _set(registry, "config_path", config_path)
-    step = _indent_step(original)
-    for depth, table in created:
-        _reindent(table, step * depth, step)
-    if created and not is_empty:
-        first = next(table for _, table in created if not table.is_super_table())
-        first.trivia.indent = "\n" + first.trivia.indent
-    text = tomlkit.dumps(document)
-    if existing is None and not text.endswith("\n"):
-        text += "\n"
+    text = _dump_containerd(document, existing, created, is_empty)
     return RegistryMergeResult(
         text=text,
         changed=existing is None or text != existing,
