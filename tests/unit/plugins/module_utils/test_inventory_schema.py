@@ -362,6 +362,39 @@ def test_a_bad_site_mirror_names_its_field(mirror, message):
     assert errors_of(site={**KUBEADM_SITE, "clusterproof_mirror": mirror}) == ["group all: " + message]
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "clusterproof_kubelet_config",
+            ["failCgroupV1"],
+            "clusterproof_kubelet_config: expected a mapping of the component's fields (camelCase names) to values, "
+            "found a list",
+        ),
+        (
+            "clusterproof_kubelet_config",
+            {"cgroupDriver": "cgroupfs"},
+            "clusterproof_kubelet_config: expected no cgroupDriver: clusterproof sets it to match containerd's runc, "
+            "found 'cgroupDriver'",
+        ),
+        (
+            "clusterproof_kube_proxy_config",
+            "maxPerCore: 0",
+            "clusterproof_kube_proxy_config: expected a mapping of the component's fields (camelCase names) to values, "
+            "found 'maxPerCore: 0'",
+        ),
+        (
+            "clusterproof_kubeadm_ignore_preflight_errors",
+            "SystemVerification",
+            "clusterproof_kubeadm_ignore_preflight_errors: expected a list of kubeadm preflight check names, "
+            "such as [SystemVerification], found 'SystemVerification'",
+        ),
+    ],
+)
+def test_bad_kubeadm_component_settings_name_their_field(variable, value, message):
+    assert errors_of(site={**KUBEADM_SITE, variable: value}) == ["group all: " + message]
+
+
 def test_kubeadm_pod_subnet_overlapping_the_service_subnet_names_both():
     site = {**KUBEADM_SITE, "clusterproof_pod_subnet": "10.96.0.0/16", "clusterproof_service_subnet": "10.96.0.0/12"}
     assert errors_of(site=site) == [

@@ -183,3 +183,28 @@ def test_the_pins_agree_with_the_sandbox_and_the_package_role():
     assert defaults["kubernetes_packages_version"] == settings.package_version
     assert defaults["kubernetes_packages_repo_url"] == settings.package_repo
     assert defaults["kubernetes_packages_repo_key_url"] == settings.package_key
+
+
+def test_a_test_bed_adds_kubelet_and_kube_proxy_fields_and_ignored_preflight_checks():
+    # The lab's settings (inventories/lab): cgroup v1 only, and no nf_conntrack_max to set.
+    declared = site(
+        clusterproof_kubelet_config={"failCgroupV1": False},
+        clusterproof_kube_proxy_config={"conntrack": {"maxPerCore": 0}},
+        clusterproof_kubeadm_ignore_preflight_errors=["SystemVerification"],
+    )
+    init, _cluster, kubelet, proxy = kubeadm_config.init_documents(declared, "cp-1", "10.0.0.10")
+    assert init["nodeRegistration"]["ignorePreflightErrors"] == ["SystemVerification"]
+    assert kubelet == {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "failCgroupV1": False,
+        "cgroupDriver": "systemd",
+    }
+    assert proxy == {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "conntrack": {"maxPerCore": 0},
+    }
+    join = kubeadm_config.parse_join_command(JOIN_COMMAND)
+    (document,) = kubeadm_config.join_documents(declared, "dgx-1", join)
+    assert document["nodeRegistration"]["ignorePreflightErrors"] == ["SystemVerification"]

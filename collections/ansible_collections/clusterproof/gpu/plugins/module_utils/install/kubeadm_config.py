@@ -21,6 +21,7 @@ from typing import Any
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
+KUBE_PROXY_API = "kubeproxy.config.k8s.io/v1alpha1"
 # containerd's CRI socket: the runtime the nvidia_container_toolkit role registers the nvidia runtime with.
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 API_SERVER_PORT = 6443
@@ -47,7 +48,12 @@ SITE_VARIABLES = {
     "clusterproof_cni_version": "the CNI's pinned version (mode kubeadm)",
     "clusterproof_gpu_node_taint": "taint GPU nodes nvidia.com/gpu=present:NoSchedule (mode kubeadm)",
     "clusterproof_mirror": "the site's mirror: {packages: apt URL, registry: host:port, insecure: bool}",
+    "clusterproof_kubelet_config": "fields merged into kubeadm's KubeletConfiguration (mode kubeadm)",
+    "clusterproof_kube_proxy_config": "fields of kubeadm's KubeProxyConfiguration (mode kubeadm)",
+    "clusterproof_kubeadm_ignore_preflight_errors": "kubeadm preflight checks init and join ignore (mode kubeadm)",
 }
+# Kubelet fields the install depends on: the cgroup driver containerd's runc is configured with.
+KUBELET_FIXED_FIELDS = ("cgroupDriver",)
 # The keys of clusterproof_mirror.
 MIRROR_FIELDS = ("packages", "registry", "insecure")
 # The pause image kubeadm asks for, per Kubernetes minor (`kubeadm config images list`): containerd's
@@ -87,6 +93,11 @@ class KubernetesSettings:
     mirror_packages: str = ""
     mirror_registry: str = ""
     mirror_insecure: bool = False
+    # What a site (or a test bed) adds to kubeadm's defaults: kubelet and kube-proxy fields, and the
+    # preflight checks kubeadm init and join ignore (the lab: cgroup v1, conntrack; docs/lab.md).
+    kubelet_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    kube_proxy_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    ignore_preflight_errors: tuple[str, ...] = ()
 
     @property
     def sandbox_image(self) -> str:
@@ -184,6 +195,7 @@ def check_settings(
     if not isinstance(values["gpu_node_taint"], bool):
         errors.append(("clusterproof_gpu_node_taint", "true or false", values["gpu_node_taint"]))
     values.update(_check_mirror(site.get("clusterproof_mirror", {}), errors))
+    values.update(_check_component_configs(site, errors))
     control_plane = tuple(groups.get("kube_control_plane", ()))
     # kubeadm joins more control-plane nodes only behind one address all of them answer on.
     if len(control_plane) > 1 and not endpoint:
@@ -238,6 +250,45 @@ def _check_mirror(mirror: Any, errors: list[Error]) -> dict[str, Any]:
     return {"mirror_packages": packages, "mirror_registry": registry, "mirror_insecure": insecure}
 
 
+def _check_component_configs(site: Mapping[str, Any], errors: list[Error]) -> dict[str, Any]:
+    """The kubelet and kube-proxy fields and the ignored preflight checks (checked; kubeadm config
+    validate checks the fields' names and values against the real types)."""
+    values: dict[str, Any] = {}
+    for key, field in (
+        ("kubelet_config", "clusterproof_kubelet_config"),
+        ("kube_proxy_config", "clusterproof_kube_proxy_config"),
+    ):
+        config = site.get(field, {})
+        if config is None:
+            config = {}
+        if not isinstance(config, Mapping) or not all(isinstance(name, str) for name in config):
+            errors.append((field, "a mapping of the component's fields (camelCase names) to values", config))
+            continue
+        if key == "kubelet_config":
+            fixed = sorted(set(config) & set(KUBELET_FIXED_FIELDS))
+            if fixed:
+                errors.append(
+                    (
+                        field,
+                        "no %s: clusterproof sets it to match containerd's runc" % ", ".join(fixed),
+                        ", ".join(fixed),
+                    )
+                )
+        values[key] = dict(config)
+    checks = site.get("clusterproof_kubeadm_ignore_preflight_errors", [])
+    if not isinstance(checks, list) or not all(isinstance(check, str) and check for check in checks):
+        errors.append(
+            (
+                "clusterproof_kubeadm_ignore_preflight_errors",
+                "a list of kubeadm preflight check names, such as [SystemVerification]",
+                checks,
+            )
+        )
+    else:
+        values["ignore_preflight_errors"] = tuple(checks)
+    return values
+
+
 def _valid_endpoint(endpoint: str) -> bool:
     match = _HOST.match(endpoint)
     return bool(match) and (match.group(4) is None or 0 < int(match.group(4)) < 65536)
@@ -249,6 +300,7 @@ def settings_of(site: Mapping[str, Any]) -> KubernetesSettings:
     data.pop("sandbox_image", None)  # a property, written beside the fields for the playbooks
     data["control_plane_hosts"] = tuple(data.get("control_plane_hosts", ()))
     data["worker_hosts"] = tuple(data.get("worker_hosts", ()))
+    data["ignore_preflight_errors"] = tuple(data.get("ignore_preflight_errors", ()))
     return KubernetesSettings(**data)
 
 
@@ -286,6 +338,8 @@ def node_registration(site: Mapping[str, Any], host: str, settings: KubernetesSe
     """nodeRegistration for ``host``: its node name, containerd, and for a GPU node its labels and taints."""
     node = _node_of(site, host)
     registration: dict[str, Any] = {"name": node["name"] if node else host, "criSocket": CRI_SOCKET}
+    if settings.ignore_preflight_errors:
+        registration["ignorePreflightErrors"] = list(settings.ignore_preflight_errors)
     if node is None:
         return registration
     taints = [dict(taint) for taint in node.get("taints", [])]
@@ -341,13 +395,22 @@ def init_documents(site: Mapping[str, Any], host: str, advertise_address: str) -
         "controlPlaneEndpoint": endpoint_of(settings, advertise_address),
         "networking": {"podSubnet": settings.pod_subnet, "serviceSubnet": settings.service_subnet},
     }
-    return [init, cluster, kubelet_document()]
+    documents = [init, cluster, kubelet_document(settings)]
+    if settings.kube_proxy_config:
+        documents.append({"apiVersion": KUBE_PROXY_API, "kind": "KubeProxyConfiguration", **settings.kube_proxy_config})
+    return documents
 
 
-def kubelet_document() -> dict[str, Any]:
+def kubelet_document(settings: KubernetesSettings) -> dict[str, Any]:
+    """The cluster's KubeletConfiguration (kubeadm stores it in the cluster; joining nodes take it from there)."""
     # systemd: the cgroup driver containerd's runc (and the nvidia runtime beside it) is configured with;
     # a kubelet on cgroupfs beside it makes two cgroup managers fight over the node.
-    return {"apiVersion": KUBELET_API, "kind": "KubeletConfiguration", "cgroupDriver": "systemd"}
+    return {
+        "apiVersion": KUBELET_API,
+        "kind": "KubeletConfiguration",
+        **settings.kubelet_config,
+        "cgroupDriver": "systemd",
+    }
 
 
 def join_documents(
