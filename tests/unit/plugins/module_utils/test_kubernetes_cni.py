@@ -37,3 +37,33 @@ def test_a_manifest_without_flannels_config_is_refused():
 def test_an_unknown_cni_is_refused():
     with pytest.raises(ValueError, match="no manifest is known for CNI 'calico'"):
         kubernetes_cni.manifest_file("calico", "v3.30.0")
+
+
+def test_flannel_installs_its_plugin_where_the_nodes_containerd_looks():
+    # The DaemonSet's volumes as flannel's manifest declares them.
+    daemon_set = {
+        "kind": "DaemonSet",
+        "apiVersion": "apps/v1",
+        "metadata": {"name": "kube-flannel-ds", "namespace": "kube-flannel"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "volumes": [
+                        {"name": "cni-plugin", "hostPath": {"path": "/opt/cni/bin"}},
+                        {"name": "cni", "hostPath": {"path": "/etc/cni/net.d"}},
+                    ]
+                }
+            }
+        },
+    }
+    fitted = kubernetes_cni.fit_flannel([*MANIFEST, daemon_set], "10.32.0.0/16", cni_bin_dir="/usr/lib/cni")
+    (fitted_set,) = [document for document in fitted if document["kind"] == "DaemonSet"]
+    volumes = {volume["name"]: volume for volume in fitted_set["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["cni-plugin"]["hostPath"]["path"] == "/usr/lib/cni"
+    # The network config directory is containerd's conf_dir on every distribution: left as it is.
+    assert volumes["cni"]["hostPath"]["path"] == "/etc/cni/net.d"
+    # Without a directory given, the manifest's own stays.
+    (kept,) = [
+        d for d in kubernetes_cni.fit_flannel([*MANIFEST, daemon_set], "10.32.0.0/16") if d["kind"] == "DaemonSet"
+    ]
+    assert kept["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"] == "/opt/cni/bin"

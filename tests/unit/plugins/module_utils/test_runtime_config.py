@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_config import (
     RuntimeConfigError,
     RuntimeEntry,
+    containerd_cni_bin_dir,
     containerd_runtimes,
     merge,
     merge_containerd,
@@ -293,3 +294,34 @@ def test_without_the_switch_cgroups_are_left_alone():
     merged = merge_containerd(DEBIAN_CONTAINERD, RuntimeEntry())
     runtimes = tomllib.loads(merged.text)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
     assert runtimes["runc"]["options"]["SystemdCgroup"] is False
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Debian 12's containerd 1.6 package ships this file: its plugins are in containernetworking-plugins'.
+        (
+            'version = 2\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n'
+            '    [plugins."io.containerd.grpc.v1.cri".cni]\n      bin_dir = "/usr/lib/cni"\n',
+            "/usr/lib/cni",
+        ),
+        (
+            'version = 3\n[plugins."io.containerd.cri.v1.runtime".cni]\nbin_dirs = ["/usr/libexec/cni", "/opt/cni/bin"]\n',
+            "/usr/libexec/cni",
+        ),
+        ('[plugins.cri.cni]\nbin_dir = "/usr/local/cni"\n', "/usr/local/cni"),
+        # No file, or one that does not say: containerd's own default.
+        ("", "/opt/cni/bin"),
+        (
+            'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\ndefault_runtime_name = "nvidia"\n',
+            "/opt/cni/bin",
+        ),
+    ],
+)
+def test_containerd_cni_bin_dir_is_where_its_cri_looks_for_plugins(text: str, expected: str):
+    assert containerd_cni_bin_dir(text) == expected
+
+
+def test_containerd_cni_bin_dir_of_a_broken_config_says_why():
+    with pytest.raises(RuntimeConfigError, match="not valid TOML"):
+        containerd_cni_bin_dir("[plugins\n")

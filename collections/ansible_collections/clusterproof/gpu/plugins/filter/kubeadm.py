@@ -11,7 +11,7 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.install import kubeadm_config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import kubeadm_config, runtime_config
 
 
 def _plain(value):
@@ -45,6 +45,14 @@ def kubeadm_host_groups(site):
     return kubeadm_config.host_groups(_plain(site))
 
 
+def containerd_cni_bin_dir(config_text):
+    """Where a containerd config (the text of config.toml; empty: none) has its CRI look for CNI plugins."""
+    try:
+        return runtime_config.containerd_cni_bin_dir(str(config_text or ""))
+    except (runtime_config.RuntimeConfigError, ValueError) as error:
+        raise AnsibleFilterError("cannot read containerd's config: %s" % error) from error
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -52,4 +60,5 @@ class FilterModule:
             "kubeadm_join_config": kubeadm_join_config,
             "kubernetes_node_patch": kubernetes_node_patch,
             "kubeadm_host_groups": kubeadm_host_groups,
+            "containerd_cni_bin_dir": containerd_cni_bin_dir,
         }

@@ -28,6 +28,12 @@ options:
     description: The site's pod network (kubeadm's podSubnet).
     type: str
     required: true
+  cni_bin_dir:
+    description:
+      - Where the nodes' containerd looks for CNI plugins; the CNI installs its plugin there. Empty keeps
+        the manifest's (/opt/cni/bin).
+    type: str
+    default: ""
   manifest_file:
     description: A copy of the manifest on the controller, used instead of the Go module (a controller without Go).
     type: str
@@ -43,6 +49,8 @@ class LookupModule(LookupBase):
             path = self.get_option("manifest_file") or kubernetes_cni.manifest_file(cni, self.get_option("version"))
             with open(path) as handle:
                 documents = [document for document in yaml.safe_load_all(handle) if document]
-            return [kubernetes_cni.fit_flannel(documents, self.get_option("pod_subnet"))]
+            return [
+                kubernetes_cni.fit_flannel(documents, self.get_option("pod_subnet"), self.get_option("cni_bin_dir"))
+            ]
         except (OSError, RuntimeError, ValueError, yaml.YAMLError) as error:
             raise AnsibleLookupError("cannot read the %s manifest: %s" % (cni, error)) from error

@@ -20,6 +20,8 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.kubeadm_config import CNI_MANIFESTS
 
 FLANNEL_CONFIG_MAP = "kube-flannel-cfg"
+# The DaemonSet's hostPath volume its init container copies the flannel plugin into (/opt/cni/bin).
+FLANNEL_PLUGIN_VOLUME = "cni-plugin"
 
 
 def manifest_file(cni: str, version: str) -> Path:
@@ -30,9 +32,10 @@ def manifest_file(cni: str, version: str) -> Path:
     return go_modules.download(module, version).dir / path
 
 
-def fit_flannel(documents: list[Mapping[str, Any]], pod_subnet: str) -> list[dict[str, Any]]:
+def fit_flannel(documents: list[Mapping[str, Any]], pod_subnet: str, cni_bin_dir: str = "") -> list[dict[str, Any]]:
     """Flannel's manifest with the site's pod network in its net-conf.json (kubeadm's podSubnet:
-    the two must agree, or pods get addresses the nodes do not route)."""
+    the two must agree, or pods get addresses the nodes do not route), and, given ``cni_bin_dir``, its
+    plugin installed where the nodes' containerd looks for CNI plugins (Debian's: /usr/lib/cni)."""
     fitted = []
     found = False
     for document in documents:
@@ -42,6 +45,10 @@ def fit_flannel(documents: list[Mapping[str, Any]], pod_subnet: str) -> list[dic
             net_conf["Network"] = pod_subnet
             document["data"]["net-conf.json"] = json.dumps(net_conf, indent=2) + "\n"
             found = True
+        if cni_bin_dir and document.get("kind") == "DaemonSet":
+            for volume in document["spec"]["template"]["spec"].get("volumes", []):
+                if volume.get("name") == FLANNEL_PLUGIN_VOLUME and "hostPath" in volume:
+                    volume["hostPath"]["path"] = cni_bin_dir
         fitted.append(document)
     if not found:
         raise ValueError(

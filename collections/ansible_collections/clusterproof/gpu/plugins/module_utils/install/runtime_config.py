@@ -180,6 +180,28 @@ def merge_containerd(existing: str | None, entry: RuntimeEntry) -> MergeResult:
     )
 
 
+# Where containerd's CRI looks for CNI plugins when its config does not say: upstream's default.
+# Debian's and Ubuntu's packages say /usr/lib/cni, where containernetworking-plugins installs.
+CONTAINERD_DEFAULT_CNI_BIN_DIR = "/opt/cni/bin"
+
+
+def containerd_cni_bin_dir(text: str) -> str:
+    """The directory a containerd config has its CRI look in for CNI plugins (the CNI's own plugin must
+    be installed there). Versions 1 and 2 keep it under the CRI plugin's ``cni`` table; version 3 under
+    ``io.containerd.cri.v1.runtime``'s, as ``bin_dirs`` (a list: its first entry) or ``bin_dir``."""
+    document, _is_empty, version = _parse_containerd(text)
+    node: Any = document.unwrap()
+    for key in CONTAINERD_CRI_PATHS[version][:-1] + ("cni",):
+        node = node.get(key, {}) if isinstance(node, dict) else {}
+    if not isinstance(node, dict):
+        return CONTAINERD_DEFAULT_CNI_BIN_DIR
+    bin_dirs = node.get("bin_dirs")
+    if isinstance(bin_dirs, list) and bin_dirs and isinstance(bin_dirs[0], str):
+        return bin_dirs[0]
+    bin_dir = node.get("bin_dir")
+    return bin_dir if isinstance(bin_dir, str) and bin_dir else CONTAINERD_DEFAULT_CNI_BIN_DIR
+
+
 def containerd_runtimes(text: str) -> dict[str, Any]:
     """The CRI runtimes a containerd config declares, and its default runtime (``runc`` when unset)."""
     if TOMLKIT_IMPORT_ERROR is not None:
