@@ -395,6 +395,37 @@ def test_bad_kubeadm_component_settings_name_their_field(variable, value, messag
     assert errors_of(site={**KUBEADM_SITE, variable: value}) == ["group all: " + message]
 
 
+def test_two_kubeadm_hosts_at_one_address_are_refused_naming_both():
+    groups, hostvars = inventory(site=KUBEADM_SITE)
+    hostvars["localhost"]["ansible_host"] = "10.0.0.10"
+    hostvars["dgx1-1"]["ansible_host"] = "10.0.0.11"
+    hostvars["dgx1-2"]["ansible_host"] = "10.0.0.11"
+    declaration, errors = validate_site(groups, hostvars)
+    assert declaration is None
+    assert [str(error) for error in errors] == [
+        "host dgx1-2: ansible_host: expected an address no other host of the site has (host dgx1-1 has it), "
+        "found '10.0.0.11'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "refused"),
+    [("10.0.0.99", True), ("10.0.0.99:6443", True), ("10.0.0.10:6443", False), ("api.site.example", False)],
+)
+def test_a_single_control_planes_endpoint_must_be_its_address_or_a_name(endpoint, refused):
+    groups, hostvars = inventory(site={**KUBEADM_SITE, "clusterproof_control_plane_endpoint": endpoint})
+    for host, address in (("localhost", "10.0.0.10"), ("dgx1-1", "10.0.0.11"), ("dgx1-2", "10.0.0.12")):
+        hostvars[host]["ansible_host"] = address
+    declaration, errors = validate_site(groups, hostvars)
+    if refused:
+        assert [str(error) for error in errors] == [
+            "group all: clusterproof_control_plane_endpoint: expected the address of a host in kube_control_plane "
+            "(localhost: 10.0.0.10), or a load balancer's name, found '%s'" % endpoint
+        ]
+    else:
+        assert errors == []
+
+
 def test_kubeadm_pod_subnet_overlapping_the_service_subnet_names_both():
     site = {**KUBEADM_SITE, "clusterproof_pod_subnet": "10.96.0.0/16", "clusterproof_service_subnet": "10.96.0.0/12"}
     assert errors_of(site=site) == [

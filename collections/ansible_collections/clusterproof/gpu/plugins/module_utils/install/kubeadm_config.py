@@ -289,6 +289,42 @@ def _check_component_configs(site: Mapping[str, Any], errors: list[Error]) -> di
     return values
 
 
+def check_host_addresses(settings: KubernetesSettings, addresses: Mapping[str, Any]) -> list[tuple[str, str, str, Any]]:
+    """The kubeadm hosts' addresses (``ansible_host``, or the inventory name) against each other and
+    the control-plane endpoint, as ``(where, field, expected, found)``: two hosts at one address would
+    be one machine joined twice; with one control plane, an endpoint given as an IP address must be
+    that host's (a load balancer in front of a single control plane goes by a name)."""
+    problems: list[tuple[str, str, str, Any]] = []
+    hosts = list(dict.fromkeys(settings.control_plane_hosts + settings.worker_hosts))
+    first_at: dict[str, str] = {}
+    for host in hosts:
+        address = addresses.get(host, host)
+        if not isinstance(address, str):
+            continue
+        if address in first_at:
+            expected = "an address no other host of the site has (host %s has it)" % first_at[address]
+            problems.append(("host %s" % host, "ansible_host", expected, address))
+        else:
+            first_at[address] = host
+    endpoint = settings.control_plane_endpoint
+    if endpoint and len(settings.control_plane_hosts) == 1:
+        match = _HOST.match(endpoint)
+        endpoint_host = match.group(1).strip("[]") if match else ""
+        try:
+            ipaddress.ip_address(endpoint_host)
+        except ValueError:
+            return problems  # a name: a load balancer's, or the host's; DNS is the site's to check
+        (control_plane,) = settings.control_plane_hosts
+        held = addresses.get(control_plane, control_plane)
+        if endpoint_host != held:
+            expected = "the address of a host in kube_control_plane (%s: %s), or a load balancer's name" % (
+                control_plane,
+                held,
+            )
+            problems.append(("group all", "clusterproof_control_plane_endpoint", expected, endpoint))
+    return problems
+
+
 def _valid_endpoint(endpoint: str) -> bool:
     match = _HOST.match(endpoint)
     return bool(match) and (match.group(4) is None or 0 < int(match.group(4)) < 65536)

@@ -559,6 +559,9 @@ def validate_site(
         kubernetes, kubeadm_errors = kubeadm_config.check_settings(site, groups)
         for field, expected, value in kubeadm_errors:
             check.error("group all", field, expected, value)
+        addresses = {host: variables.get("ansible_host", host) for host, variables in hostvars.items()}
+        for where, field, expected, value in kubeadm_config.check_host_addresses(kubernetes, addresses):
+            check.error(where, field, expected, value)
     if mode == "existing" and not isinstance(kubeconfig, str):
         check.error(
             "group all", "clusterproof_kubeconfig", "the path of the cluster's kubeconfig (mode existing)", kubeconfig
