@@ -208,3 +208,21 @@ def test_a_test_bed_adds_kubelet_and_kube_proxy_fields_and_ignored_preflight_che
     join = kubeadm_config.parse_join_command(JOIN_COMMAND)
     (document,) = kubeadm_config.join_documents(declared, "dgx-1", join)
     assert document["nodeRegistration"]["ignorePreflightErrors"] == ["SystemVerification"]
+
+
+def test_component_settings_are_kept_as_plain_data():
+    # Ansible hands the inventory's values over as subclasses of dict, list and str; the declaration
+    # (dataclasses.asdict, then Ansible's fact cache) must hold plain ones.
+    class Tagged(dict):
+        pass
+
+    class TaggedStr(str):
+        pass
+
+    declared = site(
+        clusterproof_kube_proxy_config=Tagged(conntrack=Tagged(maxPerCore=0)),
+        clusterproof_kubeadm_ignore_preflight_errors=[TaggedStr("SystemVerification")],
+    )
+    proxy = declared["kubernetes"]["kube_proxy_config"]
+    assert type(proxy) is dict and type(proxy["conntrack"]) is dict
+    assert [type(check) for check in declared["kubernetes"]["ignore_preflight_errors"]] == [str]

@@ -33,8 +33,18 @@ MIRRORED_REGISTRIES = UPSTREAM_REGISTRIES + (BUNDLE_REGISTRY,)
 
 # Debian's own packages the hosts need beside the Kubernetes ones, taken from Debian's mirror with
 # whatever they depend on that a minimal Debian 12 host lacks: the container runtime, and the tools
-# kubeadm's preflight and kube-proxy look for.
-DEBIAN_PACKAGES = ("containerd", "runc", "iptables", "conntrack", "ethtool", "socat", "containernetworking-plugins")
+# kubeadm's preflight and kube-proxy look for, and the Kubernetes Python client kubernetes.core's modules
+# need on the first control-plane host (the CNI, and every later stage, run there).
+DEBIAN_PACKAGES = (
+    "containerd",
+    "runc",
+    "iptables",
+    "conntrack",
+    "ethtool",
+    "socat",
+    "containernetworking-plugins",
+    "python3-kubernetes",
+)
 
 # The NVIDIA container toolkit's commands, built from its Go module (NVIDIA's package repository is
 # out of reach), packaged as NVIDIA names its packages: -base holds the runtime and nvidia-ctk.

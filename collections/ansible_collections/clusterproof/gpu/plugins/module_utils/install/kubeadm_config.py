@@ -274,7 +274,7 @@ def _check_component_configs(site: Mapping[str, Any], errors: list[Error]) -> di
                         ", ".join(fixed),
                     )
                 )
-        values[key] = dict(config)
+        values[key] = _plain_data(config)
     checks = site.get("clusterproof_kubeadm_ignore_preflight_errors", [])
     if not isinstance(checks, list) or not all(isinstance(check, str) and check for check in checks):
         errors.append(
@@ -285,8 +285,21 @@ def _check_component_configs(site: Mapping[str, Any], errors: list[Error]) -> di
             )
         )
     else:
-        values["ignore_preflight_errors"] = tuple(checks)
+        values["ignore_preflight_errors"] = tuple(str(check) for check in checks)
     return values
+
+
+def _plain_data(value: Any) -> Any:
+    """``value`` as plain dicts, lists and scalars: the caller's may be subclasses (Ansible tags what it
+    reads) that dataclasses.asdict cannot rebuild."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_data(item) for item in value]
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
 
 
 def check_host_addresses(settings: KubernetesSettings, addresses: Mapping[str, Any]) -> list[tuple[str, str, str, Any]]:
