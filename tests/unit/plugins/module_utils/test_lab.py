@@ -64,6 +64,8 @@ def test_a_host_s_files_give_it_its_name_address_route_and_key():
     assert files["root/.ssh/authorized_keys"] == "ssh-ed25519 AAAA lab\n"
     assert len(files["etc/machine-id"].strip()) == 32
     assert files["etc/machine-id"] != machines.host_files(plan, plan.hosts[1], "")["etc/machine-id"]
+    # Pods' scopes would hold a host's poweroff for systemd's default 90 s (bench/lab_site_bench.py).
+    assert files["etc/systemd/system.conf.d/lab.conf"] == "[Manager]\nDefaultTimeoutStopSec=10s\n"
 
 
 def test_the_lab_s_cgroups_are_under_this_process_s_own_in_every_v1_hierarchy():
