@@ -71,23 +71,7 @@ class BundleLab:
         }
 
     def ssh(self, command: str) -> str:
-        done = subprocess.run(
-            [
-                "ssh",
-                "-i",
-                str(self.state_dir / "id_ed25519"),
-                "-o",
-                "UserKnownHostsFile=%s" % (self.state_dir / "known_hosts"),
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "root@" + ADDRESS,
-                command,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        return done.stdout
+        return machines.ssh(self.layout, ADDRESS, command, timeout=60).stdout
 
 
 @pytest.fixture(scope="module")

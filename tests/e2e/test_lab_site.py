@@ -46,6 +46,7 @@ class SiteLab:
     def __init__(self, base: Path, bundle: Path) -> None:
         self.state_dir = base / "state"
         self.inventory = base / "hosts.yml"
+        self.layout = machines.Layout(self.state_dir, Path.home() / ".cache" / "clusterproof" / "lab")
         site = yaml.safe_load((REPO / "inventories" / "lab" / "group_vars" / "all" / "site.yml").read_text())
         site["clusterproof_site_name"] = "lab-site-test"
         site["clusterproof_mirror"] = {
@@ -97,26 +98,8 @@ class SiteLab:
         self.unreachable_inventory = base / "unreachable.yml"
         self.unreachable_inventory.write_text(yaml.safe_dump(declaration))
 
-    def ssh(
-        self, address: str, command: str, timeout: int = 120, stdin: str | None = None
-    ) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [
-                "ssh",
-                "-i",
-                str(self.state_dir / "id_ed25519"),
-                "-o",
-                "UserKnownHostsFile=%s" % (self.state_dir / "known_hosts"),
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "root@" + address,
-                command,
-            ],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+    def ssh(self, address: str, command: str, timeout: int = 120) -> subprocess.CompletedProcess:
+        return machines.ssh(self.layout, address, command, timeout=timeout)
 
     def kubectl(self, arguments: str, timeout: int = 120) -> subprocess.CompletedProcess:
         return self.ssh(CONTROL_PLANE["lab-cp-1"], KUBECTL + arguments, timeout=timeout)
@@ -262,8 +245,8 @@ spec:
   containers:
     - name: client
       image: busybox:1.35
-      # busybox's nslookup asks CoreDNS itself; its wget and nc would resolve through the static glibc's
-      # NSS, which Debian's busybox-static cannot load (wget crashes on the port name): nc to the address.
+      # Debian's busybox-static: its nslookup asks CoreDNS itself; its wget crashes (a segmentation
+      # fault, even given an address and port), so nc fetches the page from the address found.
       command:
         - /bin/sh
         - -c
@@ -275,7 +258,7 @@ spec:
 
 
 def test_coredns_answers_and_a_service_reaches_a_pod_on_another_host(site: SiteLab) -> None:
-    applied = site.ssh(CONTROL_PLANE["lab-cp-1"], KUBECTL + "apply -f -", timeout=60, stdin=SERVICE_MANIFEST)
+    applied = site.kubectl("apply -f - <<'MANIFEST'\n%sMANIFEST" % SERVICE_MANIFEST.lstrip("\n"), timeout=60)
     assert applied.returncode == 0, applied.stderr
 
     def client_done():
