@@ -35,6 +35,9 @@ PLAYBOOKS = {
     "down": ("playbooks/sandbox.yml", ["-e", "sandbox_cluster_state=down"]),
     "lab-up": ("playbooks/lab.yml", ["-i", "inventories/lab"]),
     "lab-down": ("playbooks/lab.yml", ["-i", "inventories/lab", "-e", "lab_state=down"]),
+    # The lab as a site of mode kubeadm, from the bundle: the GPU hosts' stack, then Kubernetes.
+    "lab-gpu-nodes": ("playbooks/gpu_nodes.yml", ["-i", "inventories/lab"]),
+    "lab-cluster": ("playbooks/cluster.yml", ["-i", "inventories/lab"]),
 }
 # The commands whose run ends in a site report (a stopped one when the playbook wrote none).
 REPORTING = ("site", "validate")

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from cli import __main__ as cli_main
+from cli.playbook import REPO
 
 PLAYBOOK = """
 - name: Bring up something
@@ -176,3 +177,10 @@ def test_an_interrupt_is_passed_on_to_the_playbook_s_process_group_even_before_i
         assert playbook.wait(timeout=10) == -signal.SIGINT
     finally:
         playbook.kill()
+
+
+def test_every_command_names_a_playbook_and_inventory_of_the_repository():
+    for command, (playbook, arguments) in cli_main.PLAYBOOKS.items():
+        assert (REPO / playbook).is_file(), command
+        inventories = [arguments[i + 1] for i, argument in enumerate(arguments) if argument == "-i"]
+        assert all((REPO / inventory).is_dir() for inventory in inventories), command
