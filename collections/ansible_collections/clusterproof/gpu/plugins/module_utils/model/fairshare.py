@@ -417,6 +417,11 @@ class _Engine:
             self.leaf.append(q)
         self.preemptible = [policy == "kueue" or not job.interactive for job in self.jobs]
         self.place: list[tuple[int, tuple[int, ...]] | None] = [None] * len(self.jobs)
+        # The pending jobs in submission order, narrowed as jobs start; a released job waits in
+        # _released until the next _pending() merges it back (a full rescan per pass cost 0.15 s of
+        # the 10,000-project step).
+        self._pending_list: list[int] = list(range(len(self.jobs)))
+        self._released: list[int] = []
         self.alloc = [0] * count
         self.interactive_alloc = [0] * count
         self.leaf_running: list[set[int]] = [set() for _ in range(count)]
@@ -517,6 +522,7 @@ class _Engine:
         assert placement is not None
         n, gpus = placement
         self.place[j] = None
+        self._released.append(j)
         self.node_jobs[n].discard(j)
         q = self.leaf[j]
         self.leaf_running[q].discard(j)
@@ -802,7 +808,15 @@ class _Engine:
         return changed
 
     def _pending(self) -> list[int]:
-        return [j for j in range(len(self.jobs)) if self.place[j] is None]
+        """The jobs not placed, in submission order: a new list each call, never changed after (callers
+        place jobs while they walk it)."""
+        place = self.place
+        pending = [j for j in self._pending_list if place[j] is None]
+        if self._released:
+            pending = sorted(set(pending).union(j for j in self._released if place[j] is None))
+            self._released = []
+        self._pending_list = pending
+        return pending
 
     def _admit_in_order(self) -> bool:
         """Start pending jobs in submission order (runai: within fair share; elastic: within max)."""
