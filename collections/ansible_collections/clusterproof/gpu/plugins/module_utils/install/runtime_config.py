@@ -190,9 +190,7 @@ def containerd_cni_bin_dir(text: str) -> str:
     be installed there). Versions 1 and 2 keep it under the CRI plugin's ``cni`` table; version 3 under
     ``io.containerd.cri.v1.runtime``'s, as ``bin_dirs`` (a list: its first entry) or ``bin_dir``."""
     document, _is_empty, version = _parse_containerd(text)
-    node: Any = document.unwrap()
-    for key in CONTAINERD_CRI_PATHS[version][:-1] + ("cni",):
-        node = node.get(key, {}) if isinstance(node, dict) else {}
+    node = _find_table(document.unwrap(), CONTAINERD_CRI_PATHS[version][:-1] + ("cni",))
     if not isinstance(node, dict):
         return CONTAINERD_DEFAULT_CNI_BIN_DIR
     bin_dirs = node.get("bin_dirs")
