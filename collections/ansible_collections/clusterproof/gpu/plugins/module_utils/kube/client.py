@@ -64,13 +64,25 @@ def list_resource_slices(api: Any, driver: str, request_timeout: int = 30) -> li
     """Every ResourceSlice (``resource.k8s.io/v1``) of the DRA ``driver`` as a plain dict, paging
     through large clusters; None when the cluster does not serve that API (a 404: Kubernetes before
     1.34, or dynamic resource allocation turned off), which means no GPU is allocated through DRA."""
-    resource = k8s_client.ResourceV1Api(api)
-    try:
-        return _list_pages(
-            lambda **page: resource.list_resource_slice(field_selector=f"spec.driver={driver}", **page),
-            f"listing the ResourceSlices of {driver}",
-            request_timeout,
+
+    # By path, not through ResourceV1Api: the client Debian 12 packages (python3-kubernetes 22, on a
+    # site's control-plane host) predates that API group's class.
+    def list_page(limit: int, _continue: str | None, **options: Any) -> Any:
+        query = [("fieldSelector", f"spec.driver={driver}"), ("limit", limit)]
+        if _continue:
+            query.append(("continue", _continue))
+        return api.call_api(
+            "/apis/resource.k8s.io/v1/resourceslices",
+            "GET",
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+            **options,
         )
+
+    try:
+        return _list_pages(list_page, f"listing the ResourceSlices of {driver}", request_timeout)
     except KubeError as error:
         if getattr(error.__cause__, "status", None) == 404:
             return None
@@ -149,7 +161,9 @@ class Applier:
             return True, existing, manifest
         metadata = manifest["metadata"]
         applied = self._resource(manifest).server_side_apply(
-            body=manifest,
+            # As text: the client Debian 12 packages (python3-kubernetes 22, on a site's control-plane
+            # host) sends a body under apply-patch+yaml only as text, and JSON is YAML.
+            body=json.dumps(manifest),
             name=metadata["name"],
             namespace=metadata.get("namespace"),
             field_manager=self.field_manager,
