@@ -15,6 +15,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_c
     RuntimeConfigError,
     merge_containerd_registry,
 )
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 # What kubeadm v1.36.3 prints for `kubeadm config images list --kubernetes-version v1.36.3`.
 KUBEADM_LISTING = """registry.k8s.io/kube-apiserver:v1.36.3
@@ -166,7 +167,9 @@ def test_packages_take_upstream_s_names_and_versions() -> None:
         "kubectl": "1.36.3-1.1",
         "nvidia-container-toolkit-base": "1.20.1-1",
         "nvidia-container-toolkit": "1.20.1-1",
+        "helm": "3.19.0-1",
     }
+    assert dict(specs["helm"].files) == {"helm": "/usr/bin/helm"}
     assert dict(specs["kubelet"].texts)["/usr/lib/systemd/system/kubelet.service"].startswith("[Unit]")
     assert "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf" in dict(specs["kubeadm"].texts)
     assert "kubelet" in specs["kubeadm"].depends
@@ -202,7 +205,16 @@ def test_the_registry_serves_the_bundle_s_storage_read_only() -> None:
     assert config["storage"]["filesystem"]["rootdirectory"] == "/b/registry"
     assert config["storage"]["maintenance"]["readonly"]["enabled"] is True
     assert config["http"]["addr"] == "10.213.0.1:5000"
-    assert serve.Endpoint("10.213.0.1", 8081, 5000).apt_url == "http://10.213.0.1:8081/"
+    endpoint = serve.Endpoint("10.213.0.1", 8081, 5000)
+    assert (endpoint.apt_url, endpoint.charts_url) == ("http://10.213.0.1:8081/", "http://10.213.0.1:8082/")
+
+
+def test_the_bundle_s_helm_is_the_one_the_sandbox_builds_and_packages_the_charts_with() -> None:
+    # The charts are packaged with the sandbox build's helm; the control plane installs them with the
+    # bundle's helm package: one version for both.
+    assert contents.ChartPins().helm == sandbox_build.SandboxVersions().helm
+    assert contents.ChartPins().kai_scheduler == sandbox_build.SandboxVersions().kai_scheduler
+    assert contents.chart_file("kai-scheduler", "v0.12.0") == "kai-scheduler-0.12.0.tgz"
 
 
 def test_serving_something_that_is_not_a_bundle_names_what_it_lacks(tmp_path: Path) -> None:

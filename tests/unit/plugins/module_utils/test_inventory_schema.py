@@ -326,9 +326,25 @@ def test_a_site_mirror_is_the_package_source_and_the_registry_containerd_pulls_t
     assert (kubernetes.mirror_registry, kubernetes.mirror_insecure) == ("10.213.0.1:5000", True)
     # The pause image kubeadm v1.36 asks for, which the bundle holds, goes to the playbooks.
     assert declaration.to_dict()["kubernetes"]["sandbox_image"] == "registry.k8s.io/pause:3.10.2"
+    # Without charts on the mirror the stages take helm and the charts from the Go modules.
+    assert (declaration.to_dict()["charts"], declaration.to_dict()["helm_binary"]) == ({}, "")
     # A package repository declared on its own still wins over the mirror's.
     own = {**site, "clusterproof_kubernetes_package_repo": "http://pkgs.site.example/k8s/"}
     assert validate_site(*inventory(site=own))[0].kubernetes.package_repo == "http://pkgs.site.example/k8s/"
+
+
+def test_a_mirror_that_serves_the_charts_gives_every_stage_its_chart_url_and_the_packaged_helm():
+    mirror = {"packages": "http://10.213.0.1:8081/", "registry": "10.213.0.1:5000", "charts": "http://10.213.0.1:8082/"}
+    declaration, errors = validate_site(*inventory(site={**KUBEADM_SITE, "clusterproof_mirror": mirror}))
+    assert errors == []
+    site = declaration.to_dict()
+    assert site["charts"] == {
+        "kai-scheduler": "http://10.213.0.1:8082/kai-scheduler-0.12.0.tgz",
+        "kueue": "http://10.213.0.1:8082/kueue-0.16.2.tgz",
+        "local-path-provisioner": "http://10.213.0.1:8082/local-path-provisioner-0.0.30.tgz",
+    }
+    assert site["storage_charts"] == {"local-path": "http://10.213.0.1:8082/local-path-provisioner-0.0.30.tgz"}
+    assert site["helm_binary"] == "/usr/bin/helm"
 
 
 @pytest.mark.parametrize(
@@ -336,7 +352,7 @@ def test_a_site_mirror_is_the_package_source_and_the_registry_containerd_pulls_t
     [
         (
             "10.213.0.1:5000",
-            "clusterproof_mirror: expected a mapping with packages, registry, insecure, found '10.213.0.1:5000'",
+            "clusterproof_mirror: expected a mapping with packages, registry, insecure, charts, found '10.213.0.1:5000'",
         ),
         (
             {"packages": "http://10.213.0.1:8081"},
@@ -353,9 +369,14 @@ def test_a_site_mirror_is_the_package_source_and_the_registry_containerd_pulls_t
         ),
         (
             {"registry": "10.213.0.1:5000", "registy": "x"},
-            "clusterproof_mirror: expected only the fields packages, registry, insecure, found 'registy'",
+            "clusterproof_mirror: expected only the fields packages, registry, insecure, charts, found 'registy'",
         ),
         ({"insecure": True}, "clusterproof_mirror: expected packages, registry or both, found 'neither'"),
+        (
+            {"registry": "10.213.0.1:5000", "charts": "10.213.0.1:8082"},
+            "clusterproof_mirror.charts: expected the http(s):// URL of the packaged Helm charts, ending in /, "
+            "found '10.213.0.1:8082'",
+        ),
     ],
 )
 def test_a_bad_site_mirror_names_its_field(mirror, message):
@@ -705,4 +726,36 @@ def test_a_quota_tree_against_the_guides_rules_is_an_inventory_error():
     tree = [QUOTA_TREE[0], {**QUOTA_TREE[1], "max": {"cpu": 50}}]
     assert errors_of(site={**SITE, "clusterproof_quota_tree": tree}) == [
         "quota tree node root-a: max.cpu: expected at most its parent root's max.cpu (40), found 50.0"
+    ]
+
+
+def _with_simulated(site, both=False):
+    nodes = {"lab-worker-1": {"gpu_count": 0}, "sim-gpu-1": dict(NODE), "sim-gpu-2": dict(NODE)}
+    groups, hostvars = inventory(nodes=nodes, site=site)
+    groups["gpu_nodes"] = ["lab-worker-1"] + (["sim-gpu-1"] if both else [])
+    groups["simulated_gpu_nodes"] = ["sim-gpu-1", "sim-gpu-2"]
+    return groups, hostvars
+
+
+def test_simulated_gpu_nodes_are_declared_nodes_marked_simulated_and_no_kubeadm_worker():
+    declaration, errors = validate_site(*_with_simulated(KUBEADM_SITE))
+    assert errors == []
+    assert [(node.name, node.gpu_count, node.simulated) for node in declaration.nodes] == [
+        ("lab-worker-1", 0, False),
+        ("sim-gpu-1", 8, True),
+        ("sim-gpu-2", 8, True),
+    ]
+    assert declaration.total_gpus == 16
+    # kubeadm installs and joins real hosts only.
+    assert declaration.kubernetes.worker_hosts == ("lab-worker-1",)
+
+
+def test_simulated_gpu_nodes_are_refused_on_the_sandbox_and_in_both_groups():
+    groups, hostvars = _with_simulated(SITE)
+    assert [str(error) for error in validate_site(groups, hostvars)[1]] == [
+        "group simulated_gpu_nodes: hosts: expected no simulated nodes beside mode sandbox (only with mode kubeadm "
+        "or existing), found 'sim-gpu-1, sim-gpu-2'"
+    ]
+    assert [str(error) for error in validate_site(*_with_simulated(KUBEADM_SITE, both=True))[1]] == [
+        "host sim-gpu-1: groups: expected a host of gpu_nodes or of simulated_gpu_nodes, not of both, found 'both'"
     ]

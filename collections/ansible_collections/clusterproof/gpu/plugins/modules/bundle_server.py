@@ -1,16 +1,17 @@
 #!/usr/bin/python
-"""Serve the offline bundle's apt repository and registry from this machine, or stop serving it."""
+"""Serve the offline bundle's apt repository, registry and charts from this machine, or stop serving it."""
 
 DOCUMENTATION = r"""
 module: bundle_server
-short_description: Serve the offline bundle (apt repository and registry) to a site's hosts
+short_description: Serve the offline bundle (apt repository, registry, Helm charts) to a site's hosts
 version_added: 0.2.0
 author:
   - clusterproof developers
 description:
   - Serves a bundle made by C(./clusterproof bundle) (docs/bundle.md) on O(address) of the machine it runs on
     (the lab's bridge address, or an air-gapped site's mirror host); its apt repository over HTTP on
-    O(apt_port), its registry storage with C(docker-registry), read-only, on O(registry_port).
+    O(apt_port), its registry storage with C(docker-registry), read-only, on O(registry_port), its
+    packaged Helm charts over HTTP on O(charts_port) (C(clusterproof_mirror.charts)).
   - Before anything starts, checks that the bundle is built and that its manifest lists every image
     in O(required_images) with a digest; a missing one stops the task, naming it.
   - Idempotent; C(stopped) stops only the servers this module started (recorded in O(state_dir)).
@@ -21,7 +22,7 @@ options:
     choices: [started, stopped]
     default: started
   bundle:
-    description: The bundle directory (holds apt/, registry/ and manifest.json).
+    description: The bundle directory (holds apt/, registry/, charts/ and manifest.json).
     type: path
   state_dir:
     description: Where the servers' record, configuration and log are kept.
@@ -38,6 +39,10 @@ options:
     description: Port of the registry.
     type: int
     default: 5000
+  charts_port:
+    description: Port of the charts (each packaged chart at C(/<name>-<version>.tgz)).
+    type: int
+    default: 8082
   required_images:
     description: Image references the bundle must hold (what the site's install will pull).
     type: list
@@ -64,6 +69,11 @@ registry:
   returned: with state started
   type: str
   sample: 10.213.0.1:5000
+charts_url:
+  description: The charts' URL (clusterproof_mirror.charts).
+  returned: with state started
+  type: str
+  sample: http://10.213.0.1:8082/
 images:
   description: How many images the bundle's manifest lists.
   returned: with state started
@@ -102,7 +112,7 @@ def run(module):
             "bundle: expected every required image in %s; missing: %s. Nothing was started; rebuild the bundle "
             "(./clusterproof bundle)" % (manifest_path, ", ".join(missing))
         )
-    endpoint = serve.Endpoint(params["address"], params["apt_port"], params["registry_port"])
+    endpoint = serve.Endpoint(params["address"], params["apt_port"], params["registry_port"], params["charts_port"])
     changed = serve.running(state_dir) is None
     if not module.check_mode:
         changed = serve.start(bundle, endpoint, state_dir)
@@ -110,6 +120,7 @@ def run(module):
         "changed": changed,
         "apt_url": endpoint.apt_url,
         "registry": endpoint.registry,
+        "charts_url": endpoint.charts_url,
         "images": len(manifest.get("images", [])),
     }
 
@@ -123,6 +134,7 @@ def main():
             "address": {"type": "str"},
             "apt_port": {"type": "int", "default": 8081},
             "registry_port": {"type": "int", "default": 5000},
+            "charts_port": {"type": "int", "default": 8082},
             "required_images": {"type": "list", "elements": "str", "default": []},
         }
     )

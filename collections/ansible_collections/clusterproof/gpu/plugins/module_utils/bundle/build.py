@@ -766,12 +766,12 @@ def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = p
     for program in go_programs(pins, kubeadm, cni, charts):
         programs[program.name] = _build_go_program(layout, program, progress)
     programs["pause"] = _build_pause(layout, pins, kubeadm["pause"], progress)
-    for name in ("kueue", "local-path-provisioner"):
+    for name in ("kueue", "local-path-provisioner", "helm"):
         programs[name] = plan.binary(name)
     programs.update(kai_sources(layout, charts, plan))
 
     base_root, minbase_status = debian_base(layout, pins, progress)
-    debs = [build_package(layout, spec, programs, progress) for spec in contents.package_specs(pins)]
+    debs = [build_package(layout, spec, programs, progress) for spec in contents.package_specs(pins, charts)]
     debs += debian_packages(layout, pins, minbase_status, progress)
     packages = apt_repository(layout, debs, progress)
     programs["busybox"], applets = busybox(layout, pins, minbase_status, progress)

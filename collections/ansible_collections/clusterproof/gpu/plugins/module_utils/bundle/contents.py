@@ -265,6 +265,16 @@ class ChartPins:
     kueue: str = "v0.16.2"
     local_path_provisioner: str = "v0.0.30"
     busybox: str = "1.35"
+    # The chart tool, packaged for the control-plane host that kubernetes.core.helm runs on.
+    helm: str = "v3.19.0"
+
+    def helm_package_version(self) -> str:
+        return "%s-1" % self.helm.lstrip("v")
+
+
+def chart_file(name: str, version: str) -> str:
+    """The file ``helm package`` makes of chart ``name`` at ``version``, as the bundle serves it."""
+    return "%s-%s.tgz" % (name, version.lstrip("v"))
 
 
 def chart_image_specs(pins: ChartPins, busybox_applets: Iterable[str] = ()) -> list[ImageSpec]:
@@ -439,9 +449,10 @@ class PackageSpec:
         return "%s_%s_amd64.deb" % (self.name, self.version)
 
 
-def package_specs(pins: BundlePins) -> list[PackageSpec]:
+def package_specs(pins: BundlePins, charts: ChartPins | None = None) -> list[PackageSpec]:
     """The packages the bundle makes: kubeadm, kubelet and kubectl under upstream's names and
-    version, and the NVIDIA container toolkit's two."""
+    version, the NVIDIA container toolkit's two, and helm."""
+    charts = charts or ChartPins()
     version = pins.package_version()
     toolkit = pins.toolkit_package_version()
     return [
@@ -480,5 +491,11 @@ def package_specs(pins: BundlePins) -> list[PackageSpec]:
             "NVIDIA container runtime hook (built from %s %s)" % (TOOLKIT_MODULE, pins.nvidia_container_toolkit),
             tuple((command, "/usr/bin/" + command) for command in TOOLKIT_PACKAGES["nvidia-container-toolkit"]),
             depends=("nvidia-container-toolkit-base (= %s)" % toolkit,),
+        ),
+        PackageSpec(
+            "helm",
+            charts.helm_package_version(),
+            "The Kubernetes package manager (built from helm.sh/helm/v3 %s)" % charts.helm,
+            (("helm", "/usr/bin/helm"),),
         ),
     ]

@@ -1,5 +1,6 @@
-"""Serve a bundle to a site's hosts: its apt repository over HTTP and its registry (docker-registry,
-read-only), on one address of this machine (the lab's bridge address, or a site's mirror host).
+"""Serve a bundle to a site's hosts: its apt repository and its Helm charts over HTTP and its registry
+(docker-registry, read-only), on one address of this machine (the lab's bridge address, or a site's
+mirror host).
 
 ``start`` is idempotent: servers already running for the same bundle, address and ports are left
 as they are. ``stop`` stops the servers it recorded, and only those. The record
@@ -29,11 +30,12 @@ class ServeError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Endpoint:
-    """Where the bundle is served: the apt repository's URL, the registry's host:port."""
+    """Where the bundle is served: the apt repository's URL, the registry's host:port, the charts' URL."""
 
     address: str
     apt_port: int
     registry_port: int
+    charts_port: int = 8082
 
     @property
     def apt_url(self) -> str:
@@ -42,6 +44,14 @@ class Endpoint:
     @property
     def registry(self) -> str:
         return "%s:%d" % (self.address, self.registry_port)
+
+    @property
+    def charts_url(self) -> str:
+        return "http://%s:%d/" % (self.address, self.charts_port)
+
+    @property
+    def ports(self) -> tuple[int, int, int]:
+        return (self.apt_port, self.registry_port, self.charts_port)
 
 
 def registry_config(storage: Path, address: str, read_only: bool) -> str:
@@ -99,12 +109,12 @@ def start(bundle: Path, endpoint: Endpoint, state: Path, timeout: float = 20) ->
         return False
     if current:
         stop(state)
-    for part in ("apt/InRelease", "registry", "manifest.json"):
+    for part in ("apt/InRelease", "registry", "charts", "manifest.json"):
         if not (bundle / part).exists():
             raise ServeError(
                 "%s is not a built bundle: it has no %s (./clusterproof bundle builds one)" % (bundle, part)
             )
-    for port in (endpoint.apt_port, endpoint.registry_port):
+    for port in endpoint.ports:
         if _listening(endpoint.address, port):
             raise ServeError("%s:%d is already taken by another program" % (endpoint.address, port))
     state.mkdir(parents=True, exist_ok=True)
@@ -113,16 +123,8 @@ def start(bundle: Path, endpoint: Endpoint, state: Path, timeout: float = 20) ->
     log = (state / "serve.log").open("ab")
     commands = [
         ["docker-registry", "serve", str(config)],
-        [
-            sys.executable,
-            "-m",
-            "http.server",
-            "--bind",
-            endpoint.address,
-            "--directory",
-            str(bundle / "apt"),
-            str(endpoint.apt_port),
-        ],
+        _http_server(endpoint.address, bundle / "apt", endpoint.apt_port),
+        _http_server(endpoint.address, bundle / "charts", endpoint.charts_port),
     ]
     processes = []
     for command in commands:
@@ -130,7 +132,7 @@ def start(bundle: Path, endpoint: Endpoint, state: Path, timeout: float = 20) ->
         processes.append({"pid": process.pid, "start": _start_time(process.pid), "command": command[0]})
     (state / "serve.json").write_text(json.dumps({**wanted, "processes": processes}, indent=2) + "\n")
     deadline = time.monotonic() + timeout
-    while not all(_listening(endpoint.address, port) for port in (endpoint.apt_port, endpoint.registry_port)):
+    while not all(_listening(endpoint.address, port) for port in endpoint.ports):
         if time.monotonic() > deadline or not _alive({"processes": processes}):
             stop(state)
             raise ServeError(
@@ -138,6 +140,10 @@ def start(bundle: Path, endpoint: Endpoint, state: Path, timeout: float = 20) ->
             )
         time.sleep(0.2)
     return True
+
+
+def _http_server(address: str, folder: Path, port: int) -> list[str]:
+    return [sys.executable, "-m", "http.server", "--bind", address, "--directory", str(folder), str(port)]
 
 
 def stop(state: Path, timeout: float = 10) -> bool:

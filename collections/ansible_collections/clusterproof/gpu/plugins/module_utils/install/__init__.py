@@ -4,6 +4,7 @@ Declarations checked, configurations and Helm values rendered, charts taken out 
 modules. Pure except where a file says otherwise (``chart_source`` and ``gpu_charts`` touch the
 Go module cache and the chart cache).
 
-May import: the standard library, ``tomlkit`` (containerd's config), ``common/`` and ``sandbox.build`` for the
-pinned module versions. Never imports a scheduler engine or the report.
+May import: the standard library, ``tomlkit`` (containerd's config), ``common/``, ``sandbox.build`` for
+the pinned module versions, and ``bundle.contents`` (pure) for the names of the bundle's charts.
+Never imports a scheduler engine or the report.
 """

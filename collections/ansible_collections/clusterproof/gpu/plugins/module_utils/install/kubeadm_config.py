@@ -7,8 +7,9 @@ Cluster mode ``kubeadm`` installs a pinned Kubernetes on the inventory's hosts: 
 comes from here, as data (plain dicts), so it is unit-tested directly and checked by a real
 ``kubeadm config validate`` (tests/e2e/test_kubeadm_config.py).
 
-Pure: no Ansible, no Kubernetes client. ``check_settings`` returns errors as
-``(field, expected, found value)`` for inventory_schema to report with the rest.
+Pure: no Ansible, no Kubernetes client (``bundle.contents``, pure, names the charts' files).
+``check_settings`` returns errors as ``(field, expected, found value)`` for inventory_schema to report
+with the rest.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import contents
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
@@ -47,7 +50,7 @@ SITE_VARIABLES = {
     "clusterproof_cni": "the pod network: %s (mode kubeadm)" % " | ".join(CNIS),
     "clusterproof_cni_version": "the CNI's pinned version (mode kubeadm)",
     "clusterproof_gpu_node_taint": "taint GPU nodes nvidia.com/gpu=present:NoSchedule (mode kubeadm)",
-    "clusterproof_mirror": "the site's mirror: {packages: apt URL, registry: host:port, insecure: bool}",
+    "clusterproof_mirror": "the site's mirror: {packages: apt URL, registry: host:port, insecure: bool, charts: URL}",
     "clusterproof_kubelet_config": "fields merged into kubeadm's KubeletConfiguration (mode kubeadm)",
     "clusterproof_kube_proxy_config": "fields of kubeadm's KubeProxyConfiguration (mode kubeadm)",
     "clusterproof_kubeadm_ignore_preflight_errors": "kubeadm preflight checks init and join ignore (mode kubeadm)",
@@ -55,7 +58,10 @@ SITE_VARIABLES = {
 # Kubelet fields the install depends on: the cgroup driver containerd's runc is configured with.
 KUBELET_FIXED_FIELDS = ("cgroupDriver",)
 # The keys of clusterproof_mirror.
-MIRROR_FIELDS = ("packages", "registry", "insecure")
+MIRROR_FIELDS = ("packages", "registry", "insecure", "charts")
+# Where kubernetes.core.helm finds helm on the first control-plane host of a site whose mirror serves
+# the charts: the mirror's helm package (the bundle's) installs it there.
+MIRROR_HELM_BINARY = "/usr/bin/helm"
 # The pause image kubeadm asks for, per Kubernetes minor (`kubeadm config images list`): containerd's
 # sandbox image on a site with a mirror, which holds this one and not containerd's default (pause 3.6).
 PAUSE_IMAGES = {"v1.36": "registry.k8s.io/pause:3.10.2"}
@@ -93,6 +99,9 @@ class KubernetesSettings:
     mirror_packages: str = ""
     mirror_registry: str = ""
     mirror_insecure: bool = False
+    # The URL of the mirror's packaged Helm charts (<name>-<version>.tgz); empty: the charts come from
+    # the Go modules on the host the stages run on (module_utils/install/chart_source.py).
+    mirror_charts: str = ""
     # What a site (or a test bed) adds to kubeadm's defaults: kubelet and kube-proxy fields, and the
     # preflight checks kubeadm init and join ignore (the lab: cgroup v1, conntrack; docs/lab.md).
     kubelet_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -114,6 +123,30 @@ class KubernetesSettings:
         # Upstream's community-owned repository; an air-gapped site sets its mirror instead, or names
         # a mirror that holds the packages (the bundle's repository does).
         return self.package_repo or self.mirror_packages or "https://pkgs.k8s.io/core:/stable:/%s/deb/" % self.minor
+
+    @property
+    def chart_refs(self) -> dict[str, str]:
+        """Each engine's and provisioner's chart as kubernetes.core.helm's chart_ref: its URL on the
+        mirror (empty without mirror charts)."""
+        if not self.mirror_charts:
+            return {}
+        pins = contents.ChartPins()
+        versions = {
+            "kai-scheduler": pins.kai_scheduler,
+            "kueue": pins.kueue,
+            "local-path-provisioner": pins.local_path_provisioner,
+        }
+        return {name: self.mirror_charts + contents.chart_file(name, version) for name, version in versions.items()}
+
+    @property
+    def storage_chart_refs(self) -> dict[str, str]:
+        """The mirror's provisioner charts by provisioner, as the storage_classes role names them."""
+        refs = self.chart_refs
+        return {"local-path": refs["local-path-provisioner"]} if refs else {}
+
+    @property
+    def helm_binary(self) -> str:
+        return MIRROR_HELM_BINARY if self.mirror_charts else ""
 
     @property
     def package_source_key(self) -> str:
@@ -245,9 +278,17 @@ def _check_mirror(mirror: Any, errors: list[Error]) -> dict[str, Any]:
     insecure = mirror.get("insecure", False)
     if not isinstance(insecure, bool):
         errors.append((field + ".insecure", "true or false", insecure))
+    charts = mirror.get("charts", "")
+    if not isinstance(charts, str) or (charts and not _MIRROR_URL.match(charts)):
+        errors.append((field + ".charts", "the http(s):// URL of the packaged Helm charts, ending in /", charts))
     if not packages and not registry:
         errors.append((field, "packages, registry or both", "neither"))
-    return {"mirror_packages": packages, "mirror_registry": registry, "mirror_insecure": insecure}
+    return {
+        "mirror_packages": packages,
+        "mirror_registry": registry,
+        "mirror_insecure": insecure,
+        "mirror_charts": charts,
+    }
 
 
 def _check_component_configs(site: Mapping[str, Any], errors: list[Error]) -> dict[str, Any]:

@@ -35,6 +35,11 @@ CLUSTER_MODES = ("sandbox", "existing", "kubeadm")
 # The GPU scheduler clusterproof installs and drives; none leaves scheduling alone (validation only).
 SCHEDULERS = (*registry.names(), registry.NONE)
 REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
+# GPU nodes a test bed without GPUs gives a real cluster (mode kubeadm or existing): KWOK nodes attached
+# to its API server, declared as GPU nodes are, and never contacted as hosts (the simulated_gpu_nodes
+# role, docs/lab.md). The sandbox's nodes are all simulated already.
+SIMULATED_GROUP = "simulated_gpu_nodes"
+SIMULATED_MODES = ("kubeadm", "existing")
 
 SITE_VARIABLES = {
     "clusterproof_site_name": "the site's name, used for report folders",
@@ -137,6 +142,8 @@ class NodeDeclaration:
     memory_gib: int
     labels: dict[str, str]
     taints: list[dict[str, str]]
+    # A KWOK node attached to a real cluster (group simulated_gpu_nodes): the report says so.
+    simulated: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +182,10 @@ class SiteDeclaration:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["total_gpus"] = self.total_gpus
+        # Where the stages take helm and the charts from: the mirror's (empty: the Go modules').
+        data["charts"] = {} if self.kubernetes is None else self.kubernetes.chart_refs
+        data["storage_charts"] = {} if self.kubernetes is None else self.kubernetes.storage_chart_refs
+        data["helm_binary"] = "" if self.kubernetes is None else self.kubernetes.helm_binary
         if self.kubernetes is not None:
             data["kubernetes"]["sandbox_image"] = self.kubernetes.sandbox_image
         return data
@@ -317,7 +328,9 @@ def _check_taints(check: _Checker, where: str, value: Any) -> list[dict[str, str
     return taints
 
 
-def _check_node(check: _Checker, host: str, variables: Mapping[str, Any]) -> NodeDeclaration | None:
+def _check_node(
+    check: _Checker, host: str, variables: Mapping[str, Any], simulated: bool = False
+) -> NodeDeclaration | None:
     where = f"host {host}"
     ours = [key for key in variables if not key.startswith(GPU_HOST_ROLE_PREFIXES)]
     check.unknown_keys(where, ours, NODE_VARIABLES, OUR_HOST_PREFIXES)
@@ -348,7 +361,7 @@ def _check_node(check: _Checker, host: str, variables: Mapping[str, Any]) -> Nod
     if len(check.errors) > errors_before:
         return None
     assert gpu_count is not None and node_name is not None and cpu is not None and mem is not None
-    return NodeDeclaration(host, node_name, gpu_count, product, memory, cpu, mem, labels, taints)
+    return NodeDeclaration(host, node_name, gpu_count, product, memory, cpu, mem, labels, taints, simulated)
 
 
 def _check_projects(
@@ -536,7 +549,8 @@ def validate_site(
     if check.errors:
         return None, check.errors
     control_plane = list(groups["kube_control_plane"])
-    hostvars = _bounded(check, control_plane[0], list(groups["gpu_nodes"]), hostvars)
+    simulated_hosts = list(groups.get(SIMULATED_GROUP, ()))
+    hostvars = _bounded(check, control_plane[0], list(groups["gpu_nodes"]) + simulated_hosts, hostvars)
     site = hostvars[control_plane[0]]
     _check_site_settings(check, site)
     for host in sorted(set(hostvars)):
@@ -572,8 +586,21 @@ def validate_site(
     # Hosts (and the node names they give) whose declaration has errors: a project's affinity
     # that names one is not reported again.
     faulty: set[str] = set()
-    for host in groups["gpu_nodes"]:
-        node = _check_node(check, host, hostvars[host])
+    if simulated_hosts and mode not in SIMULATED_MODES:
+        check.error(
+            "group %s" % SIMULATED_GROUP,
+            "hosts",
+            "no simulated nodes beside mode %s (only with mode %s)" % (mode, " or ".join(SIMULATED_MODES)),
+            ", ".join(simulated_hosts),
+        )
+    real_hosts = set(groups["gpu_nodes"])
+    for host in simulated_hosts:
+        if host in real_hosts:
+            expected = "a host of gpu_nodes or of %s, not of both" % SIMULATED_GROUP
+            check.error(f"host {host}", "groups", expected, "both")
+    declared_hosts = list(groups["gpu_nodes"]) + [host for host in simulated_hosts if host not in real_hosts]
+    for host in declared_hosts:
+        node = _check_node(check, host, hostvars[host], simulated=host not in real_hosts)
         if node is None:
             faulty.add(host)
             name = hostvars[host].get("node_name")
