@@ -12,7 +12,7 @@ import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import local_path as storage_sandbox
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import SANDBOX_NODE_LABEL, Layout
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
 
 SITE_VARS = {"vault_ontap": {"username": "vsadmin", "password": "s3cret"}}
@@ -110,7 +110,10 @@ def test_local_path_config_serves_each_class_from_its_path():
 
 def test_local_path_chart_values_keep_the_chart_from_making_classes():
     values = storage.local_path_chart_values(declared().values(), "registry.example.org/busybox:1.36")
-    assert values["storageClass"] == {"create": False}
+    # The provisioner must answer to the provisioner the StorageClasses name, or no claim ever binds
+    # (found on the lab, where pods run: the chart's own default is cluster.local/local-path-provisioner).
+    assert values["storageClass"] == {"create": False, "provisionerName": "rancher.io/local-path"}
+    assert storage.storage_class_manifest(declared()["local-path"])["provisioner"] == "rancher.io/local-path"
     assert values["storageClassConfigs"]["shared"] == {
         "storageClass": {"create": False},
         "sharedFileSystemPath": "/srv/shared",
@@ -292,6 +295,48 @@ def test_rwx_check():
     assert check.status == "fail" and "1 of 2 pods run" in check.message
     skipped = storage_validation.rwx_check(None, None, 60)
     assert skipped.status == "skip" and "no declared storage class offers ReadWriteMany" in skipped.message
+
+
+def test_a_pod_reads_back_what_another_wrote_where_pods_run():
+    default = declared()["local-path"]
+
+    def probe(read_back, error=""):
+        pods = {"default-consumer": ("Running", "lab-worker-1"), "default-claim-reader": ("Succeeded", "lab-worker-1")}
+        return storage_validation.ClaimProbe(
+            "local-path", "ReadWriteOnce", "Bound", "pvc-1", 1.0, pods, error=error, read_back=read_back
+        )
+
+    check = storage_validation.readback_check(default, probe("default-consumer\n"), True, 60)
+    assert (check.id, check.status, check.observed) == ("storage/default-readback", "pass", "default-consumer")
+    empty = storage_validation.readback_check(default, probe(""), True, 60)
+    assert empty.status == "fail" and "expected the line each writer wrote (default-consumer)" in empty.message
+    unread = storage_validation.readback_check(default, probe(None), True, 60)
+    assert unread.status == "fail" and "the reader did not finish within 60 s" in unread.message
+    sandbox = storage_validation.readback_check(default, probe(None), False, 60)
+    assert sandbox.status == "skip" and "KWOK simulates them" in sandbox.message
+
+
+def test_the_shared_claim_must_hold_each_pod_s_line_where_pods_run():
+    shared = declared()["shared"]
+    pods = {"shared-a": ("Running", "n1"), "shared-b": ("Running", "n2"), "shared-claim-reader": ("Succeeded", "n1")}
+    both = storage_validation.ClaimProbe(
+        "shared", "ReadWriteMany", "Bound", "pv", 1.0, pods, read_back="shared-a\nshared-b\n"
+    )
+    assert storage_validation.rwx_check(shared, both, 60).status == "pass"
+    apart = storage_validation.ClaimProbe("shared", "ReadWriteMany", "Bound", "pv", 1.0, pods, read_back="shared-a\n")
+    check = storage_validation.rwx_check(shared, apart, 60)
+    assert check.status == "fail" and "expected a line from each pod (shared-a, shared-b)" in check.message
+
+
+def test_probe_pods_that_must_really_run_keep_off_simulated_nodes_and_a_reader_prints_the_file():
+    pod = storage.probe_pod("ns", "r", "c", "busybox:1.35", "c", real_nodes_only=True, reader=True)
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms == [{"matchExpressions": [{"key": "clusterproof.io/sandbox-node", "operator": "DoesNotExist"}]}]
+    assert pod["spec"]["containers"][0]["command"] == ["sh", "-c", "cat /data/probe"]
+    assert storage.SIMULATED_NODE_LABEL == SANDBOX_NODE_LABEL
+    assert "nodeAffinity" not in storage.probe_pod("ns", "w", "c", "busybox:1.35", "c")["spec"]["affinity"]
 
 
 def test_cleanup_check_names_what_is_left():

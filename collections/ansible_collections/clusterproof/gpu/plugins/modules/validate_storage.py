@@ -13,7 +13,8 @@ description:
   - Creates a temporary namespace C(clusterproof-storage-probe-<random>); in it a claim on the
     default class (and, for a C(WaitForFirstConsumer) class, a pod that mounts it) and waits for
     the claim to become Bound; then, when a declared class offers C(ReadWriteMany), a claim on it
-    mounted by two pods (preferring two nodes) and waits for both to run.
+    mounted by two pods (preferring two nodes) and waits for both to run. With O(pods_run), a reader
+    pod checks what they wrote.
   - Always deletes the namespace, and waits for the volumes the probe made to go (deleting those a
     C(Retain) class keeps), also when a step failed; a leftover is a failed check.
   - Returns the checks as a site report section. Changes nothing that outlives the run, so it
@@ -40,6 +41,14 @@ options:
         empties a namespace in its own time (many seconds on a cluster with many resource types).
     type: int
     default: 180
+  pods_run:
+    description:
+      - The cluster's pods really run (not the sandbox, whose KWOK nodes only simulate them). The probe
+        pods then keep off simulated nodes, and after each claim's pods run a reader pod prints the
+        probe file, and the default class's claim must hold what its first pod wrote, the shared claim
+        each of its two pods' lines.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -91,6 +100,8 @@ class Probe:
         self.size = params["claim_size"]
         self.timeout = params["timeout"]
         self.cleanup_timeout = params["cleanup_timeout"]
+        # Where pods really run, they keep off simulated nodes and a reader checks what they wrote.
+        self.pods_run = params["pods_run"]
         self.volumes = set()
 
     def create_namespace(self):
@@ -106,7 +117,7 @@ class Probe:
             )
             for pod in pods:
                 self.core.create_namespaced_pod(
-                    self.namespace, storage.probe_pod(self.namespace, pod, name, self.image, name)
+                    self.namespace, storage.probe_pod(self.namespace, pod, name, self.image, name, self.pods_run)
                 )
             deadline = started + self.timeout
             while True:
@@ -115,6 +126,8 @@ class Probe:
                     probe.bound_after_s = round(time.monotonic() - started, 2)
                 running = [pod for pod, (phase, _) in probe.pods.items() if phase in ("Running", "Succeeded")]
                 if probe.phase == "Bound" and len(running) == len(pods):
+                    if self.pods_run and pods:
+                        probe.read_back = self._read_back(name, deadline)
                     break
                 if time.monotonic() > deadline:
                     probe.events = self._events(name)
@@ -123,6 +136,19 @@ class Probe:
         except kube.ApiException as error:
             probe.error = "%s %s" % (error.status, error.reason)
         return probe
+
+    def _read_back(self, claim, deadline):
+        """What a reader pod on ``claim`` prints of the probe file once it has ended, or None."""
+        reader = claim + "-reader"
+        self.core.create_namespaced_pod(
+            self.namespace, storage.probe_pod(self.namespace, reader, claim, self.image, claim, True, reader=True)
+        )
+        while time.monotonic() < deadline:
+            phase = self.core.read_namespaced_pod(reader, self.namespace).status.phase
+            if phase in ("Succeeded", "Failed"):
+                return self.core.read_namespaced_pod_log(reader, self.namespace)
+            time.sleep(0.5)
+        return None
 
     def _observe(self, probe, name, pods):
         claim = self.core.read_namespaced_persistent_volume_claim(name, self.namespace)
@@ -220,6 +246,7 @@ def _probe_checks(api, params, default, rwx):
         cleanup = probe.clean_up()
     return namespace, [
         storage_validation.bind_check(default, default_probe, params["timeout"]),
+        storage_validation.readback_check(default, default_probe, params["pods_run"], params["timeout"]),
         storage_validation.rwx_check(rwx, rwx_probe, params["timeout"]),
         storage_validation.cleanup_check(namespace, cleanup),
     ]
@@ -237,6 +264,12 @@ def run(module):
         reason = "check mode creates nothing" if module.check_mode else "the inventory declares no storage classes"
         checks += [
             Check("storage/default-binds", "A claim on the default class becomes Bound", "skip", message=reason),
+            Check(
+                "storage/default-readback",
+                "A pod reads back what another wrote to a claim on the default class",
+                "skip",
+                message=reason,
+            ),
             Check("storage/rwx-shared", "Two pods share one ReadWriteMany claim", "skip", message=reason),
         ]
     else:
@@ -258,6 +291,7 @@ def main():
             "claim_size": {"type": "str", "default": "1Mi"},
             "timeout": {"type": "int", "default": 180},
             "cleanup_timeout": {"type": "int", "default": 180},
+            "pods_run": {"type": "bool", "default": False},
         },
         auth=True,
     )

@@ -469,7 +469,8 @@ def local_path_chart_values(classes: Iterable[StorageClassDeclaration], helper_i
     if not repository or "/" in tag:
         repository, tag = helper_image, "latest"
     return {
-        "storageClass": {"create": False},
+        # The provisioner answers to the name the StorageClasses give (the chart would make one up).
+        "storageClass": {"create": False, "provisionerName": LOCAL_PATH_PROVISIONER},
         "nodePathMap": [],
         "storageClassConfigs": {
             cls.name: {"storageClass": {"create": False}, **local_path_class_config(cls)}
@@ -642,9 +643,36 @@ def probe_claim(namespace: str, name: str, storage_class: str, access_mode: str,
     }
 
 
-def probe_pod(namespace: str, name: str, claim: str, image: str, group: str) -> dict[str, Any]:
-    """A pod that mounts ``claim`` and writes to it. Pods of one ``group`` prefer different nodes,
-    so that a shared claim is shown shared across nodes where there are several."""
+# The label of a KWOK-simulated node (sandbox.control_plane.SANDBOX_NODE_LABEL): a probe whose pods
+# must really run keeps off such nodes, where a pod only seems to run.
+SIMULATED_NODE_LABEL = "clusterproof.io/sandbox-node"
+# What a probe pod writes to its claim (its own name, one line per pod) and the reader prints.
+PROBE_FILE = "/data/probe"
+
+
+def probe_pod(
+    namespace: str, name: str, claim: str, image: str, group: str, real_nodes_only: bool = False, reader: bool = False
+) -> dict[str, Any]:
+    """A pod that mounts ``claim`` and writes to it (a ``reader`` prints what the claim holds and
+    ends). Pods of one ``group`` prefer different nodes, so that a shared claim is shown shared
+    across nodes where there are several; ``real_nodes_only`` keeps them off simulated nodes."""
+    affinity: dict[str, Any] = {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"clusterproof.io/probe-group": group}},
+                    },
+                }
+            ]
+        }
+    }
+    if real_nodes_only:
+        term = {"matchExpressions": [{"key": SIMULATED_NODE_LABEL, "operator": "DoesNotExist"}]}
+        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    script = "cat %s" % PROBE_FILE if reader else 'echo "$(hostname)" >> %s && sleep 3600' % PROBE_FILE
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -654,24 +682,12 @@ def probe_pod(namespace: str, name: str, claim: str, image: str, group: str) -> 
             "terminationGracePeriodSeconds": 1,
             # The probe must land on whatever nodes the cluster has, GPU nodes with taints included.
             "tolerations": [{"operator": "Exists"}],
-            "affinity": {
-                "podAntiAffinity": {
-                    "preferredDuringSchedulingIgnoredDuringExecution": [
-                        {
-                            "weight": 100,
-                            "podAffinityTerm": {
-                                "topologyKey": "kubernetes.io/hostname",
-                                "labelSelector": {"matchLabels": {"clusterproof.io/probe-group": group}},
-                            },
-                        }
-                    ]
-                }
-            },
+            "affinity": affinity,
             "containers": [
                 {
                     "name": "probe",
                     "image": image,
-                    "command": ["sh", "-c", 'echo "$(hostname)" >> /data/probe && sleep 3600'],
+                    "command": ["sh", "-c", script],
                     "volumeMounts": [{"name": "data", "mountPath": "/data"}],
                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
                 }

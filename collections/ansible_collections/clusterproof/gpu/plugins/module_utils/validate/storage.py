@@ -10,8 +10,11 @@ Checks, in order (ids are stable)::
     storage/default-class    exactly one class of the cluster is the default, the declared one
     storage/default-binds    a claim on the default class becomes Bound (with a consuming pod
                              for a WaitForFirstConsumer class)
+    storage/default-readback where pods really run (not the sandbox): a second pod reads back
+                             what the first wrote to the default class's claim
     storage/rwx-shared       two pods mount one ReadWriteMany claim and run (skipped, with the
-                             reason, when no class offers ReadWriteMany)
+                             reason, when no class offers ReadWriteMany); where pods really run,
+                             each sees the other's line in the shared file
     storage/cleanup          everything the probe created is gone
 
 Pure: plain data in, report checks out.
@@ -47,6 +50,8 @@ class ClaimProbe:
     error: str = ""
     # Recent events of the claim, to say where to look when it did not bind.
     events: list[str] = dataclasses.field(default_factory=list)
+    # Where pods really run: what a pod that mounts the claim last read from it (None: not read).
+    read_back: str | None = None
 
 
 @dataclasses.dataclass
@@ -162,6 +167,38 @@ def bind_check(default: storage.StorageClassDeclaration | None, probe: ClaimProb
     return Check(check_id, title, "pass", "Bound", observed, duration_s=probe.bound_after_s)
 
 
+def readback_check(
+    default: storage.StorageClassDeclaration | None, probe: ClaimProbe | None, pods_run: bool, timeout: float
+) -> Check:
+    """A second pod reads back, through the default class's claim, the line the first wrote."""
+    check_id = "storage/default-readback"
+    title = "A pod reads back what another wrote to a claim on the default class"
+    if not pods_run:
+        return Check(check_id, title, "skip", message="pods do not run on this site's nodes (KWOK simulates them)")
+    if default is None or probe is None:
+        return Check(check_id, title, "skip", message="the inventory declares no default storage class")
+    writers = [name for name in probe.pods if not name.endswith("-reader")]
+    expected = "the writer's line (%s)" % ", ".join(writers)
+    if probe.error or probe.read_back is None:
+        why = probe.error or "the reader did not finish within %.0f s" % timeout
+        return Check(
+            check_id, title, "fail", expected, None, "nothing was read back: %s; %s" % (why, _where_to_look(probe))
+        )
+    lines = probe.read_back.split()
+    if not writers or any(writer not in lines for writer in writers):
+        message = (
+            "the reader found %r in %s, expected the line each writer wrote (%s): the volume a second pod "
+            % (
+                probe.read_back.strip(),
+                storage.PROBE_FILE,
+                ", ".join(writers),
+            )
+            + "mounts is not the one the first wrote to; look at the provisioner's volume paths on the node"
+        )
+        return Check(check_id, title, "fail", expected, probe.read_back.strip(), message)
+    return Check(check_id, title, "pass", expected, probe.read_back.strip())
+
+
 def rwx_check(rwx: storage.StorageClassDeclaration | None, probe: ClaimProbe | None, timeout: float) -> Check:
     check_id = "storage/rwx-shared"
     if rwx is None or probe is None:
@@ -191,6 +228,19 @@ def rwx_check(rwx: storage.StorageClassDeclaration | None, probe: ClaimProbe | N
             _where_to_look(probe),
         )
         return Check(check_id, title, "fail", expected, observed, message)
+    writers = sorted(name for name in probe.pods if not name.endswith("-reader"))
+    if probe.read_back is not None:
+        observed["read back"] = probe.read_back.strip()
+        if any(writer not in probe.read_back.split() for writer in writers):
+            message = (
+                "the shared file holds %r, expected a line from each pod (%s): the pods do not see one "
+                % (
+                    probe.read_back.strip(),
+                    ", ".join(writers),
+                )
+                + "volume; look at how the class's volumes are mounted on each node"
+            )
+            return Check(check_id, title, "fail", expected, observed, message)
     nodes = sorted({node for _, node in probe.pods.values()})
     message = "" if len(nodes) > 1 else "both pods ran on node %s: the cluster offered no second node" % nodes[0]
     return Check(check_id, title, "pass", expected, observed, message, probe.bound_after_s)
