@@ -12,7 +12,8 @@ nvidia_container_toolkit were asked to do. Run them with testinfra's Ansible bac
 ``--sudo`` where the Ansible user is not root (reading containerd's config and running containers
 need root). The container test pulls ``CLUSTERPROOF_GPU_TEST_IMAGE`` (default
 ``docker.io/library/ubuntu:24.04``; an air-gapped site names its registry's copy), and is skipped,
-with the reason, on a host with neither docker nor containerd's ctr.
+with the reason, on a host with neither docker nor containerd's ctr. On a host the inventory gives no
+GPUs and that has no NVIDIA device (a test bed such as the lab), the GPU tests say "needs hardware".
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pytest
 import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_config import CONTAINERD_CRI_PATHS
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node.host_tests import NEEDS_HARDWARE
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = ("nvidia_driver", "nvidia_container_toolkit")
@@ -53,7 +55,19 @@ def declared(host) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def gpus(host) -> list[dict[str, str]]:
+def nvidia_hardware(host, declared) -> None:
+    """Skip as "needs hardware" on a host the inventory gives no GPUs and that has no NVIDIA device on
+    its PCI bus (the lab's hosts): nothing there for a GPU test to see. A host declared with GPUs
+    and none on its bus is not skipped: its tests fail, as they should."""
+    if int(declared.get("gpu_count", 1)) != 0:
+        return
+    found = host.run("grep -lx 0x10de /sys/bus/pci/devices/*/vendor")
+    if not found.stdout.strip():
+        pytest.skip("%s %s has no NVIDIA device on its PCI bus" % (NEEDS_HARDWARE, host.backend.hostname))
+
+
+@pytest.fixture(scope="module")
+def gpus(host, nvidia_hardware) -> list[dict[str, str]]:
     """One entry per GPU, as nvidia-smi reports it."""
     fields = ["index", "name", "driver_version", "persistence_mode", "pci.bus_id"]
     command = host.run("nvidia-smi --query-gpu=%s --format=csv,noheader,nounits" % ",".join(fields))
@@ -78,7 +92,7 @@ def _expected_gpu_count(host, declared: dict[str, Any]) -> int:
     return int(declared["gpu_count"])
 
 
-def test_driver_is_loaded_and_of_the_pinned_branch(host, declared):
+def test_driver_is_loaded_and_of_the_pinned_branch(host, declared, nvidia_hardware):
     version_file = host.file("/sys/module/nvidia/version")
     assert version_file.exists, (
         "the nvidia kernel module is not loaded on %s (no /sys/module/nvidia): run the nvidia_driver role, "
@@ -182,7 +196,7 @@ def _listed_gpus(output: str) -> int:
     return sum(1 for line in output.splitlines() if line.startswith("GPU "))
 
 
-def test_a_container_sees_the_gpus(host, declared):
+def test_a_container_sees_the_gpus(host, declared, nvidia_hardware):
     expected = _expected_gpu_count(host, declared)
     environment = "NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=utility"
     if host.exists("docker"):

@@ -91,6 +91,21 @@ def test_recorded_h100_failures_carry_the_tests_own_message_and_where_they_faile
     assert (passed.observed, passed.message, passed.duration_s) == ("passed", "", 0.026)
 
 
+def test_a_test_that_needs_a_gpu_the_host_lacks_is_needs_hardware_not_skip():
+    junit = """<testsuites><testsuite name="pytest">
+<testcase classname="tests.hosts.test_gpu_host" name="test_gpu_count_is_the_inventorys[ansible://lab-worker-1]" time="0.1">
+<skipped type="pytest.skip" message="needs hardware: lab-worker-1 has no NVIDIA device on its PCI bus">skip</skipped>
+</testcase>
+<testcase classname="tests.hosts.test_gpu_host" name="test_docker_runs_the_nvidia_runtime[ansible://lab-worker-1]" time="0.1">
+<skipped type="pytest.skip" message="docker is not in nvidia_container_toolkit_runtimes for lab-worker-1">skip</skipped>
+</testcase></testsuite></testsuites>"""
+    checks = _by_name(checks_from_junit(junit, "lab-worker-1"))
+    count = checks["gpu-count-is-the-inventorys"]
+    assert (count.status, count.observed) == ("needs-hardware", "not run")
+    assert count.message == "needs hardware: lab-worker-1 has no NVIDIA device on its PCI bus"
+    assert checks["docker-runs-the-nvidia-runtime"].status == "skip"
+
+
 def test_recorded_h100_section_renders_in_the_report():
     checks = checks_from_junit(_fixture("testinfra-h100.xml"), "h100-1")
     data = section("h100-1", checks)

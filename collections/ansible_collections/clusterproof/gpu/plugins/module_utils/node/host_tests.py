@@ -206,6 +206,11 @@ def check_name(test: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-").lower() or "test"
 
 
+# How a test of the suite says it needs a GPU the host does not have (pytest.skip's reason begins so):
+# its check is needs-hardware, not skip.
+NEEDS_HARDWARE = "needs hardware:"
+
+
 def checks_from_results(
     results: Iterable[CaseResult], host: str, titles: Mapping[str, str] | None = None
 ) -> list[Check]:
@@ -226,6 +231,8 @@ def checks_from_results(
         seen.add(name)
         if result.outcome == "passed":
             status, observed = "pass", "passed"
+        elif result.outcome == "skipped" and result.message.startswith(NEEDS_HARDWARE):
+            status, observed = "needs-hardware", "not run"
         elif result.outcome == "skipped":
             status, observed = "skip", "skipped"
         else:
