@@ -154,3 +154,55 @@ def test_an_error_the_runner_did_not_foresee_is_the_scenario_s_failed_check_not_
         "nothing was changed"
     )
     assert result.to_dict()["failed_checks"] == 1 and result.to_dict()["stopped"] == result.error
+
+
+def test_a_workload_whose_pods_are_refused_fails_the_step_with_the_refusal():
+    # Found on the lab: KAI's admission gives GPU pods runtimeClassName nvidia; without the class
+    # every pod is refused and the step would only wait out its timeout.
+    events = [
+        {
+            "reason": "FailedCreate",
+            "involvedObject": {"kind": "Job", "namespace": "team-a", "name": "other"},
+            "message": "not ours",
+        },
+        {
+            "reason": "FailedCreate",
+            "involvedObject": {"kind": "Job", "namespace": "scn-team-a", "name": "a-1-g"},
+            "message": 'pods "a-1-g-" is forbidden: pod rejected: RuntimeClass "nvidia" not found',
+        },
+    ]
+    assert sr.refused_pods(events, "scn-") == (
+        'the pods of job scn-team-a/a-1-g are refused: pods "a-1-g-" is forbidden: pod rejected: '
+        'RuntimeClass "nvidia" not found'
+    )
+    assert sr.refused_pods(events[:1], "scn-") is None
+
+
+def _pod(namespace, name, node, cpus, phase="Running", owner=None):
+    from types import SimpleNamespace as NS
+
+    owners = [NS(kind=owner)] if owner else None
+    container = NS(resources=NS(requests={"cpu": cpus}, limits=None))
+    return NS(
+        metadata=NS(namespace=namespace, name=name, owner_references=owners),
+        spec=NS(node_name=node, containers=[container]),
+        status=NS(phase=phase),
+    )
+
+
+def test_only_pods_that_take_from_the_scenario_s_nodes_keep_it_from_starting():
+    # Found on the lab: a real cluster's engine, CNI and DNS pods request CPU on its real hosts, and
+    # its DaemonSets run on the simulated nodes too; none of that takes from the scenario.
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
+
+    pods = [
+        _pod("kai-scheduler", "binder", "lab-worker-1", "100m"),
+        _pod("kube-system", "coredns", "lab-cp-1", "100m"),
+        _pod("kube-flannel", "flannel-x", "dgx1-1", "100m", owner="DaemonSet"),
+        _pod("team-a", "notebook", "dgx1-1", "2"),
+        _pod("team-b", "waiting", None, "1", phase="Pending"),
+        _pod("team-c", "done", "dgx1-1", "4", phase="Succeeded"),
+        _pod("scn-root-a-1", "ours", "dgx1-1", "5"),
+    ]
+    busy = sr.foreign_pods(pods, {"scn-root-a-1"}, {"dgx1-1"}, workloads.pod_cpus)
+    assert busy == ["team-a/notebook", "team-b/waiting"]

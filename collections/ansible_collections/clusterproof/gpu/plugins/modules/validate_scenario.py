@@ -36,9 +36,15 @@ description:
     a warning and the report says whether the engine reproduces the document.
 options:
   scenario_file:
-    description: Path of the scenario YAML file.
+    description: Path of the scenario YAML file (on the controller when O(scenario_text) is given).
     type: path
     required: true
+  scenario_text:
+    description:
+      - The scenario file's text, read on the controller (the file's path names it in messages). The
+        role gives it, so the module runs where the cluster's kubeconfig is (a kubeadm site's first
+        control-plane host) without the project's files there.
+    type: str
   nodes:
     description: The site's GPU nodes as the inventory declares them (name, gpu_count).
     type: list
@@ -115,6 +121,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import s
 
 OPTIONS = {
     "scenario_file": {"type": "path", "required": True},
+    "scenario_text": {"type": "str"},
     "nodes": {"type": "list", "elements": "dict", "required": True},
     "force": {"type": "bool", "default": False},
     "settle_seconds": {"type": "float", "default": 6},
@@ -142,6 +149,7 @@ def _run(module):
         options,
         lambda: kube.api_client(params["kubeconfig"], params["context"]),
         module.check_mode,
+        params["scenario_text"],
     )
     # A run that stopped says so in its section (its failed check names the cause): the report has it.
     return {"changed": False, **result.to_dict()}

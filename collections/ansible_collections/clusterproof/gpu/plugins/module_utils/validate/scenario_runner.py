@@ -93,11 +93,13 @@ class ScenarioResult:
         return result
 
 
-def load(path: Path) -> scenarios.Scenario:
-    """The scenario file at ``path``, read by the project's one YAML loader (UTF-8, no aliases,
-    bounded size) and checked; ScenarioRefused names the file and every problem found."""
+def load(path: Path, text: str | None = None) -> scenarios.Scenario:
+    """The scenario file at ``path`` (or its ``text``, read where the file is, on the controller),
+    read by the project's one YAML loader (UTF-8, no aliases, bounded size) and checked;
+    ScenarioRefused names the file and every problem found."""
     try:
-        return scenarios.load(yaml_file.load(path), where=str(path))
+        data = yaml_file.load(path) if text is None else yaml_file.loads(text.encode("utf-8"), str(path))
+        return scenarios.load(data, where=str(path))
     except OSError as error:
         raise ScenarioRefused("scenario %s: %s; nothing was changed" % (path, error.strerror or error)) from None
     except (yaml_file.YamlFileError, scenarios.ScenarioError) as error:
@@ -150,6 +152,23 @@ def node_problem(nodes: Iterable[Mapping[str, Any]], wanted: Iterable[str]) -> s
     return None
 
 
+def refused_pods(events: Iterable[Mapping[str, Any]], prefix: str) -> str | None:
+    """Why a workload of the scenario gets no pod, from the cluster's events (as dicts): the first
+    FailedCreate of an object in a namespace of the run (an admission refusal, a missing
+    RuntimeClass). Such a step would only wait out its timeout. Pure."""
+    for event in events:
+        involved = event.get("involvedObject") or event.get("involved_object") or {}
+        namespace = str(involved.get("namespace") or "")
+        if event.get("reason") == "FailedCreate" and namespace.startswith(prefix):
+            return "the pods of %s %s/%s are refused: %s" % (
+                str(involved.get("kind") or "object").lower(),
+                namespace,
+                involved.get("name"),
+                event.get("message"),
+            )
+    return None
+
+
 def process_state(pid: int | None) -> tuple[int, str] | None:
     """(pid, state letter of ``/proc/<pid>/stat``) of a live process, None when there is none."""
     if pid is None:
@@ -176,12 +195,13 @@ def run(
     options: RunOptions,
     connect: Callable[[], Any],
     check_mode: bool = False,
+    text: str | None = None,
 ) -> ScenarioResult:
     """Run the scenario at ``path`` on the site's ``nodes`` (as the inventory declares them) with
     the engine ``backend``; ``connect`` gives the API client. Raises ScenarioRefused when the
     scenario is not started; a run that stops on the way returns with ``error`` set, and its
     failed check ``scenario/<name>/stopped``."""
-    scenario = load(path)
+    scenario = load(path, text)
     section: dict[str, Any] = {
         "id": "scenario-%s" % scenario.name,
         "title": "Scenario: %s" % scenario.title,
@@ -258,7 +278,7 @@ def _run_loaded(
     try:
         api = connect()
         core = kube.core_v1(api)
-        busy = _foreign_pods(core, own, scenario.resource, backend)
+        busy = _foreign_pods(core, own, scenario.resource, backend, [name for name, _ in plan.nodes])
     except Exception as error:  # whatever the client raises (urllib3's errors too): the cluster is out of reach
         raise ScenarioRefused(
             "cannot reach the cluster to run scenario %s: %s; nothing was changed" % (scenario.name, _brief(error))
@@ -361,8 +381,12 @@ class _Run:
 
     def _check_health(self) -> None:
         """Fail the step now, naming the cause, when it cannot settle: a node the scenario uses is
-        not Ready, or (on the sandbox) a process of the engine is gone or stopped."""
+        not Ready, a workload's pods are refused, or (on the sandbox) a process of the engine is
+        gone or stopped."""
         problem = node_problem(kube.list_nodes(self.api), [name for name, _ in self.plan.nodes])
+        if problem is None:
+            events = self.core.list_event_for_all_namespaces(field_selector="reason=FailedCreate").items
+            problem = refused_pods((self.api.sanitize_for_serialization(e) for e in events), self.prefix)
         if problem is None and self.layout is not None:
             layout = self.layout
             states = {
@@ -594,16 +618,30 @@ class _Run:
         return False
 
 
-def _foreign_pods(core: Any, own_namespaces: set[str], resource: str, backend: Backend) -> list[str]:
-    """Pods outside the scenario that hold or wait for its resource (engines' own pods aside)."""
+def _foreign_pods(
+    core: Any, own_namespaces: set[str], resource: str, backend: Backend, nodes: Iterable[str]
+) -> list[str]:
+    """Pods outside the scenario that hold or wait for its resource where it runs (engines' own pods aside)."""
+    amount = backend.pod_cpus if resource == "cpu" else backend.pod_gpus
     skipped = set(own_namespaces) | set(registry.own_namespaces())
+    return foreign_pods(core.list_pod_for_all_namespaces().items, skipped, set(nodes), amount)
+
+
+def foreign_pods(pods: Iterable[Any], skipped: set[str], nodes: set[str], amount: Callable[[Any], float]) -> list[str]:
+    """Of ``pods`` (the client's V1Pods), those outside the ``skipped`` namespaces that hold some of
+    the scenario's resource on one of its ``nodes``, or wait for a node. Pods of a DaemonSet are the
+    nodes' own (a real cluster's CNI and kube-proxy run on every node, simulated ones included), and
+    pods on nodes the scenario does not use take nothing from it. Pure."""
     busy = []
-    for pod in core.list_pod_for_all_namespaces().items:
+    for pod in pods:
         namespace = pod.metadata.namespace
-        if namespace in skipped:
+        if namespace in skipped or pod.status.phase not in ("Pending", "Running"):
             continue
-        amount = backend.pod_cpus(pod) if resource == "cpu" else backend.pod_gpus(pod)
-        if pod.status.phase in ("Pending", "Running") and amount > 0:
+        if any(owner.kind == "DaemonSet" for owner in pod.metadata.owner_references or ()):
+            continue
+        if pod.spec.node_name and pod.spec.node_name not in nodes:
+            continue
+        if amount(pod) > 0:
             busy.append("%s/%s" % (namespace, pod.metadata.name))
     return sorted(busy)
 
