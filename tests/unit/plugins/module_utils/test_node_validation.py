@@ -443,3 +443,28 @@ def test_a_thousand_nodes_half_of_them_on_dra():
     assert [check.id for check in outcome.failed] == ["gpu-nodes/gpu-0201/gpu-count", "cluster/gpu-total"]
     assert by_id(outcome)["cluster/gpu-total"].observed == 7999
     assert sum(row.gpu_source == "dra" for row in outcome.node_table) == 500
+
+
+def test_a_simulated_node_is_named_simulated_in_every_check_and_a_real_one_is_not():
+    outcome = validate_gpu_nodes(
+        [declared("dgx1-1", simulated=True), declared("lab-worker-1", gpus=0, gpu_product=None, gpu_memory_mib=None)],
+        [api_node("dgx1-1"), api_node("lab-worker-1", gpus=None, labels={})],
+    )
+    checks = by_id(outcome)
+    simulated = [check for check_id, check in checks.items() if check_id.startswith("gpu-nodes/dgx1-1/")]
+    assert simulated and all("dgx1-1 (simulated)" in check.title for check in simulated)
+    assert checks["gpu-nodes/dgx1-1/present"].observed == "found, simulated by KWOK"
+    real = [check for check_id, check in checks.items() if check_id.startswith("gpu-nodes/lab-worker-1/")]
+    assert real and not any("simulated" in check.title for check in real)
+    assert checks["gpu-nodes/lab-worker-1/present"].observed == "found"
+
+
+def test_the_node_table_says_which_node_s_gpus_are_simulated():
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import node_table
+
+    outcome = validate_gpu_nodes(
+        [declared("dgx1-1", simulated=True), declared("dgx1-2")], [api_node("dgx1-1"), api_node("dgx1-2")]
+    )
+    table = node_table([row.to_dict() for row in outcome.node_table])
+    sources = {row[0]: row[3] for row in table.rows}
+    assert sources == {"dgx1-1": "simulated (KWOK)", "dgx1-2": "device plugin"}

@@ -65,6 +65,10 @@ options:
         type: list
         elements: dict
         default: []
+      simulated:
+        description: A KWOK node of a test bed (inventory group simulated_gpu_nodes); its checks say so.
+        type: bool
+        default: false
       labels:
         description: Labels the Node must carry, with these values.
         type: dict
@@ -225,6 +229,7 @@ NODE_OPTIONS = {
     "labels": {"type": "dict", "default": {}},
     "host": {"type": "str"},
     "taints": {"type": "list", "elements": "dict", "default": []},
+    "simulated": {"type": "bool", "default": False},
 }
 
 

@@ -356,6 +356,8 @@ def node_table(rows: Iterable[Mapping[str, Any]]) -> Table:
 
 
 def _gpu_source(row: Mapping[str, Any]) -> str | None:
+    if row.get("simulated"):
+        return "simulated (KWOK)"
     source = row.get("gpu_source")
     if source is None:
         return None  # a row of an older validator

@@ -5,10 +5,11 @@ through the API server; ``install``: the one install step (CRDs, files, processe
 on the sandbox goes through; ``pki``: its CA and kubeconfigs; ``fields``: the one-line
 declarations of its path and port tables; ``build``: the binaries from their
 Go modules into the per-machine cache; ``gpu_agent`` and ``local_path``: the sandbox's stand-ins
-for what a node runs.
+for what a node runs; ``simulated_nodes``: the same KWOK nodes attached to a real cluster without
+GPUs (a test bed such as the lab).
 
-SANDBOX ONLY: real sites never run anything from here. May import: ``install/`` (for what the
-sandbox runs of it), ``kube.client`` (in ``install`` and ``lifecycle``), the standard library and
-``cryptography``. Touches: the sandbox state directory, the build cache, the Go caches and the
-processes it started itself.
+SANDBOX AND TEST BEDS ONLY: real sites never run anything from here. May import: ``install/`` (for
+what the sandbox runs of it), ``kube.client`` (in ``install``, ``lifecycle`` and ``simulated_nodes``),
+the standard library and ``cryptography``. Touches: the sandbox state directory (and a test bed's
+simulated-node state), the build cache, the Go caches and the processes it started itself.
 """

@@ -35,6 +35,10 @@ COMPLETE_AFTER_ANNOTATION = "clusterproof.io/complete-after"
 FRACTION_STEP = Decimal("0.01")
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.01-py3"
 GPU_RESOURCE = "nvidia.com/gpu"
+# A test bed's simulated GPU nodes (KWOK beside a real cluster, sandbox.simulated_nodes) are tainted so
+# that only the validator's workloads land there; every workload tolerates it (nowhere else is a node
+# tainted so, and the sandbox's nodes are not).
+SIMULATED_NODE_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake", "effect": "NoSchedule"}
 
 
 class WorkloadError(ValueError):
@@ -118,6 +122,7 @@ def base_job(workload: Workload, settings: ProjectSettings) -> dict[str, Any]:
         annotations[COMPLETE_AFTER_ANNOTATION] = workload.complete_after
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
+        "tolerations": [dict(SIMULATED_NODE_TOLERATION)],
         "containers": [{"name": "main", "image": workload.image, "resources": resources}],
     }
     nodes = settings.training_nodes if workload.kind == TRAINING else settings.interactive_nodes

@@ -86,6 +86,14 @@ class DeclaredNode:
     cpu_cores: int | None = None
     memory_gib: int | None = None
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # A KWOK node a test bed without GPUs attaches (inventory group simulated_gpu_nodes): every
+    # check of it says so, so no reader takes its GPUs for hardware.
+    simulated: bool = False
+
+    @property
+    def shown(self) -> str:
+        """The node as the report's titles name it."""
+        return f"{self.name} (simulated)" if self.simulated else self.name
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeclaredNode:
@@ -109,6 +117,7 @@ class DeclaredNode:
             cpu_cores=data.get("cpu_cores"),
             memory_gib=data.get("memory_gib"),
             labels={str(key): str(value) for key, value in labels.items()},
+            simulated=bool(data.get("simulated", False)),
         )
 
 
@@ -314,6 +323,7 @@ class NodeRow:
     status: str  # "pass", "fail" (a check on this node failed) or "warn" (the node is not declared)
     gpu_source: str | None = None  # SOURCE_DEVICE_PLUGIN, SOURCE_DRA or SOURCE_NONE; None: not in the cluster
     both_sources: bool = False  # the device plugin and DRA both report GPUs on this node
+    simulated: bool = False  # a KWOK node of a test bed (DeclaredNode.simulated)
 
     def to_dict(self) -> dict[str, Any]:
         # Every field is a scalar: the instance's dict, not dataclasses.asdict's deep copy (which
@@ -400,6 +410,7 @@ def validate_gpu_nodes(
                 status="fail" if any(check.status == "fail" for check in node_checks) else "pass",
                 gpu_source=None if count is None else count.source,
                 both_sources=count is not None and count.both,
+                simulated=want.simulated,
             )
         )
 
@@ -439,19 +450,20 @@ def _found_product(node: ObservedNode, count: GpuCount | None) -> str | None:
 
 def _node_checks(want: DeclaredNode, expected: int, found: ObservedNode | None, count: GpuCount | None) -> list[Check]:
     prefix = f"{SECTION_ID}/{want.name}"
-    wanted = [("ready", f"{want.name} is Ready")]
-    wanted.append(("gpu-count", f"{want.name} has {expected} allocatable GPUs"))
+    shown = want.shown
+    wanted = [("ready", f"{shown} is Ready")]
+    wanted.append(("gpu-count", f"{shown} has {expected} allocatable GPUs"))
     if want.gpu_product:
-        wanted.append(("gpu-product", f"{want.name} GPU product is {want.gpu_product}"))
+        wanted.append(("gpu-product", f"{shown} GPU product is {want.gpu_product}"))
     if want.gpu_memory_mib is not None:
-        wanted.append(("gpu-memory", f"{want.name} GPU memory is {want.gpu_memory_mib} MiB"))
+        wanted.append(("gpu-memory", f"{shown} GPU memory is {want.gpu_memory_mib} MiB"))
     if want.labels:
-        wanted.append(("labels", f"{want.name} carries its declared labels"))
+        wanted.append(("labels", f"{shown} carries its declared labels"))
 
     # The one check that says whether the node is there at all; every other check needs it.
     present = {
         "id": prefix + "/present",
-        "title": f"{want.name} is in the cluster",
+        "title": f"{shown} is in the cluster",
         "expected": f"a Node named {want.name}",
     }
     if found is None or count is None:
@@ -479,7 +491,7 @@ def _node_checks(want: DeclaredNode, expected: int, found: ObservedNode | None, 
         return checks
 
     checks = [
-        Check(**present, status="pass", observed="found"),
+        Check(**present, status="pass", observed="found, simulated by KWOK" if want.simulated else "found"),
         _ready_check(prefix, wanted[0][1], want, found),
         _count_check(prefix, wanted[1][1], want.name, expected, found, count),
     ]

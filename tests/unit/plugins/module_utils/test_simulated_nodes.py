@@ -1,0 +1,48 @@
+"""Simulated GPU nodes beside a real cluster (the lab): KWOK's command line, the taint that keeps the
+cluster's own workloads off them, and that the validator's workloads tolerate it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, simulated_nodes
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
+
+NODE = {"name": "dgx1-1", "gpu_count": 8, "cpu_cores": 80, "memory_gib": 512, "labels": {}, "taints": []}
+
+
+def test_kwok_runs_beside_the_cluster_with_its_kubeconfig_and_pod_addresses_apart_from_flannel():
+    layout = control_plane.Layout(Path("/state"))
+    kwok, agent = simulated_nodes.components(layout, Path("/bin/kwok"), 16479, True, "/repo/collections")
+    assert kwok.argv[:3] == ("/bin/kwok", "--kubeconfig=/state/kubeconfig", "--config=/state/kwok.yaml")
+    assert "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" in kwok.argv
+    assert "--cidr=10.254.0.0/16" in kwok.argv  # flannel's pods are in 10.244.0.0/16
+    assert kwok.ready_url == "http://127.0.0.1:16479/healthz"
+    assert "--kubeconfig=/state/kubeconfig" in agent.argv and "--namespace=kai-resource-reservation" in agent.argv
+    assert dict(agent.env) == {"PYTHONPATH": "/repo/collections"}
+    # Kueue schedules whole GPUs only: no agent.
+    assert [c.name for c in simulated_nodes.components(layout, Path("/bin/kwok"), 16479, False, "")] == ["kwok"]
+
+
+def test_a_simulated_node_is_tainted_after_its_own_taints_once():
+    own = {"key": "team", "value": "a", "effect": "NoSchedule"}
+    node = simulated_nodes.tainted({**NODE, "taints": [own]})
+    assert node["taints"] == [own, {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
+    assert simulated_nodes.tainted(node)["taints"] == node["taints"]
+    manifest = control_plane.node_manifest(node)
+    assert manifest["spec"]["taints"][-1] == simulated_nodes.SIMULATED_TAINT
+    assert manifest["metadata"]["labels"][control_plane.SANDBOX_NODE_LABEL] == "true"
+
+
+def test_the_validator_s_workloads_tolerate_the_simulated_node_taint():
+    toleration = workloads.SIMULATED_NODE_TOLERATION
+    taint = simulated_nodes.SIMULATED_TAINT
+    assert (toleration["key"], toleration["value"], toleration["effect"]) == (
+        taint["key"],
+        taint["value"],
+        taint["effect"],
+    )
+    job = workloads.base_job(
+        workloads.Workload("w", "team-a", workloads.TRAINING, 1), workloads.ProjectSettings("team-a")
+    )
+    assert job["spec"]["template"]["spec"]["tolerations"] == [toleration]
