@@ -206,3 +206,16 @@ def test_only_pods_that_take_from_the_scenario_s_nodes_keep_it_from_starting():
     ]
     busy = sr.foreign_pods(pods, {"scn-root-a-1"}, {"dgx1-1"}, workloads.pod_cpus)
     assert busy == ["team-a/notebook", "team-b/waiting"]
+
+
+def test_a_node_s_daemonsets_are_what_a_cpu_scenario_is_sized_without():
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
+
+    pods = [
+        _pod("kube-flannel", "flannel-1", "dgx1-1", "100m", owner="DaemonSet"),
+        _pod("kube-system", "proxy-1", "dgx1-1", "0", owner="DaemonSet"),
+        _pod("kube-flannel", "flannel-2", "dgx1-2", "100m", owner="DaemonSet"),
+        _pod("kube-flannel", "flannel-3", "gone", "100m", phase="Failed", owner="DaemonSet"),
+        _pod("team-a", "notebook", "dgx1-1", "2"),
+    ]
+    assert sr.daemonset_requests(pods, workloads.pod_cpus) == {"dgx1-1": 0.1, "dgx1-2": 0.1}

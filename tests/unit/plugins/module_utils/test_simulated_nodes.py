@@ -29,9 +29,14 @@ def test_a_simulated_node_is_tainted_after_its_own_taints_once():
     node = simulated_nodes.tainted({**NODE, "taints": [own]})
     assert node["taints"] == [own, {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
     assert simulated_nodes.tainted(node)["taints"] == node["taints"]
-    manifest = control_plane.node_manifest(node)
+    manifest = simulated_nodes.node_manifest(node)
     assert manifest["spec"]["taints"][-1] == simulated_nodes.SIMULATED_TAINT
     assert manifest["metadata"]["labels"][control_plane.SANDBOX_NODE_LABEL] == "true"
+    # No OS: DaemonSets that select Linux nodes (flannel, kube-proxy) stay off it.
+    assert "kubernetes.io/os" not in manifest["metadata"]["labels"]
+    assert control_plane.node_manifest(node)["metadata"]["labels"]["kubernetes.io/os"] == "linux"
+    plan = control_plane.plan_nodes([node], [], simulated_nodes.node_manifest)
+    assert [m["metadata"]["name"] for m in plan.create] == ["dgx1-1"] and "kubernetes.io/os" not in str(plan.create)
 
 
 def test_the_validator_s_workloads_tolerate_the_simulated_node_taint():

@@ -34,7 +34,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -347,9 +347,14 @@ def _declared_taints(taints: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
     ]
 
 
-def plan_nodes(declared: Iterable[Mapping[str, Any]], existing: Iterable[Mapping[str, Any]]) -> NodePlan:
-    """What to create, replace and delete so the simulated nodes are exactly the declared ones. Pure."""
-    wanted = {node["name"]: node_manifest(node) for node in declared}
+def plan_nodes(
+    declared: Iterable[Mapping[str, Any]],
+    existing: Iterable[Mapping[str, Any]],
+    manifest: Callable[[Mapping[str, Any]], dict[str, Any]] = node_manifest,
+) -> NodePlan:
+    """What to create, replace and delete so the simulated nodes are exactly the declared ones, each
+    made by ``manifest``. Pure."""
+    wanted = {node["name"]: manifest(node) for node in declared}
     current = {node["metadata"]["name"]: node for node in existing}
     create = [manifest for name, manifest in wanted.items() if name not in current]
     replace = [

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import signal
 import time
@@ -241,9 +242,16 @@ def _run_loaded(
     check_mode: bool,
 ) -> ScenarioResult:
     capacity_key = "cpu_cores" if scenario.resource == "cpu" else "gpu_count"
-    plan = scenarios.fit_to_site(scenario, [(str(node["name"]), int(node.get(capacity_key) or 0)) for node in nodes])
     if check_mode:
         return _skipped(section, scenario, "check mode: the scenario was not run")
+    sizes = [(str(node["name"]), int(node.get(capacity_key) or 0)) for node in nodes]
+    if scenario.resource == "cpu":
+        # A real cluster's DaemonSets (its CNI, kube-proxy) run on every node and request CPU there:
+        # the scenario is sized to the whole cores they leave (on the sandbox, all of them).
+        core = kube.core_v1(connect())
+        overhead = daemonset_requests(core.list_pod_for_all_namespaces().items, backend.pod_cpus)
+        sizes = [(name, math.floor(size - overhead.get(name, 0.0))) for name, size in sizes]
+    plan = scenarios.fit_to_site(scenario, sizes)
     if isinstance(plan, str):
         reason = "written for %d %s on nodes of %d; this site cannot hold it: %s" % (
             scenario.reference_gpus,
@@ -627,11 +635,26 @@ def _foreign_pods(
     return foreign_pods(core.list_pod_for_all_namespaces().items, skipped, set(nodes), amount)
 
 
+def daemonset_requests(pods: Iterable[Any], amount: Callable[[Any], float]) -> dict[str, float]:
+    """What the running or pending pods of DaemonSets (the client's V1Pods) request, per node. Pure."""
+    taken: dict[str, float] = {}
+    for pod in pods:
+        owners = pod.metadata.owner_references or ()
+        if (
+            pod.spec.node_name
+            and pod.status.phase in ("Pending", "Running")
+            and any(o.kind == "DaemonSet" for o in owners)
+        ):
+            taken[pod.spec.node_name] = taken.get(pod.spec.node_name, 0.0) + amount(pod)
+    return taken
+
+
 def foreign_pods(pods: Iterable[Any], skipped: set[str], nodes: set[str], amount: Callable[[Any], float]) -> list[str]:
     """Of ``pods`` (the client's V1Pods), those outside the ``skipped`` namespaces that hold some of
     the scenario's resource on one of its ``nodes``, or wait for a node. Pods of a DaemonSet are the
-    nodes' own (a real cluster's CNI and kube-proxy run on every node, simulated ones included), and
-    pods on nodes the scenario does not use take nothing from it. Pure."""
+    nodes' own (a real cluster's CNI and kube-proxy run on every node, simulated ones included: the
+    scenario is sized to what they leave, ``daemonset_requests``), and pods on nodes the scenario does
+    not use take nothing from it. Pure."""
     busy = []
     for pod in pods:
         namespace = pod.metadata.namespace
