@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The lab as a site of mode kubeadm, installed from the bundle as an admin would: wall time of
-``playbooks/gpu_nodes.yml`` and ``playbooks/cluster.yml`` on a fresh lab of three hosts (kubeadm
-init and join, flannel, the nvidia runtime as containerd's default), of the same two again (no
-change), and the resident memory of the lab with the cluster running.
+``playbooks/gpu_nodes.yml`` and ``playbooks/site.yml`` on a fresh lab of three hosts (kubeadm init
+and join, flannel, the nvidia runtime as containerd's default, local-path and KAI from their charts,
+the simulated GPU nodes, the projects, the validation and its report; the fairness scenarios left
+out, they are timed apart), of the same two again (no change but the report), of site.yml with the
+scenarios, and the resident memory of the lab with the cluster running.
 
     .venv/bin/python bench/lab_site_bench.py
 
@@ -28,6 +30,7 @@ sys.path.insert(0, str(REPO))
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build  # noqa: E402
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines  # noqa: E402
 from bench.lab_bench import lab_rss_mib  # noqa: E402
+from tests.e2e import lab_site  # noqa: E402
 from tests.e2e.conftest import run_playbook  # noqa: E402
 
 BRIDGE = "cpbench2"
@@ -36,40 +39,12 @@ CONTROL_PLANE = {"bench-cp-1": "10.219.0.10"}
 WORKERS = {"bench-worker-1": "10.219.0.11", "bench-worker-2": "10.219.0.12"}
 
 
-def inventory(path: Path, state_dir: Path, bundle: Path) -> Path:
+def inventory(base: Path, bundle: Path) -> Path:
     """inventories/lab's site, on this bench's bridge and addresses."""
-    site = yaml.safe_load((REPO / "inventories" / "lab" / "group_vars" / "all" / "site.yml").read_text())
-    site["clusterproof_site_name"] = "lab-site-bench"
-    site["clusterproof_mirror"] = {
-        "packages": f"http://{GATEWAY}:8081/",
-        "registry": f"{GATEWAY}:5000",
-        "insecure": True,
-    }
-    declaration = {
-        "all": {
-            "vars": {
-                **site,
-                "clusterproof_reports_dir": str(path.parent / "reports"),
-                "lab_dir": str(state_dir),
-                "lab_bridge": BRIDGE,
-                "lab_host_address": GATEWAY + "/24",
-                "lab_bundle": str(bundle),
-                "site_mirror_containerd_cri_settings": {"restrict_oom_score_adj": True},
-                "ansible_user": "root",
-                "ansible_ssh_private_key_file": str(state_dir / "id_ed25519"),
-                "ansible_ssh_common_args": "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
-                % (state_dir / "known_hosts"),
-            },
-            "children": {
-                "lab": {
-                    "children": {
-                        "kube_control_plane": {"hosts": {h: {"ansible_host": a} for h, a in CONTROL_PLANE.items()}},
-                        "gpu_nodes": {"hosts": {h: {"ansible_host": a, "gpu_count": 0} for h, a in WORKERS.items()}},
-                    }
-                }
-            },
-        }
-    }
+    path = base / "hosts.yml"
+    declaration = lab_site.declaration(
+        "lab-site-bench", GATEWAY, BRIDGE, CONTROL_PLANE, WORKERS, base, bundle, {"simulated_gpu_nodes_port": 16499}
+    )
     path.write_text(yaml.safe_dump(declaration))
     return path
 
@@ -94,21 +69,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lab-site-bench.") as work:
         base = Path(work)
         state_dir = base / "state"
-        path = inventory(base / "hosts.yml", state_dir, layout.out)
+        path = inventory(base, layout.out)
         lab = str(REPO / "playbooks" / "lab.yml")
         gpu_nodes = str(REPO / "playbooks" / "gpu_nodes.yml")
-        cluster = str(REPO / "playbooks" / "cluster.yml")
+        site = str(REPO / "playbooks" / "site.yml")
+        no_scenarios = ("-e", '{"validate_scenarios_files": []}')
         settings = machines.read_kernel_settings()
         try:
             timed_playbook("lab up (3 hosts) and serve the bundle", lab, inventory_path=path, hosts=["localhost"])
             first = timed_playbook("gpu_nodes.yml, fresh hosts", gpu_nodes, inventory_path=path, hosts=hosts)
             first += timed_playbook(
-                "cluster.yml (kubeadm init, 2 joins, flannel)", cluster, inventory_path=path, hosts=hosts
+                "site.yml without the scenarios (install + validate)",
+                site,
+                *no_scenarios,
+                inventory_path=path,
+                hosts=hosts,
             )
-            print(f"{'  install, both playbooks':<52} {first:7.1f} s", flush=True)
+            print(f"{'  install and validate, both playbooks':<52} {first:7.1f} s", flush=True)
             again = timed_playbook("gpu_nodes.yml again", gpu_nodes, inventory_path=path, hosts=hosts)
-            again += timed_playbook("cluster.yml again", cluster, inventory_path=path, hosts=hosts)
+            again += timed_playbook(
+                "site.yml again, without the scenarios", site, *no_scenarios, inventory_path=path, hosts=hosts
+            )
             print(f"{'  re-run, both playbooks':<52} {again:7.1f} s", flush=True)
+            timed_playbook("site.yml with the fairness scenarios", site, inventory_path=path, hosts=hosts)
             rss = lab_rss_mib(machines.Layout(state_dir, Path.home() / ".cache/clusterproof/lab"))
             print(f"{'RSS of the lab with the cluster running':<52} {rss:7.0f} MiB", flush=True)
         finally:

@@ -3,6 +3,10 @@
 bridge, with no sandbox shortcut on the path. kubeadm init and join really run; every node is Ready,
 the nvidia runtime is containerd's default on the GPU hosts (which have no GPU: the driver role says
 so), CoreDNS answers and a Service reaches a pod on another host; a second run changes nothing.
+Then ``playbooks/site.yml``: local-path and KAI from the bundle's charts as pods of the lab hosts,
+two simulated DGX-1s attached to the lab's API server, the validation with pods that really run
+(a claim read back, a user's plain pod admitted by KAI's webhook) and the documents' fairness
+scenarios on the Helm-installed KAI; a second site.yml changes nothing but the report.
 
 Three hosts on a bridge and subnet of their own, in the lab's xdist group (a kubelet changes kernel
 settings of the whole machine, which test_lab.py asserts are put back).
@@ -23,6 +27,7 @@ import yaml
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import runtime_config
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
+from tests.e2e import lab_site
 from tests.e2e.conftest import REPO, run_playbook
 
 pytestmark = pytest.mark.xdist_group("lab")
@@ -38,6 +43,8 @@ CLUSTER = str(REPO / "playbooks" / "cluster.yml")
 ADDED_WORKER = "lab-worker-2"
 UNREACHABLE = ("lab-worker-9", "10.218.0.19")
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf "
+SITE = str(REPO / "playbooks" / "site.yml")
+SIMULATED = lab_site.SIMULATED
 
 
 class SiteLab:
@@ -45,46 +52,20 @@ class SiteLab:
 
     def __init__(self, base: Path, bundle: Path) -> None:
         self.state_dir = base / "state"
+        self.reports = base / "reports"
         self.inventory = base / "hosts.yml"
         self.layout = machines.Layout(self.state_dir, Path.home() / ".cache" / "clusterproof" / "lab")
-        site = yaml.safe_load((REPO / "inventories" / "lab" / "group_vars" / "all" / "site.yml").read_text())
-        site["clusterproof_site_name"] = "lab-site-test"
-        site["clusterproof_mirror"] = {
-            "packages": "http://%s:8081/" % GATEWAY,
-            "registry": "%s:5000" % GATEWAY,
-            "insecure": True,
-        }
-        declaration = {
-            "all": {
-                "vars": {
-                    **site,
-                    "clusterproof_reports_dir": str(base / "reports"),
-                    "lab_dir": str(self.state_dir),
-                    "lab_bridge": BRIDGE,
-                    "lab_host_address": GATEWAY + "/24",
-                    "lab_bundle": str(bundle),
-                    "site_mirror_containerd_cri_settings": {"restrict_oom_score_adj": True},
-                    "ansible_user": "root",
-                    "ansible_ssh_private_key_file": str(self.state_dir / "id_ed25519"),
-                    "ansible_ssh_common_args": "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
-                    % (self.state_dir / "known_hosts"),
-                },
-                "children": {
-                    "lab": {
-                        "children": {
-                            "kube_control_plane": {
-                                "hosts": {name: {"ansible_host": address} for name, address in CONTROL_PLANE.items()}
-                            },
-                            "gpu_nodes": {
-                                "hosts": {
-                                    name: {"ansible_host": address, "gpu_count": 0} for name, address in WORKERS.items()
-                                }
-                            },
-                        }
-                    }
-                },
-            }
-        }
+        declaration = lab_site.declaration(
+            "lab-site-test",
+            GATEWAY,
+            BRIDGE,
+            CONTROL_PLANE,
+            WORKERS,
+            base,
+            bundle,
+            # KWOK beside the cluster, apart from a lab an admin may run (16479).
+            {"simulated_gpu_nodes_port": 16489},
+        )
         self.inventory.write_text(yaml.safe_dump(declaration))
         lab_hosts = declaration["all"]["children"]["lab"]
         gpu_nodes = lab_hosts["children"]["gpu_nodes"]["hosts"]
@@ -285,3 +266,126 @@ def test_check_mode_on_the_converged_lab_reports_no_change(site: SiteLab) -> Non
         checked = run_playbook(playbook, "--check", "--diff", inventory=site.inventory, timeout=900)
         assert checked.returncode == 0, checked.output[-5000:]
         assert checked.changed_tasks() == {}, playbook
+
+
+@pytest.fixture(scope="module")
+def site_stages(site: SiteLab) -> SiteLab:
+    """The rest of the site on the converged lab: site.yml (the GPU stack, storage, KAI and the
+    projects through Helm from the bundle, the simulated GPU nodes, then the validation and its
+    report), run twice; each run is kept for the tests."""
+    started = time.monotonic()
+    site.site_run = run_playbook(SITE, inventory=site.inventory, timeout=1800)
+    print("[lab site] site.yml on the converged lab: %.0f s" % (time.monotonic() - started), flush=True)
+    site.report = json.loads((site.reports / "lab-site-test" / "latest" / "report.json").read_text())
+    started = time.monotonic()
+    site.site_again = run_playbook(
+        SITE, "-e", '{"validate_scenarios_files": []}', inventory=site.inventory, timeout=1800
+    )
+    print("[lab site] site.yml again, without the scenarios: %.0f s" % (time.monotonic() - started), flush=True)
+    return site
+
+
+def _checks(report: dict) -> dict[str, dict]:
+    return {check["id"]: check for section in report["sections"] for check in section["checks"]}
+
+
+def test_kai_and_local_path_run_as_pods_of_their_charts_installed_from_the_bundle(site_stages: SiteLab) -> None:
+    assert site_stages.site_run.returncode == 0, site_stages.site_run.output[-5000:]
+    # helm on the control-plane host is the bundle's package; the releases are the bundle's charts.
+    assert site_stages.ssh(CONTROL_PLANE["lab-cp-1"], "dpkg -s helm").returncode == 0
+    releases = json.loads(
+        site_stages.ssh(
+            CONTROL_PLANE["lab-cp-1"], "helm list -A -o json --kubeconfig /etc/kubernetes/admin.conf"
+        ).stdout
+    )
+    assert {(r["name"], r["chart"], r["status"]) for r in releases} >= {
+        ("kai-scheduler", "kai-scheduler-0.12.0", "deployed"),
+        ("local-path-provisioner", "local-path-provisioner-0.0.30", "deployed"),
+    }
+    pods = yaml.safe_load(site_stages.kubectl("get pods -n kai-scheduler -o yaml").stdout)["items"]
+    pods += yaml.safe_load(site_stages.kubectl("get pods -n local-path-storage -o yaml").stdout)["items"]
+    components = {pod["metadata"]["name"].rsplit("-", 2)[0]: pod for pod in pods}
+    # KAI's chart deploys its admission webhook, binder, pod grouper, queue controller and scheduler.
+    assert {"admission", "binder", "pod-grouper", "queue-controller", "local-path-provisioner"} <= set(components)
+    for name, pod in components.items():
+        assert pod["status"]["phase"] == "Running", name
+        # On a lab host, not on a simulated node (tainted: nothing of the cluster's own lands there).
+        assert pod["spec"]["nodeName"] in set(CONTROL_PLANE) | set(WORKERS), (name, pod["spec"]["nodeName"])
+
+
+def test_the_report_names_the_simulated_nodes_and_reads_back_what_a_pod_wrote(site_stages: SiteLab) -> None:
+    checks = _checks(site_stages.report)
+    for node in SIMULATED:
+        assert checks["gpu-nodes/%s/gpu-count" % node]["status"] == "pass"
+        assert checks["gpu-nodes/%s/present" % node]["observed"] == "found, simulated by KWOK"
+        assert "(simulated)" in checks["gpu-nodes/%s/ready" % node]["title"]
+    assert checks["cluster/gpu-total"]["observed"] == 16
+    for worker in WORKERS:
+        assert checks["gpu-nodes/%s/gpu-count" % worker]["observed"] == 0
+    # Pods really run on the lab: a second pod read back, through the claim, what the first wrote.
+    assert checks["storage/default-binds"]["status"] == "pass"
+    readback = checks["storage/default-readback"]
+    assert (readback["status"], readback["observed"]) == ("pass", "default-consumer"), readback
+    # The GPU tests need hardware the lab hosts lack; what they can check there passes.
+    assert checks["host-tests/lab-worker-1/gpu-count-is-the-inventorys"]["status"] == "needs-hardware"
+    assert checks["host-tests/lab-worker-1/containerd-runs-the-nvidia-runtime"]["status"] == "pass"
+
+
+def test_the_fairness_scenarios_pass_on_the_helm_installed_kai(site_stages: SiteLab) -> None:
+    checks = _checks(site_stages.report)
+    scenario = {check_id: check for check_id, check in checks.items() if check_id.startswith("scenario/")}
+    assert scenario, sorted(checks)
+    failed = {check_id: check.get("message") for check_id, check in scenario.items() if check["status"] == "fail"}
+    assert failed == {}
+    # Scenario namespaces are always removed afterwards.
+    namespaces = site_stages.kubectl("get namespaces -o name").stdout.split()
+    assert not [name for name in namespaces if name.startswith("namespace/scn-")], namespaces
+    assert site_stages.report["verdict"] == "pass", [c for c in checks.values() if c["status"] == "fail"]
+
+
+def test_a_second_site_run_changes_nothing_but_the_report(site_stages: SiteLab) -> None:
+    again = site_stages.site_again
+    assert again.returncode == 0, again.output[-5000:]
+    changed = again.changed_tasks()
+    assert changed == {"lab-cp-1": ["site_report : Write the site validation report"]}, changed
+    for address in WORKERS.values():
+        config = site_stages.ssh(address, "cat /etc/containerd/config.toml").stdout
+        assert runtime_config.containerd_runtimes(config)["default_runtime"] == "nvidia"
+
+
+PLAIN_POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: notebook
+  namespace: team-a
+  labels: {kai.scheduler/queue: team-a}
+  annotations: {gpu-fraction: "0.5"}
+spec:
+  schedulerName: kai-scheduler
+  tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+  containers: [{name: main, image: busybox:1.35, command: [sleep, "3600"]}]
+"""
+
+
+def test_a_user_s_plain_pod_with_a_gpu_fraction_is_admitted_by_kai_s_webhook_and_bound(site_stages: SiteLab) -> None:
+    # As KAI's documentation writes it: KAI's scheduler name, the queue label and the gpu-fraction
+    # annotation, nothing else (the toleration is the lab's: its GPU nodes are simulated and tainted).
+    applied = site_stages.kubectl("apply -f - <<'MANIFEST'\n%sMANIFEST" % PLAIN_POD.lstrip("\n"), timeout=60)
+    assert applied.returncode == 0, applied.stderr
+    try:
+
+        def bound():
+            pod = yaml.safe_load(site_stages.kubectl("get pod notebook -n team-a -o yaml").stdout)
+            return pod if pod["spec"].get("nodeName") else None
+
+        pod = _wait_for("KAI to bind the notebook pod", bound, timeout=180)
+        assert pod["spec"]["nodeName"] in SIMULATED
+        # KAI's admission webhook, not the user, gave it what GPU sharing needs: the shared GPU's
+        # ConfigMap, the device it may see from there, and the nvidia runtime.
+        assert pod["metadata"]["annotations"].get("runai/shared-gpu-configmap"), pod["metadata"]
+        env = {item["name"]: item for item in pod["spec"]["containers"][0].get("env", [])}
+        assert "configMapKeyRef" in env["NVIDIA_VISIBLE_DEVICES"]["valueFrom"]
+        assert pod["spec"]["runtimeClassName"] == "nvidia"
+    finally:
+        site_stages.kubectl("delete pod notebook -n team-a --wait=false")

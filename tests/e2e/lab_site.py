@@ -1,0 +1,68 @@
+"""The lab as a site (inventories/lab's settings) on a bridge and addresses of one's own: the inventory
+tests/e2e/test_lab_site.py and bench/lab_site_bench.py run the site's playbooks with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_VARS = REPO / "inventories" / "lab" / "group_vars"
+# The lab's simulated DGX-1s (inventories/lab/hosts.yml): KWOK nodes of its cluster, run beside it.
+SIMULATED = ("dgx1-1", "dgx1-2")
+
+
+def declaration(
+    site_name: str,
+    gateway: str,
+    bridge: str,
+    control_plane: Mapping[str, str],
+    workers: Mapping[str, str],
+    base: Path,
+    bundle: Path,
+    extra_vars: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """inventories/lab's site (its settings, projects and simulated GPU nodes) with the lab's state,
+    reports and KWOK's state under ``base``, served the bundle on ``gateway`` of ``bridge``."""
+    site = yaml.safe_load((LAB_VARS / "all" / "site.yml").read_text())
+    site.update(yaml.safe_load((LAB_VARS / "all" / "projects.yml").read_text()))
+    site["clusterproof_site_name"] = site_name
+    site["clusterproof_mirror"] = {
+        "packages": "http://%s:8081/" % gateway,
+        "registry": "%s:5000" % gateway,
+        "insecure": True,
+        "charts": "http://%s:8082/" % gateway,
+    }
+    state_dir = base / "state"
+    simulated = yaml.safe_load((LAB_VARS / "simulated_gpu_nodes" / "gpus.yml").read_text())
+    return {
+        "all": {
+            "vars": {
+                **site,
+                "clusterproof_reports_dir": str(base / "reports"),
+                "lab_dir": str(state_dir),
+                "lab_bridge": bridge,
+                "lab_host_address": gateway + "/24",
+                "lab_bundle": str(bundle),
+                "simulated_gpu_nodes_state_dir": str(base / "simulated"),
+                "site_mirror_containerd_cri_settings": {"restrict_oom_score_adj": True},
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": str(state_dir / "id_ed25519"),
+                "ansible_ssh_common_args": "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
+                % (state_dir / "known_hosts"),
+                **(extra_vars or {}),
+            },
+            "children": {
+                "lab": {
+                    "children": {
+                        "kube_control_plane": {"hosts": {h: {"ansible_host": a} for h, a in control_plane.items()}},
+                        "gpu_nodes": {"hosts": {h: {"ansible_host": a, "gpu_count": 0} for h, a in workers.items()}},
+                    }
+                },
+                "simulated_gpu_nodes": {"hosts": {name: dict(simulated) for name in SIMULATED}},
+            },
+        }
+    }
