@@ -170,11 +170,13 @@ def test_kubeadm_init_and_join_make_every_node_ready(site: SiteLab) -> None:
             for node in nodes
             if any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
         }
-        return ready if ready == set(CONTROL_PLANE) | set(WORKERS) else None
+        # The lab's hosts, and its simulated GPU nodes (KWOK's, beside the cluster).
+        return ready if ready == set(CONTROL_PLANE) | set(WORKERS) | set(SIMULATED) else None
 
     _wait_for("every node Ready", ready_nodes)
     nodes = yaml.safe_load(site.kubectl("get nodes -o yaml").stdout)["items"]
     by_name = {node["metadata"]["name"]: node for node in nodes}
+    nodes = [node for node in nodes if node["metadata"]["name"] not in SIMULATED]
     assert {node["status"]["nodeInfo"]["kubeletVersion"] for node in nodes} == {"v1.36.3"}
     # Workers declared with no GPUs get no GPU label (the validator expects none of them).
     for worker in WORKERS:
@@ -347,7 +349,7 @@ def test_a_second_site_run_changes_nothing_but_the_report(site_stages: SiteLab) 
     again = site_stages.site_again
     assert again.returncode == 0, again.output[-5000:]
     changed = again.changed_tasks()
-    assert changed == {"lab-cp-1": ["site_report : Write the site validation report"]}, changed
+    assert changed == {"lab-cp-1": ["Write the site validation report"]}, changed
     for address in WORKERS.values():
         config = site_stages.ssh(address, "cat /etc/containerd/config.toml").stdout
         assert runtime_config.containerd_runtimes(config)["default_runtime"] == "nvidia"
@@ -389,3 +391,40 @@ def test_a_user_s_plain_pod_with_a_gpu_fraction_is_admitted_by_kai_s_webhook_and
         assert pod["spec"]["runtimeClassName"] == "nvidia"
     finally:
         site_stages.kubectl("delete pod notebook -n team-a --wait=false")
+
+
+def test_a_worker_whose_kubelet_stopped_fails_its_check_with_the_reason_and_the_next_run_passes(
+    site_stages: SiteLab,
+) -> None:
+    validate = str(REPO / "playbooks" / "validate.yml")
+    # The node checks alone: the storage probe's pods tolerate every taint (to reach tainted GPU nodes),
+    # NotReady's too, and would wait out their timeout on the stopped worker.
+    quick = (
+        "-e",
+        '{"validate_scenarios_files": [], "clusterproof_benchmarks": false, "clusterproof_host_tests": false, '
+        '"clusterproof_storage_classes": []}',
+    )
+    worker = "lab-worker-1"
+
+    def ready() -> str:
+        listed = site_stages.kubectl("get node %s -o yaml" % worker)
+        assert listed.returncode == 0, listed.stderr
+        conditions = yaml.safe_load(listed.stdout)["status"]["conditions"]
+        return next(c["status"] for c in conditions if c["type"] == "Ready")
+
+    assert site_stages.ssh(WORKERS[worker], "systemctl stop kubelet").returncode == 0
+    try:
+        _wait_for("%s NotReady" % worker, lambda: ready() != "True", timeout=180)
+        broken = run_playbook(validate, *quick, inventory=site_stages.inventory, timeout=900)
+        # A failed check with its reason, not a crash or a hang: the report is written and says why.
+        assert broken.returncode != 0
+        report = json.loads((site_stages.reports / "lab-site-test" / "latest" / "report.json").read_text())
+        check = _checks(report)["gpu-nodes/%s/ready" % worker]
+        assert check["status"] == "fail" and "node %s is not Ready" % worker in check["message"], check
+    finally:
+        assert site_stages.ssh(WORKERS[worker], "systemctl start kubelet").returncode == 0
+    _wait_for("%s Ready again" % worker, lambda: ready() == "True", timeout=180)
+    healed = run_playbook(validate, *quick, inventory=site_stages.inventory, timeout=900)
+    assert healed.returncode == 0, healed.output[-4000:]
+    report = json.loads((site_stages.reports / "lab-site-test" / "latest" / "report.json").read_text())
+    assert _checks(report)["gpu-nodes/%s/ready" % worker]["status"] == "pass"
