@@ -65,21 +65,30 @@ def list_resource_slices(api: Any, driver: str, request_timeout: int = 30) -> li
     through large clusters; None when the cluster does not serve that API (a 404: Kubernetes before
     1.34, or dynamic resource allocation turned off), which means no GPU is allocated through DRA."""
 
-    # By path, not through ResourceV1Api: the client Debian 12 packages (python3-kubernetes 22, on a
-    # site's control-plane host) predates that API group's class.
-    def list_page(limit: int, _continue: str | None, **options: Any) -> Any:
-        query = [("fieldSelector", f"spec.driver={driver}"), ("limit", limit)]
-        if _continue:
-            query.append(("continue", _continue))
-        return api.call_api(
-            "/apis/resource.k8s.io/v1/resourceslices",
-            "GET",
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _return_http_data_only=True,
-            **options,
-        )
+    selector = f"spec.driver={driver}"
+    resource_api = getattr(k8s_client, "ResourceV1Api", None)  # None on a client without the class
+    if resource_api is not None:
+        resource = resource_api(api)
+
+        def list_page(**page: Any) -> Any:
+            return resource.list_resource_slice(field_selector=selector, **page)
+
+    else:
+        # The client Debian 12 packages (python3-kubernetes 22, on a site's control-plane host)
+        # predates that API group's class: the same GET by path, through its call_api.
+        def list_page(limit: int, _continue: str | None, **options: Any) -> Any:
+            query = [("fieldSelector", selector), ("limit", limit)]
+            if _continue:
+                query.append(("continue", _continue))
+            return api.call_api(
+                "/apis/resource.k8s.io/v1/resourceslices",
+                "GET",
+                query_params=query,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                **options,
+            )
 
     try:
         return _list_pages(list_page, f"listing the ResourceSlices of {driver}", request_timeout)
