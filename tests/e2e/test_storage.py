@@ -83,6 +83,8 @@ def test_a_claim_binds_and_a_shared_claim_serves_two_pods_and_all_is_removed(sto
         "storage/classes/shared": "pass",
         "storage/default-class": "pass",
         "storage/default-binds": "pass",
+        # The sandbox's pods only seem to run (KWOK): nothing is read back here (the lab reads it back).
+        "storage/default-readback": "skip",
         "storage/rwx-shared": "pass",
         "storage/cleanup": "pass",
     }, result["checks"]
@@ -110,6 +112,7 @@ def test_a_class_nothing_provisions_fails_the_checks_and_is_still_cleaned_up(sto
         "storage/classes/ghost": "fail",
         "storage/default-class": "fail",
         "storage/default-binds": "fail",
+        "storage/default-readback": "skip",
         "storage/rwx-shared": "skip",
         "storage/cleanup": "pass",
     }, result["checks"]
