@@ -245,11 +245,12 @@ def _run_loaded(
     if check_mode:
         return _skipped(section, scenario, "check mode: the scenario was not run")
     sizes = [(str(node["name"]), int(node.get(capacity_key) or 0)) for node in nodes]
+    reached: tuple[Any, list[Any]] | None = None
     if scenario.resource == "cpu":
         # A real cluster's DaemonSets (its CNI, kube-proxy) run on every node and request CPU there:
         # the scenario is sized to the whole cores they leave (on the sandbox, all of them).
-        core = kube.core_v1(connect())
-        overhead = daemonset_requests(core.list_pod_for_all_namespaces().items, backend.pod_cpus)
+        reached = _reach(connect, scenario.name)
+        overhead = daemonset_requests(reached[1], backend.pod_cpus)
         sizes = [(name, math.floor(size - overhead.get(name, 0.0))) for name, size in sizes]
     plan = scenarios.fit_to_site(scenario, sizes)
     if isinstance(plan, str):
@@ -283,14 +284,10 @@ def _run_loaded(
             )
     prefix = options.namespace_prefix
     own = {prefix + project.name for project in scenario.projects}
-    try:
-        api = connect()
-        core = kube.core_v1(api)
-        busy = _foreign_pods(core, own, scenario.resource, backend, [name for name, _ in plan.nodes])
-    except Exception as error:  # whatever the client raises (urllib3's errors too): the cluster is out of reach
-        raise ScenarioRefused(
-            "cannot reach the cluster to run scenario %s: %s; nothing was changed" % (scenario.name, _brief(error))
-        ) from None
+    api, pods = reached or _reach(connect, scenario.name)
+    amount = backend.pod_cpus if scenario.resource == "cpu" else backend.pod_gpus
+    skipped = own | set(registry.own_namespaces())
+    busy = foreign_pods(pods, skipped, {name for name, _ in plan.nodes}, amount)
     if busy and not options.force:
         raise ScenarioRefused(
             "scenario %s not started: %d workload pod(s) outside it hold or wait for %s (%s); "
@@ -626,13 +623,15 @@ class _Run:
         return False
 
 
-def _foreign_pods(
-    core: Any, own_namespaces: set[str], resource: str, backend: Backend, nodes: Iterable[str]
-) -> list[str]:
-    """Pods outside the scenario that hold or wait for its resource where it runs (engines' own pods aside)."""
-    amount = backend.pod_cpus if resource == "cpu" else backend.pod_gpus
-    skipped = set(own_namespaces) | set(registry.own_namespaces())
-    return foreign_pods(core.list_pod_for_all_namespaces().items, skipped, set(nodes), amount)
+def _reach(connect: Callable[[], Any], name: str) -> tuple[Any, list[Any]]:
+    """The API client and every pod of the cluster (listed once per run), or ScenarioRefused."""
+    try:
+        api = connect()
+        return api, kube.core_v1(api).list_pod_for_all_namespaces().items
+    except Exception as error:  # whatever the client raises (urllib3's errors too): the cluster is out of reach
+        raise ScenarioRefused(
+            "cannot reach the cluster to run scenario %s: %s; nothing was changed" % (name, _brief(error))
+        ) from None
 
 
 def daemonset_requests(pods: Iterable[Any], amount: Callable[[Any], float]) -> dict[str, float]:
