@@ -3,6 +3,7 @@ the engine keeps a step from settling, and how the cause of a stop reads."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -219,3 +220,22 @@ def test_a_node_s_daemonsets_are_what_a_cpu_scenario_is_sized_without():
         _pod("team-a", "notebook", "dgx1-1", "2"),
     ]
     assert sr.daemonset_requests(pods, workloads.pod_cpus) == {"dgx1-1": 0.1, "dgx1-2": 0.1}
+
+
+def test_an_api_refusal_reads_as_the_api_servers_message():
+    from kubernetes.client.rest import ApiException
+
+    refused = ApiException(status=403, reason="Forbidden")
+    refused.body = json.dumps(
+        {
+            "message": 'pods "a" is forbidden: error looking up service account scn-x/default: '
+            'serviceaccount "default" not found'
+        }
+    )
+    assert sr._brief(refused) == (
+        '403 Forbidden: pods "a" is forbidden: error looking up service account scn-x/default: '
+        'serviceaccount "default" not found'
+    )
+    bare = ApiException(status=500, reason="Internal Server Error")
+    bare.body = "not json"
+    assert sr._brief(bare) == "500 Internal Server Error"

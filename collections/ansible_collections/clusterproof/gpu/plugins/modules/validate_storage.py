@@ -106,6 +106,8 @@ class Probe:
 
     def create_namespace(self):
         self.core.create_namespace(storage.probe_namespace(self.namespace))
+        # Pods are refused (403) until the namespace's default ServiceAccount exists.
+        kube.wait_for_default_service_account(self.api, self.namespace)
 
     def claim(self, name, cls, access_mode, pods):
         """Claim ``cls`` and start ``pods`` mounting it; wait until it is Bound and they run."""
@@ -134,7 +136,7 @@ class Probe:
                     break
                 time.sleep(0.5)
         except kube.ApiException as error:
-            probe.error = "%s %s" % (error.status, error.reason)
+            probe.error = kube.api_error_message(error)
         return probe
 
     def _read_back(self, claim, deadline):
@@ -239,9 +241,10 @@ def _probe_checks(api, params, default, rwx):
         default_probe = probe.claim("default-claim", default, mode, consumers)
         if rwx is not None:
             rwx_probe = probe.claim("shared-claim", rwx, "ReadWriteMany", ["shared-a", "shared-b"])
-    except kube.ApiException as error:
+    except (kube.ApiException, kube.KubeError) as error:
         default_probe = default_probe or storage_validation.ClaimProbe(default.name, "ReadWriteOnce")
-        default_probe.error = default_probe.error or "%s %s" % (error.status, error.reason)
+        why = kube.api_error_message(error) if isinstance(error, kube.ApiException) else str(error)
+        default_probe.error = default_probe.error or why
     finally:
         cleanup = probe.clean_up()
     return namespace, [

@@ -54,6 +54,37 @@ def apps_v1(api: Any) -> Any:
     return k8s_client.AppsV1Api(api)
 
 
+def api_error_message(error: Any) -> str:
+    """An API error in a line: its status and reason, and the API server's own message."""
+    try:
+        message = json.loads(error.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return "%s %s%s" % (error.status, error.reason, ": %s" % message if message else "")
+
+
+def wait_for_default_service_account(api: Any, namespace: str, timeout_s: float = 60) -> None:
+    """Return once ``namespace`` has its ``default`` ServiceAccount. The controller-manager makes it
+    a moment after the namespace; until then the API server refuses every pod there (403, "error
+    looking up service account"), and a controller creating them records a FailedCreate."""
+    core = core_v1(api)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            core.read_namespaced_service_account("default", namespace)
+            return
+        except ApiException as error:
+            if error.status != 404:
+                doing = f"reading the default ServiceAccount of namespace {namespace}"
+                raise KubeError(f"{doing} failed: {api_error_message(error)}") from error
+        if time.monotonic() > deadline:
+            raise KubeError(
+                f"namespace {namespace} has no default ServiceAccount after {timeout_s:.0f} s: the "
+                "kube-controller-manager (its serviceaccount controller) makes it; look at its pod or log"
+            )
+        time.sleep(0.2)
+
+
 def list_nodes(api: Any, request_timeout: int = 30) -> list[dict[str, Any]]:
     """Every Node as a plain dict (the API's JSON field names), paging through large clusters."""
     core = core_v1(api)

@@ -19,7 +19,6 @@ scheduler from a slow one.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import signal
@@ -111,11 +110,7 @@ def _brief(error: BaseException) -> str:
     """Why a run stopped, in a line: an API error as the API server's message (its status and
     reason), an unreachable API server as its address and the socket's error, not the client's dump."""
     if isinstance(error, kube.ApiException):
-        try:
-            message = json.loads(error.body or "{}").get("message")
-        except ValueError:
-            message = None
-        return "%s %s%s" % (error.status, error.reason, ": %s" % message if message else "")
+        return kube.api_error_message(error)
     if isinstance(error, (Interrupted, Unhealthy, kube.KubeError)):
         return str(error)
     return kube_base.unreachable_message(error) or "%s: %s" % (type(error).__name__, error)
@@ -352,6 +347,11 @@ class _Run:
                 self.applier.apply(manifest)
             for manifest in objects:
                 self.applier.apply(manifest)
+            # A Deployment's pods made before its namespace's default ServiceAccount are refused
+            # (a FailedCreate, which fails the step): the run waits for it in each namespace.
+            for manifest in objects:
+                if manifest["kind"] == "Namespace":
+                    kube.wait_for_default_service_account(self.api, manifest["metadata"]["name"])
             self._steps()
         except Exception as stopped:  # the run's boundary: whatever stops it becomes its failed check
             error = _brief(stopped)
