@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ import yaml
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import runtime_config
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 from tests.e2e import lab_site
 from tests.e2e.conftest import REPO, run_playbook
 
@@ -329,6 +331,13 @@ def test_the_report_names_the_simulated_nodes_and_reads_back_what_a_pod_wrote(si
     assert checks["storage/default-binds"]["status"] == "pass"
     readback = checks["storage/default-readback"]
     assert (readback["status"], readback["observed"]) == ("pass", "default-consumer"), readback
+    # Two pods on two hosts share a ReadWriteMany claim (the lab's shared directory) and each sees
+    # the other's line in the file.
+    shared = checks["storage/rwx-shared"]
+    assert shared["status"] == "pass", shared
+    pods = shared["observed"]["pods"]
+    assert len({pod["node"] for pod in pods.values()}) == 2, pods
+    assert set(shared["observed"]["read back"].split()) == {"shared-a", "shared-b"}, shared
     # The GPU tests need hardware the lab hosts lack; what they can check there passes.
     assert checks["host-tests/lab-worker-1/gpu-count-is-the-inventorys"]["status"] == "needs-hardware"
     assert checks["host-tests/lab-worker-1/containerd-runs-the-nvidia-runtime"]["status"] == "pass"
@@ -354,6 +363,15 @@ def test_a_second_site_run_changes_nothing_but_the_report(site_stages: SiteLab) 
     for address in WORKERS.values():
         config = site_stages.ssh(address, "cat /etc/containerd/config.toml").stdout
         assert runtime_config.containerd_runtimes(config)["default_runtime"] == "nvidia"
+
+
+def test_site_check_mode_on_the_converged_lab_reports_no_change(site_stages: SiteLab) -> None:
+    checked = run_playbook(
+        SITE, "--check", "--diff", "-e", '{"validate_scenarios_files": []}', inventory=site_stages.inventory
+    )
+    assert checked.returncode == 0, checked.output[-5000:]
+    # As in the second run: nothing but the report, which a run always writes anew (here it says it would).
+    assert checked.changed_tasks() == {"lab-cp-1": ["Write the site validation report"]}, checked.changed_tasks()
 
 
 PLAIN_POD = """
@@ -429,3 +447,242 @@ def test_a_worker_whose_kubelet_stopped_fails_its_check_with_the_reason_and_the_
     assert healed.returncode == 0, healed.output[-4000:]
     report = json.loads((site_stages.reports / "lab-site-test" / "latest" / "report.json").read_text())
     assert _checks(report)["gpu-nodes/%s/ready" % worker]["status"] == "pass"
+
+
+VALIDATE = str(REPO / "playbooks" / "validate.yml")
+
+
+def _validate_args(scenarios: list[str], storage: bool) -> tuple[str, ...]:
+    """validate.yml's extra vars for a short run: the scenario files given; the storage probe only
+    when ``storage`` (its pods tolerate every taint and wait out their timeout on a broken node)."""
+    settings: dict = {
+        "validate_scenarios_files": scenarios,
+        "clusterproof_benchmarks": False,
+        "clusterproof_host_tests": False,
+    }
+    if not storage:
+        settings["clusterproof_storage_classes"] = []
+    return ("-e", json.dumps(settings))
+
+
+def _latest_report(lab: SiteLab) -> dict:
+    return json.loads((lab.reports / "lab-site-test" / "latest" / "report.json").read_text())
+
+
+def _scenario_namespaces(lab: SiteLab) -> list[str]:
+    names = lab.kubectl("get namespaces -o name").stdout.split()
+    return [name for name in names if name.startswith("namespace/scn-")]
+
+
+def _kai_scheduler_pods(lab: SiteLab) -> list[dict]:
+    pods = yaml.safe_load(lab.kubectl("get pods -n kai-scheduler -o yaml").stdout)["items"]
+    # KAI's operator runs the scheduler shard as Deployment kai-scheduler-default.
+    return [pod for pod in pods if pod["metadata"]["name"].startswith("kai-scheduler-default-")]
+
+
+def test_the_kai_scheduler_pod_deleted_during_a_scenario_fails_no_worse_than_a_check_and_the_next_run_passes(
+    site_stages: SiteLab,
+) -> None:
+    scenario = [str(REPO / "scenarios" / "netapp-runai-4.8-4.10.yml")]
+    before = _kai_scheduler_pods(site_stages)
+    assert before, "no KAI scheduler pod in namespace kai-scheduler"
+    runs: list = []
+    validation = threading.Thread(
+        target=lambda: runs.append(
+            run_playbook(VALIDATE, *_validate_args(scenario, False), inventory=site_stages.inventory, timeout=900)
+        )
+    )
+    validation.start()
+    try:
+
+        def scenario_pods_run() -> bool:
+            listed = site_stages.kubectl("get pods -A -o yaml")
+            pods = yaml.safe_load(listed.stdout)["items"] if listed.returncode == 0 else []
+            return any(
+                pod["metadata"]["namespace"].startswith("scn-") and pod["status"].get("phase") == "Running"
+                for pod in pods
+            )
+
+        _wait_for("the scenario's first workloads to run", scenario_pods_run, timeout=300)
+        names = " ".join(pod["metadata"]["name"] for pod in before)
+        deleted = site_stages.kubectl("delete pod -n kai-scheduler --wait=false %s" % names)
+        assert deleted.returncode == 0, deleted.stderr
+    finally:
+        validation.join(timeout=960)
+    # Neither a hang nor a crash: the run ended and wrote its report.
+    assert not validation.is_alive() and runs, "validate.yml did not end"
+    report = _latest_report(site_stages)
+    scenario_checks = [c for c in _checks(report).values() if c["id"].startswith("scenario/")]
+    assert scenario_checks, sorted(_checks(report))
+    for check in scenario_checks:
+        # A step that could not settle, or that settled otherwise than the model, says why.
+        assert check["status"] in ("pass", "warn") or check.get("message"), check
+    assert runs[0].returncode == 0 or report["verdict"] == "fail", runs[0].output[-3000:]
+    # Scenario namespaces are always removed afterwards.
+    assert _scenario_namespaces(site_stages) == []
+    # KAI's operator made the scheduler again; the next run is clean.
+    _wait_for(
+        "a new KAI scheduler pod, Running",
+        lambda: [p for p in _kai_scheduler_pods(site_stages) if p["status"].get("phase") == "Running"],
+        timeout=240,
+    )
+    again = run_playbook(VALIDATE, *_validate_args(scenario, False), inventory=site_stages.inventory, timeout=900)
+    assert again.returncode == 0, again.output[-4000:]
+    assert _latest_report(site_stages)["verdict"] == "pass"
+    assert _scenario_namespaces(site_stages) == []
+
+
+def test_containerd_restarted_on_a_worker_during_validation_leaves_its_pods_and_the_next_run_passes(
+    site_stages: SiteLab,
+) -> None:
+    worker = WORKERS["lab-worker-1"]
+    pods_before = site_stages.kubectl(
+        "get pods -A --field-selector spec.nodeName=lab-worker-1,status.phase=Running -o name"
+    ).stdout.split()
+    assert pods_before, "no pod runs on lab-worker-1"
+    runs: list = []
+    validation = threading.Thread(
+        target=lambda: runs.append(
+            run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
+        )
+    )
+    validation.start()
+    try:
+        time.sleep(20)  # into the validation: the node checks, then the storage probe's pods
+        restarted = site_stages.ssh(worker, "systemctl restart containerd")
+        assert restarted.returncode == 0, restarted.stderr
+    finally:
+        validation.join(timeout=960)
+    assert not validation.is_alive() and runs, "validate.yml did not end"
+    report = _latest_report(site_stages)
+    for check in _checks(report).values():
+        assert check["status"] != "fail" or check.get("message"), check
+    # containerd's restart leaves the containers it runs (their shims outlive it): the same pods run.
+    assert site_stages.ssh(worker, "systemctl is-active containerd").stdout.strip() == "active"
+    pods_after = site_stages.kubectl(
+        "get pods -A --field-selector spec.nodeName=lab-worker-1,status.phase=Running -o name"
+    ).stdout.split()
+    assert set(pods_before) <= set(pods_after), (pods_before, pods_after)
+    config = site_stages.ssh(worker, "cat /etc/containerd/config.toml").stdout
+    assert runtime_config.containerd_runtimes(config)["default_runtime"] == "nvidia"
+    again = run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
+    assert again.returncode == 0, again.output[-4000:]
+    assert _latest_report(site_stages)["verdict"] == "pass"
+
+
+def test_an_interactive_workload_on_a_lab_host_is_ended_at_its_time_limit(site_stages: SiteLab) -> None:
+    # The Job the validator and the engines build for interactive work in a project with a time limit,
+    # held to a real host (the lab's GPUs are simulated, so no engine is involved: the default
+    # scheduler places it, and a fraction asks for no GPU resource), with a container that would run
+    # for an hour.
+    limit = 20
+    settings = workloads.ProjectSettings(
+        "team-a", interactive_nodes=("lab-worker-1",), interactive_time_limit_seconds=limit
+    )
+    job = workloads.base_job(
+        workloads.Workload("notebook-limit", "team-a", workloads.INTERACTIVE, 0.5, image="busybox:1.35"), settings
+    )
+    job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "3600"]
+    assert job["spec"]["activeDeadlineSeconds"] == limit
+    applied = site_stages.kubectl("apply -f - <<'MANIFEST'\n%s\nMANIFEST" % json.dumps(job), timeout=60)
+    assert applied.returncode == 0, applied.stderr
+    try:
+
+        def job_conditions() -> dict:
+            found = yaml.safe_load(site_stages.kubectl("get job notebook-limit -n team-a -o yaml").stdout)
+            return {c["type"]: c for c in (found.get("status") or {}).get("conditions") or []}
+
+        def container_runs() -> bool:
+            listed = site_stages.ssh(
+                WORKERS["lab-worker-1"], "crictl ps -q --name main --label io.kubernetes.pod.namespace=team-a"
+            )
+            return listed.returncode == 0 and bool(listed.stdout.split())
+
+        _wait_for("the notebook's container to run on lab-worker-1", container_runs, timeout=120)
+        started = time.monotonic()
+        failed = _wait_for(
+            "the Job to end at its time limit", lambda: job_conditions().get("Failed"), timeout=limit + 90
+        )
+        assert failed["reason"] == "DeadlineExceeded", failed
+        # Ended at the limit (counted from the Job's start, before its container ran), not long after.
+        assert time.monotonic() - started <= limit + 60
+        # The container really stopped on the host.
+        _wait_for("the container to be gone", lambda: not container_runs(), timeout=60)
+    finally:
+        site_stages.kubectl("delete job notebook-limit -n team-a --wait=false")
+
+
+def test_a_lab_host_rebooted_during_validation_fails_no_worse_than_a_check_and_comes_back_to_a_passing_run(
+    site_stages: SiteLab,
+) -> None:
+    worker = "lab-worker-2"
+
+    def ready() -> bool:
+        listed = site_stages.kubectl("get node %s -o yaml" % worker)
+        if listed.returncode != 0:
+            return False
+        conditions = yaml.safe_load(listed.stdout)["status"]["conditions"]
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    runs: list = []
+    validation = threading.Thread(
+        target=lambda: runs.append(
+            run_playbook(VALIDATE, *_validate_args([], False), inventory=site_stages.inventory, timeout=900)
+        )
+    )
+    validation.start()
+    try:
+        time.sleep(15)
+        # The connection drops as the host goes down: its exit status says nothing.
+        site_stages.ssh(WORKERS[worker], "systemctl reboot", timeout=30)
+    finally:
+        validation.join(timeout=960)
+    assert not validation.is_alive() and runs, "validate.yml did not end"
+    report = _latest_report(site_stages)
+    for check in _checks(report).values():
+        assert check["status"] != "fail" or check.get("message"), check
+    # The host boots again with its disk as it was: kubelet and containerd start, the node is Ready.
+    _wait_for("%s to answer over SSH again" % worker, lambda: site_stages.ssh(WORKERS[worker], "true").returncode == 0)
+    _wait_for("%s Ready again" % worker, ready, timeout=300)
+    assert site_stages.ssh(WORKERS[worker], "systemctl is-active kubelet containerd").stdout.split() == [
+        "active",
+        "active",
+    ]
+    config = site_stages.ssh(WORKERS[worker], "cat /etc/containerd/config.toml").stdout
+    assert runtime_config.containerd_runtimes(config)["default_runtime"] == "nvidia"
+    again = run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
+    assert again.returncode == 0, again.output[-4000:]
+    assert _latest_report(site_stages)["verdict"] == "pass"
+
+
+def test_kueue_by_the_inventory_switch_installs_from_the_bundle_and_runs_the_scenarios(site_stages: SiteLab) -> None:
+    # Last in the module: the lab's site now also runs Kueue (KAI stays; each engine places only
+    # what names it).
+    switch = ("-e", "clusterproof_scheduler=kueue")
+    installed = run_playbook(
+        str(REPO / "playbooks" / "scheduler.yml"), *switch, inventory=site_stages.inventory, timeout=900
+    )
+    assert installed.returncode == 0, installed.output[-5000:]
+    releases = json.loads(
+        site_stages.ssh(
+            CONTROL_PLANE["lab-cp-1"], "helm list -A -o json --kubeconfig /etc/kubernetes/admin.conf"
+        ).stdout
+    )
+    assert ("kueue", "kueue-0.16.2", "deployed") in {(r["name"], r["chart"], r["status"]) for r in releases}
+    pods = yaml.safe_load(site_stages.kubectl("get pods -n kueue-system -o yaml").stdout)["items"]
+    managers = [pod for pod in pods if pod["metadata"]["name"].startswith("kueue-controller-manager-")]
+    assert managers and all(pod["status"]["phase"] == "Running" for pod in managers), pods
+    assert {pod["spec"]["nodeName"] for pod in managers} <= set(CONTROL_PLANE) | set(WORKERS)
+    scenario = [str(REPO / "scenarios" / "netapp-runai-4.8-4.10.yml")]
+    validated = run_playbook(
+        VALIDATE, *switch, *_validate_args(scenario, False), inventory=site_stages.inventory, timeout=900
+    )
+    assert validated.returncode == 0, validated.output[-5000:]
+    report = _latest_report(site_stages)
+    checks = _checks(report)
+    scenario_checks = {k: v for k, v in checks.items() if k.startswith("scenario/")}
+    assert scenario_checks and all(c["status"] != "fail" for c in scenario_checks.values()), scenario_checks
+    # The projects were read back from Kueue's ClusterQueues, and the model named is Kueue's.
+    assert any(k.startswith("projects/") and c["status"] == "pass" for k, c in checks.items()), sorted(checks)
+    assert "Kueue" in json.dumps(report["sections"]), "the report does not name Kueue"
+    assert _scenario_namespaces(site_stages) == []

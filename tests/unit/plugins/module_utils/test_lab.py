@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabError, LabHost, make_plan
@@ -90,3 +92,27 @@ def test_mounts_under_a_directory_deepest_first():
 def test_the_debian_root_is_keyed_by_its_package_list():
     assert machines.root_key() == machines.root_key(machines.ROOT_PACKAGES)
     assert machines.root_key() != machines.root_key((*machines.ROOT_PACKAGES, "containerd"))
+
+
+def test_the_lab_site_s_shared_class_lives_on_the_directory_every_lab_host_mounts():
+    repo = Path(__file__).resolve().parents[4]
+    site = yaml.safe_load((repo / "inventories" / "lab" / "group_vars" / "all" / "site.yml").read_text())
+    shared = [cls for cls in site["clusterproof_storage_classes"] if "ReadWriteMany" in cls.get("access_modes", [])]
+    assert [cls["local_path"]["shared_path"] for cls in shared] == [machines.SHARED_MOUNT]
+    layout = machines.Layout(Path("/state"), Path("/cache"))
+    assert layout.shared_dir == Path("/state/shared")
+
+
+def test_a_machine_that_reboots_is_booted_again_and_one_that_powers_off_is_not(tmp_path):
+    # A stand-in for nspawn: exits 133 (reboot) twice, then 0 (poweroff); counts its boots.
+    boots = tmp_path / "boots"
+    machine = tmp_path / "machine"
+    machine.write_text('echo boot >> "%s"; [ "$(wc -l < "%s")" -ge 3 ] && exit 0; exit 133\n' % (boots, boots))
+    done = subprocess.run(machines.supervised(["sh", str(machine)]), timeout=30)
+    assert done.returncode == 0
+    assert boots.read_text().count("boot") == 3
+    # Killed (SIGKILL gives 137) or failed: not booted again.
+    failing = tmp_path / "failing"
+    failing.write_text('echo boot >> "%s"; exit 137\n' % (tmp_path / "failed-boots"))
+    assert subprocess.run(machines.supervised(["sh", str(failing)]), timeout=30).returncode == 137
+    assert (tmp_path / "failed-boots").read_text().count("boot") == 1

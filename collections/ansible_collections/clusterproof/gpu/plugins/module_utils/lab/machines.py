@@ -3,8 +3,9 @@ leaves nothing behind.
 
 Each host is a Debian 12 root booted by ``systemd-nspawn -b`` (systemd as PID 1) on the lab's
 bridge, in a cgroup subtree of its own in every cgroup v1 hierarchy, with sshd and a key made for
-the lab. The settings are the ones ../shared/design/REAL-HOSTS.md measured on machines of this
-kind; each says why where it is set. Needs root, ``debootstrap`` and ``systemd-nspawn``
+the lab, and one directory of the state that all hosts share (their "NFS export"). A host that
+reboots boots again. The settings are the ones ../shared/design/REAL-HOSTS.md measured on machines
+of this kind; each says why where it is set. Needs root, ``debootstrap`` and ``systemd-nspawn``
 (Debian's ``systemd-container``).
 
 Touches: the lab's state directory (the hosts' roots, the lab key, its records) and cache (the
@@ -52,6 +53,9 @@ KERNEL_SETTINGS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops
 CGROUP_NAME = "clusterproof-lab"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 NSPAWN_RUN_DIR = Path("/run/systemd/nspawn")
+# One directory of this machine that every host mounts at the same path, as a real site's hosts mount
+# one NFS export: a local-path class with shared_path there serves ReadWriteMany across hosts.
+SHARED_MOUNT = "/srv/clusterproof-shared"
 # The system calls nspawn filters by default that a kubelet and runc need (REAL-HOSTS.md).
 SYSTEM_CALLS = "@keyring bpf @swap @clock @module @raw-io @reboot @obsolete"
 # A host with running pods can take this long to power off (systemd waits for the pods' scopes).
@@ -90,6 +94,11 @@ class Layout:
 
     def log_of(self, name: str) -> Path:
         return self.state_dir / "logs" / f"{name}.log"
+
+    @property
+    def shared_dir(self) -> Path:
+        """The lab's shared filesystem: every host mounts it at SHARED_MOUNT."""
+        return self.state_dir / "shared"
 
 
 # --- the Debian root, once per machine -------------------------------------------------------------
@@ -419,13 +428,28 @@ def nspawn_processes(layout: Layout) -> dict[str, int]:
     return found
 
 
+# nspawn's exit status when the machine asked to reboot (systemd-nspawn(1)); nspawn does not boot it
+# again by itself (systemd-nspawn@.service does, with RestartForceExitStatus=133).
+REBOOT_EXIT_STATUS = 133
+
+
+def supervised(command: Sequence[str]) -> list[str]:
+    """``command`` run again each time it exits with REBOOT_EXIT_STATUS, as a host that reboots
+    comes back with its disk as it was; any other exit (a poweroff, SIGKILL) ends it, with that
+    status. Pure."""
+    loop = 'while :; do "$@"; status=$?; [ $status -eq %d ] || exit $status; done' % REBOOT_EXIT_STATUS
+    return ["sh", "-c", loop, "lab-machine", *command]
+
+
 def boot(layout: Layout, plan: LabPlan, host: LabHost, parents: Sequence[Path]) -> int:
-    """Start ``host``'s machine in the background; returns nspawn's pid."""
+    """Start ``host``'s machine in the background (supervised: a reboot inside boots it again);
+    returns the supervising shell's pid."""
     for parent in parents:
         make_cgroup(parent)
         make_cgroup(parent / host.name)
     log = layout.log_of(host.name)
     log.parent.mkdir(parents=True, exist_ok=True)
+    layout.shared_dir.mkdir(parents=True, exist_ok=True)
     command = [
         "systemd-nspawn",
         "-D",
@@ -440,13 +464,14 @@ def boot(layout: Layout, plan: LabPlan, host: LabHost, parents: Sequence[Path]) 
         # containerd, runc and the kubelet inside need what a real host's root has.
         "--capability=all",
         "--bind=/dev/kmsg",
+        f"--bind={layout.shared_dir}:{SHARED_MOUNT}",
         "--resolv-conf=replace-host",
         f"--system-call-filter={SYSTEM_CALLS}",
     ]
     environment = dict(os.environ, SYSTEMD_NSPAWN_API_VFS_WRITABLE="1")
     with open(log, "ab") as output:
         process = subprocess.Popen(  # noqa: S603 - the lab's own command line
-            command,
+            supervised(command),
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
