@@ -3,7 +3,7 @@
 settled state compared with the fair-share model of the engine's policy.
 
     .venv/bin/python bench/differential_bench.py [--scheduler kai|kueue] [--count 20] [--first-seed 1]
-        [--nodes 2] [--node-gpus 8] [--out DIR] [--kubeconfig PATH --state-dir DIR]
+        [--nodes 2] [--node-gpus 8] [--out DIR] [--parallel 1] [--kubeconfig PATH --state-dir DIR]
 
 Each scenario comes from ``bench/scenario_generator.py`` (seeded: seed N is the same scenario on
 every machine) and runs through the ``validate_scenario`` module, as a site's validation runs it.
@@ -13,16 +13,20 @@ module's ``/model/`` checks) and the workloads evicted at each step are the ones
 that replays as it is (``validate_scenario scenario_file=...``), with what differed as comments.
 
 Prints per scenario its seed, verdict and seconds, then the agreement in percent and the time the
-bench took. Brings up a sandbox of its own (``--nodes`` of ``--node-gpus``, with the scheduler)
-unless given one (``--kubeconfig`` and ``--state-dir`` of a running sandbox), and takes it down.
+bench took. Brings up a sandbox of its own (``--nodes`` of ``--node-gpus``, with the scheduler), or
+``--parallel`` of them that take scenarios side by side, unless given one (``--kubeconfig`` and
+``--state-dir`` of a running sandbox), and takes them down.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
+import queue
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,19 +107,27 @@ def run_one(
 
 
 @contextlib.contextmanager
-def sandbox_for(args: argparse.Namespace, site: Site, directory: Path) -> Iterator[tuple[Path, Path]]:
+def sandboxes_for(args: argparse.Namespace, site: Site, directory: Path) -> Iterator[list[tuple[Path, Path]]]:
+    """The sandboxes the scenarios run on: the one given, or ``--parallel`` of the bench's own (each
+    on free ports, in a directory of its own), all taken down after."""
     if args.kubeconfig:
-        yield Path(args.kubeconfig), Path(args.state_dir)
+        yield [(Path(args.kubeconfig), Path(args.state_dir))]
         return
-    inventory = generated_inventory(
-        directory / "hosts.yml",
-        site.nodes,
-        node_gpus=site.node_gpus,
-        scheduler=args.scheduler,
-        site_name=f"differential-{args.scheduler}",
-    )
-    with own_sandbox(inventory, directory / "state") as sandbox:
-        yield sandbox.kubeconfig, sandbox.state_dir
+    with contextlib.ExitStack() as stack:
+        found = []
+        for index in range(args.parallel):
+            own = directory / str(index)
+            own.mkdir()
+            inventory = generated_inventory(
+                own / "hosts.yml",
+                site.nodes,
+                node_gpus=site.node_gpus,
+                scheduler=args.scheduler,
+                site_name=f"differential-{args.scheduler}-{index}",
+            )
+            sandbox = stack.enter_context(own_sandbox(inventory, own / "state"))
+            found.append((sandbox.kubeconfig, sandbox.state_dir))
+        yield found
 
 
 def main() -> None:
@@ -128,20 +140,45 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "differences")
     parser.add_argument("--kubeconfig")
     parser.add_argument("--state-dir")
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="sandboxes of the bench's own that run scenarios side by side (a scenario mostly waits)",
+    )
     args = parser.parse_args()
+    if args.parallel < 1 or (args.kubeconfig and args.parallel != 1):
+        parser.error("--parallel: expected 1 or more, and 1 with --kubeconfig, found %d" % args.parallel)
     site = Site(args.nodes, args.node_gpus, fractions=args.scheduler == "kai")
 
     started = time.monotonic()
     results = []
-    with tempfile.TemporaryDirectory() as directory, sandbox_for(args, site, Path(directory)) as (kubeconfig, state):
-        up = time.monotonic() - started
-        print(f"sandbox ready in {up:.0f} s", flush=True)
-        for seed in range(args.first_seed, args.first_seed + args.count):
+    seeds: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for seed in range(args.first_seed, args.first_seed + args.count):
+        seeds.put(seed)
+    printing = threading.Lock()
+
+    def work(kubeconfig: Path, state: Path) -> None:
+        """Scenarios, one after another, on one sandbox, until none is left."""
+        while True:
+            try:
+                seed = seeds.get_nowait()
+            except queue.Empty:
+                return
             outcome = run_one(seed, site, args.scheduler, kubeconfig, state, args.out)
-            results.append(outcome)
-            print(f"seed {seed}: {outcome['verdict']} ({outcome['seconds']:.0f} s)", flush=True)
-            for line in outcome["differences"]:
-                print(f"    {line}", flush=True)
+            with printing:
+                results.append(outcome)
+                print(f"seed {seed}: {outcome['verdict']} ({outcome['seconds']:.0f} s)", flush=True)
+                for line in outcome["differences"]:
+                    print(f"    {line}", flush=True)
+
+    with tempfile.TemporaryDirectory() as directory, sandboxes_for(args, site, Path(directory)) as sandboxes:
+        up = time.monotonic() - started
+        print(f"{len(sandboxes)} sandbox(es) ready in {up:.0f} s", flush=True)
+        with concurrent.futures.ThreadPoolExecutor(len(sandboxes)) as pool:
+            for done in [pool.submit(work, kubeconfig, state) for kubeconfig, state in sandboxes]:
+                done.result()
+    results.sort(key=lambda result: result["seed"])
     judged = [result for result in results if result["verdict"] in ("agrees", "differs")]
     agreed = sum(1 for result in judged if result["verdict"] == "agrees")
     total = time.monotonic() - started
@@ -150,7 +187,8 @@ def main() -> None:
         f"({100.0 * agreed / max(1, len(judged)):.0f} %); "
         f"{sum(1 for r in results if r['verdict'] == 'skipped')} skipped, "
         f"{sum(1 for r in results if r['verdict'] == 'error')} errors; "
-        f"{total:.0f} s in all, {sum(r['seconds'] for r in results) / max(1, len(results)):.0f} s per scenario"
+        f"{total:.0f} s in all ({args.parallel} side by side), "
+        f"{sum(r['seconds'] for r in results) / max(1, len(results)):.0f} s per scenario"
     )
 
 
