@@ -582,7 +582,7 @@ def test_an_interactive_workload_on_a_lab_host_is_ended_at_its_time_limit(site_s
     job = workloads.base_job(
         workloads.Workload("notebook-limit", "team-a", workloads.INTERACTIVE, 0.5, image="busybox:1.35"), settings
     )
-    job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "3600"]
+    job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "3599"]  # its own, to find it
     assert job["spec"]["activeDeadlineSeconds"] == limit
     applied = site_stages.kubectl("apply -f - <<'MANIFEST'\n%s\nMANIFEST" % json.dumps(job), timeout=60)
     assert applied.returncode == 0, applied.stderr
@@ -593,10 +593,8 @@ def test_an_interactive_workload_on_a_lab_host_is_ended_at_its_time_limit(site_s
             return {c["type"]: c for c in (found.get("status") or {}).get("conditions") or []}
 
         def container_runs() -> bool:
-            listed = site_stages.ssh(
-                WORKERS["lab-worker-1"], "crictl ps -q --name main --label io.kubernetes.pod.namespace=team-a"
-            )
-            return listed.returncode == 0 and bool(listed.stdout.split())
+            # The container's process, as the host sees it.
+            return site_stages.ssh(WORKERS["lab-worker-1"], "pgrep -fx 'sleep 3599'").returncode == 0
 
         _wait_for("the notebook's container to run on lab-worker-1", container_runs, timeout=120)
         started = time.monotonic()
@@ -644,10 +642,14 @@ def test_a_lab_host_rebooted_during_validation_fails_no_worse_than_a_check_and_c
     # The host boots again with its disk as it was: kubelet and containerd start, the node is Ready.
     _wait_for("%s to answer over SSH again" % worker, lambda: site_stages.ssh(WORKERS[worker], "true").returncode == 0)
     _wait_for("%s Ready again" % worker, ready, timeout=300)
-    assert site_stages.ssh(WORKERS[worker], "systemctl is-active kubelet containerd").stdout.split() == [
-        "active",
-        "active",
-    ]
+    _wait_for(
+        "kubelet and containerd active on %s" % worker,
+        lambda: (
+            site_stages.ssh(WORKERS[worker], "systemctl is-active kubelet containerd").stdout.split()
+            == ["active", "active"]
+        ),
+        timeout=120,
+    )
     config = site_stages.ssh(WORKERS[worker], "cat /etc/containerd/config.toml").stdout
     assert runtime_config.containerd_runtimes(config)["default_runtime"] == "nvidia"
     again = run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
@@ -675,7 +677,7 @@ def test_kueue_by_the_inventory_switch_installs_from_the_bundle_and_runs_the_sce
     assert {pod["spec"]["nodeName"] for pod in managers} <= set(CONTROL_PLANE) | set(WORKERS)
     scenario = [str(REPO / "scenarios" / "netapp-runai-4.8-4.10.yml")]
     validated = run_playbook(
-        VALIDATE, *switch, *_validate_args(scenario, False), inventory=site_stages.inventory, timeout=900
+        VALIDATE, *switch, *_validate_args(scenario, True), inventory=site_stages.inventory, timeout=900
     )
     assert validated.returncode == 0, validated.output[-5000:]
     report = _latest_report(site_stages)

@@ -103,15 +103,20 @@ def test_the_lab_site_s_shared_class_lives_on_the_directory_every_lab_host_mount
     assert layout.shared_dir == Path("/state/shared")
 
 
-def test_a_machine_that_reboots_is_booted_again_and_one_that_powers_off_is_not(tmp_path):
-    # A stand-in for nspawn: exits 133 (reboot) twice, then 0 (poweroff); counts its boots.
-    boots = tmp_path / "boots"
+def test_a_machine_that_reboots_is_booted_again_in_its_cgroups_and_one_that_powers_off_is_not(tmp_path):
+    # A stand-in for nspawn: records its pid at each boot; exits 133 (reboot) twice, then 0 (poweroff).
+    boots, procs = tmp_path / "boots", [tmp_path / "pids" / "cgroup.procs", tmp_path / "blkio" / "cgroup.procs"]
+    for path in procs:
+        path.parent.mkdir()
     machine = tmp_path / "machine"
-    machine.write_text('echo boot >> "%s"; [ "$(wc -l < "%s")" -ge 3 ] && exit 0; exit 133\n' % (boots, boots))
-    done = subprocess.run(machines.supervised(["sh", str(machine)]), timeout=30)
+    machine.write_text('echo $$ >> "%s"; [ "$(wc -l < "%s")" -ge 3 ] && exit 0; exit 133\n' % (boots, boots))
+    done = subprocess.run(machines.supervised(["sh", str(machine)], procs), timeout=30)
     assert done.returncode == 0
-    assert boots.read_text().count("boot") == 3
-    # Killed (SIGKILL gives 137) or failed: not booted again.
+    pids = boots.read_text().split()
+    assert len(pids) == 3
+    # Each boot entered the machine's cgroups itself (the supervisor stays where it was).
+    assert [path.read_text() for path in procs] == [pids[-1], pids[-1]]
+    # Killed (SIGKILL gives 137) or failed: not booted again, and the status is passed on.
     failing = tmp_path / "failing"
     failing.write_text('echo boot >> "%s"; exit 137\n' % (tmp_path / "failed-boots"))
     assert subprocess.run(machines.supervised(["sh", str(failing)]), timeout=30).returncode == 137

@@ -53,6 +53,20 @@ def test_the_state_a_report_found():
     assert state["storage_classes"] == {"local-path": {"default": True}}
 
 
+def test_storage_is_compared_only_between_runs_that_looked_at_storage_classes():
+    looked, not_looked = state_of(sections()), state_of(sections(classes=()))
+    assert not_looked["storage_classes"] is None
+    for before, after in ((looked, not_looked), (not_looked, looked)):
+        changes = history.compare(before, after)
+        assert changes["storage_classes_gone"] == [] and changes["default_storage_class"] is None
+    # Declared and no longer found: every class gone, and the default with them.
+    missing = sections()
+    missing[2]["tables"][0]["rows"][0][5] = "no"
+    changes = history.compare(looked, state_of(missing))
+    assert changes["storage_classes_gone"] == ["local-path"]
+    assert changes["default_storage_class"] == {"before": ["local-path"], "after": []}
+
+
 def test_the_same_state_twice_changes_nothing_and_every_check_passes():
     changes = history.compare(state_of(sections()), state_of(sections()))
     assert not any(changes[key] for key in changes)

@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -328,16 +329,6 @@ def make_cgroup(path: Path) -> None:
             own.write_text(inherited.read_text().strip())
 
 
-def _enter_cgroups(name: str, parents: Sequence[Path]) -> Callable[[], None]:
-    targets = [parent / name / "cgroup.procs" for parent in parents]
-
-    def enter() -> None:  # runs in the child between fork and exec
-        for target in targets:
-            target.write_text(str(os.getpid()))
-
-    return enter
-
-
 def remove_cgroups(parents: Sequence[Path], names: Iterable[str] | None = None) -> list[str]:
     """Remove the lab's cgroups (all, or those of ``names``), deepest first, killing what a crashed
     host left in them; returns the ones removed."""
@@ -433,17 +424,38 @@ def nspawn_processes(layout: Layout) -> dict[str, int]:
 REBOOT_EXIT_STATUS = 133
 
 
-def supervised(command: Sequence[str]) -> list[str]:
-    """``command`` run again each time it exits with REBOOT_EXIT_STATUS, as a host that reboots
-    comes back with its disk as it was; any other exit (a poweroff, SIGKILL) ends it, with that
-    status. Pure."""
-    loop = 'while :; do "$@"; status=$?; [ $status -eq %d ] || exit $status; done' % REBOOT_EXIT_STATUS
-    return ["sh", "-c", loop, "lab-machine", *command]
+# The machine's supervisor: boots it (nspawn, in the host's cgroups) and boots it again each time it
+# exits with REBOOT_EXIT_STATUS; any other exit ends it with that status. It stays in the caller's
+# cgroups: a process of its own inside the machine's cgroup root upsets the systemd in there.
+_SUPERVISOR = (
+    """
+import os, sys
+procs, command = [path for path in sys.argv[1].split("\\n") if path], sys.argv[2:]
+while True:
+    child = os.fork()
+    if child == 0:
+        for path in procs:
+            with open(path, "w") as file:
+                file.write(str(os.getpid()))
+        os.execvp(command[0], command)
+    code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    if code != %d:
+        sys.exit(code if code >= 0 else 128 - code)
+"""
+    % REBOOT_EXIT_STATUS
+)
+
+
+def supervised(command: Sequence[str], cgroup_procs: Sequence[Path] = ()) -> list[str]:
+    """``command`` run in the cgroups whose ``cgroup.procs`` files are given, again each time it
+    exits with REBOOT_EXIT_STATUS, as a host that reboots comes back with its disk as it was; any
+    other exit (a poweroff, SIGKILL) ends it, with that status. Pure."""
+    return [sys.executable, "-c", _SUPERVISOR, "\n".join(str(path) for path in cgroup_procs), *command]
 
 
 def boot(layout: Layout, plan: LabPlan, host: LabHost, parents: Sequence[Path]) -> int:
     """Start ``host``'s machine in the background (supervised: a reboot inside boots it again);
-    returns the supervising shell's pid."""
+    returns the supervisor's pid."""
     for parent in parents:
         make_cgroup(parent)
         make_cgroup(parent / host.name)
@@ -471,13 +483,12 @@ def boot(layout: Layout, plan: LabPlan, host: LabHost, parents: Sequence[Path]) 
     environment = dict(os.environ, SYSTEMD_NSPAWN_API_VFS_WRITABLE="1")
     with open(log, "ab") as output:
         process = subprocess.Popen(  # noqa: S603 - the lab's own command line
-            supervised(command),
+            supervised(command, [parent / host.name / "cgroup.procs" for parent in parents]),
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
             env=environment,
             start_new_session=True,
-            preexec_fn=_enter_cgroups(host.name, parents),  # noqa: PLW1509 - no threads here
         )
     return process.pid
 

@@ -84,9 +84,12 @@ def site_state(report: Report, benchmark_figures: Mapping[str, float] | None = N
         # the engine holds it, GPUs held now (the engine's columns are named after the engine).
         for row in quota_table.rows:
             projects[str(row[0])] = {"quota": _number(row[2]), "weight": _number(row[4])}
-    storage: dict[str, Any] = {}
+    # None: the run looked at no storage class (the inventory declared none); {} : it looked and found
+    # none of those declared.
+    storage: dict[str, Any] | None = None
     class_table = _table(report, "storage-classes")
-    if class_table is not None:
+    if class_table is not None and class_table.rows:
+        storage = {}
         name_at, default_at, found_at = (_column(class_table, c) for c in ("Class", "Default (found)", "Found"))
         for row in class_table.rows:
             if None in (name_at, default_at, found_at) or row[found_at] != "yes":
@@ -121,7 +124,10 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
     """What differs between two ``site_state`` blocks: each kind of change as a list."""
     old_nodes, new_nodes = before.get("nodes") or {}, after.get("nodes") or {}
     old_projects, new_projects = before.get("projects") or {}, after.get("projects") or {}
-    old_classes, new_classes = before.get("storage_classes") or {}, after.get("storage_classes") or {}
+    old_classes, new_classes = before.get("storage_classes"), after.get("storage_classes")
+    if old_classes is None or new_classes is None:
+        # One of the runs looked at no storage class: nothing to compare (not every class gone).
+        old_classes = new_classes = {}
     old_figures, new_figures = before.get("benchmarks") or {}, after.get("benchmarks") or {}
     changes: dict[str, Any] = {
         "nodes_added": sorted(set(new_nodes) - set(old_nodes)),
