@@ -15,6 +15,7 @@ settings of the whole machine, which test_lab.py asserts are put back).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import subprocess
 import threading
@@ -465,6 +466,22 @@ def _validate_args(scenarios: list[str], storage: bool) -> tuple[str, ...]:
     return ("-e", json.dumps(settings))
 
 
+@contextlib.contextmanager
+def _validating(lab: SiteLab, *args: str) -> Iterator[list]:
+    """validate.yml with ``args`` running in the background while the block makes its fault; after
+    the block it has ended (neither hung nor crashed the test): its run is the list's one item."""
+    runs: list = []
+    validation = threading.Thread(
+        target=lambda: runs.append(run_playbook(VALIDATE, *args, inventory=lab.inventory, timeout=900))
+    )
+    validation.start()
+    try:
+        yield runs
+    finally:
+        validation.join(timeout=960)
+    assert not validation.is_alive() and runs, "validate.yml did not end"
+
+
 def _latest_report(lab: SiteLab) -> dict:
     return json.loads((lab.reports / "lab-site-test" / "latest" / "report.json").read_text())
 
@@ -486,14 +503,7 @@ def test_the_kai_scheduler_pod_deleted_during_a_scenario_fails_no_worse_than_a_c
     scenario = [str(REPO / "scenarios" / "netapp-runai-4.8-4.10.yml")]
     before = _kai_scheduler_pods(site_stages)
     assert before, "no KAI scheduler pod in namespace kai-scheduler"
-    runs: list = []
-    validation = threading.Thread(
-        target=lambda: runs.append(
-            run_playbook(VALIDATE, *_validate_args(scenario, False), inventory=site_stages.inventory, timeout=900)
-        )
-    )
-    validation.start()
-    try:
+    with _validating(site_stages, *_validate_args(scenario, False)) as runs:
 
         def scenario_pods_run() -> bool:
             listed = site_stages.kubectl("get pods -A -o yaml")
@@ -507,10 +517,6 @@ def test_the_kai_scheduler_pod_deleted_during_a_scenario_fails_no_worse_than_a_c
         names = " ".join(pod["metadata"]["name"] for pod in before)
         deleted = site_stages.kubectl("delete pod -n kai-scheduler --wait=false %s" % names)
         assert deleted.returncode == 0, deleted.stderr
-    finally:
-        validation.join(timeout=960)
-    # Neither a hang nor a crash: the run ended and wrote its report.
-    assert not validation.is_alive() and runs, "validate.yml did not end"
     report = _latest_report(site_stages)
     scenario_checks = [c for c in _checks(report).values() if c["id"].startswith("scenario/")]
     assert scenario_checks, sorted(_checks(report))
@@ -540,20 +546,10 @@ def test_containerd_restarted_on_a_worker_during_validation_leaves_its_pods_and_
         "get pods -A --field-selector spec.nodeName=lab-worker-1,status.phase=Running -o name"
     ).stdout.split()
     assert pods_before, "no pod runs on lab-worker-1"
-    runs: list = []
-    validation = threading.Thread(
-        target=lambda: runs.append(
-            run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
-        )
-    )
-    validation.start()
-    try:
+    with _validating(site_stages, *_validate_args([], True)):
         time.sleep(20)  # into the validation: the node checks, then the storage probe's pods
         restarted = site_stages.ssh(worker, "systemctl restart containerd")
         assert restarted.returncode == 0, restarted.stderr
-    finally:
-        validation.join(timeout=960)
-    assert not validation.is_alive() and runs, "validate.yml did not end"
     report = _latest_report(site_stages)
     for check in _checks(report).values():
         assert check["status"] != "fail" or check.get("message"), check
@@ -622,20 +618,10 @@ def test_a_lab_host_rebooted_during_validation_fails_no_worse_than_a_check_and_c
         conditions = yaml.safe_load(listed.stdout)["status"]["conditions"]
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
-    runs: list = []
-    validation = threading.Thread(
-        target=lambda: runs.append(
-            run_playbook(VALIDATE, *_validate_args([], False), inventory=site_stages.inventory, timeout=900)
-        )
-    )
-    validation.start()
-    try:
+    with _validating(site_stages, *_validate_args([], False)):
         time.sleep(15)
         # The connection drops as the host goes down: its exit status says nothing.
         site_stages.ssh(WORKERS[worker], "systemctl reboot", timeout=30)
-    finally:
-        validation.join(timeout=960)
-    assert not validation.is_alive() and runs, "validate.yml did not end"
     report = _latest_report(site_stages)
     for check in _checks(report).values():
         assert check["status"] != "fail" or check.get("message"), check
