@@ -332,13 +332,8 @@ def test_the_report_names_the_simulated_nodes_and_reads_back_what_a_pod_wrote(si
     assert checks["storage/default-binds"]["status"] == "pass"
     readback = checks["storage/default-readback"]
     assert (readback["status"], readback["observed"]) == ("pass", "default-consumer"), readback
-    # Two pods on two hosts share a ReadWriteMany claim (the lab's shared directory) and each sees
-    # the other's line in the file.
-    shared = checks["storage/rwx-shared"]
-    assert shared["status"] == "pass", shared
-    pods = shared["observed"]["pods"]
-    assert len({pod["node"] for pod in pods.values()}) == 2, pods
-    assert set(shared["observed"]["read back"].split()) == {"shared-a", "shared-b"}, shared
+    # No ReadWriteMany class on the lab yet (inventories/lab says why): the check says so.
+    assert checks["storage/rwx-shared"]["status"] == "skip"
     # The GPU tests need hardware the lab hosts lack; what they can check there passes.
     assert checks["host-tests/lab-worker-1/gpu-count-is-the-inventorys"]["status"] == "needs-hardware"
     assert checks["host-tests/lab-worker-1/containerd-runs-the-nvidia-runtime"]["status"] == "pass"
