@@ -633,6 +633,21 @@ def test_a_lab_host_rebooted_during_validation_fails_no_worse_than_a_check_and_c
     )
     config = site_stages.ssh(WORKERS[worker], "cat /etc/containerd/config.toml").stdout
     assert runtime_config.containerd_runtimes(config)["default_runtime"] == "nvidia"
+
+    def engine_ready() -> bool:
+        # KAI's admission webhook refuses every new pod (500, "failed calling webhook") until its pod,
+        # which may have run on the rebooted host, is ready again: the validation says so, and the next
+        # run is worth making only then.
+        listed = site_stages.kubectl("get pods -n kai-scheduler -o yaml")
+        pods = yaml.safe_load(listed.stdout)["items"] if listed.returncode == 0 else []
+        live = [pod for pod in pods if pod["status"].get("phase") != "Succeeded"]
+        return bool(live) and all(
+            pod["status"].get("phase") == "Running"
+            and all(c.get("ready") for c in pod["status"].get("containerStatuses") or [{}])
+            for pod in live
+        )
+
+    _wait_for("KAI's pods ready again", engine_ready, timeout=300)
     again = run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
     assert again.returncode == 0, again.output[-4000:]
     assert _latest_report(site_stages)["verdict"] == "pass"
