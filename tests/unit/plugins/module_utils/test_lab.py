@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabError, LabHost, make_plan
@@ -93,10 +94,13 @@ def test_the_debian_root_is_keyed_by_its_package_list():
     assert machines.root_key() != machines.root_key((*machines.ROOT_PACKAGES, "containerd"))
 
 
-def test_the_lab_s_shared_directory_is_in_its_state():
+def test_the_lab_site_s_shared_class_lives_on_the_directory_every_lab_host_mounts():
+    repo = Path(__file__).resolve().parents[4]
+    site = yaml.safe_load((repo / "inventories" / "lab" / "group_vars" / "all" / "site.yml").read_text())
+    shared = [cls for cls in site["clusterproof_storage_classes"] if "ReadWriteMany" in cls.get("access_modes", [])]
+    assert [cls["local_path"]["shared_path"] for cls in shared] == [machines.SHARED_MOUNT]
     layout = machines.Layout(Path("/state"), Path("/cache"))
     assert layout.shared_dir == Path("/state/shared")
-    assert machines.SHARED_MOUNT == "/srv/clusterproof-shared"
 
 
 def test_a_machine_that_reboots_is_booted_again_in_its_cgroups_and_one_that_powers_off_is_not(tmp_path):

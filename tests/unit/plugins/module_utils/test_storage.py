@@ -172,7 +172,25 @@ def test_rwx_class_prefers_the_default():
 def test_sandbox_helper_pods_are_completed_by_kwok_and_cluster_ones_are_not():
     sandbox = storage.local_path_helper_pod("busybox:1.36", sandbox=True)
     assert sandbox["metadata"]["annotations"] == {storage.COMPLETE_AFTER_ANNOTATION: "1s"}
-    assert "annotations" not in storage.local_path_helper_pod("busybox:1.36", sandbox=False)["metadata"]
+    assert "affinity" not in sandbox["spec"]
+    cluster = storage.local_path_helper_pod("busybox:1.36", sandbox=False)
+    assert "annotations" not in cluster["metadata"]
+    assert cluster["spec"]["containers"][0]["image"] == "busybox:1.36"
+
+
+def test_cluster_helper_pods_keep_off_simulated_nodes():
+    # The provisioner gives a shared volume's helper pod no node and a toleration of every taint:
+    # only the template's affinity keeps it off KWOK nodes, where it would never run.
+    pod = storage.local_path_helper_pod("busybox:1.36", sandbox=False)
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms == [{"matchExpressions": [{"key": "clusterproof.io/sandbox-node", "operator": "DoesNotExist"}]}]
+    # The chart's own settings stay.
+    assert pod["spec"]["priorityClassName"] == "system-node-critical"
+    assert [t["key"] for t in pod["spec"]["tolerations"]] == ["node.kubernetes.io/disk-pressure"]
+    (local_path,) = storage.releases([declared()["local-path"]], "busybox:1.36")
+    assert local_path["helper_pod"] == pod
 
 
 def test_sandbox_provisioner_process_and_files(tmp_path: Path):

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import types
 
 import pytest
+import yaml
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
-from ansible_collections.clusterproof.gpu.plugins.modules import kai_scheduler, kueue_scheduler, storage_classes
+from ansible_collections.clusterproof.gpu.plugins.modules import (
+    kai_scheduler,
+    kueue_scheduler,
+    storage_classes,
+    storage_releases,
+)
 
 CLASS = {
     "name": "fast",
@@ -77,3 +85,17 @@ def test_storage_classes_on_a_cluster_apply_the_classes(applier):
         "started": [],
         "default_class": "fast",
     }
+
+
+def test_the_local_path_release_carries_its_helper_pod_template_and_that_template_s_digest():
+    result = storage_releases.run(
+        module(
+            classes=[CLASS], charts={"local-path": "/charts/local-path.tgz"}, namespaces={}, helper_image="busybox:1.36"
+        )
+    )
+    (release,) = result["releases"]
+    assert (release["chart_ref"], release["configmap"]) == ("/charts/local-path.tgz", "local-path-config")
+    # The ConfigMap's helperPod.yaml as the provisioner reads it, and the digest the role restarts it by.
+    assert yaml.safe_load(release["helper_pod"]) == storage.local_path_helper_pod("busybox:1.36", sandbox=False)
+    assert release["helper_pod_digest"] == hashlib.sha256(release["helper_pod"].encode()).hexdigest()
+    assert release["digest_annotation"] == "clusterproof.io/helper-pod-sha256"

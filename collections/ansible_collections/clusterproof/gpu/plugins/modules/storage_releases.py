@@ -14,6 +14,9 @@ description:
     charts never create StorageClasses (C(clusterproof.gpu.storage_classes) does).
   - Finds each chart inside its project's Go module at the pinned version (C(go mod download)),
     unless O(charts) gives a reference for it (a chart repository's C(repo/chart), a path or a URL).
+  - For local-path, also gives the helper pod template to write into the chart's ConfigMap (the chart has
+    no value for it; clusterproof's keeps the helper pods off simulated nodes) and its digest, which the
+    provisioner's pod template carries so that a new template restarts it.
   - Also names the variables the Trident backends take their credentials from.
   - Changes nothing (the Go module cache aside); C(changed) is always false.
 extends_documentation_fragment:
@@ -43,7 +46,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 releases:
-  description: One entry per release (C(provisioner), C(name), C(namespace), C(chart_ref), C(values)).
+  description:
+    - One entry per release (C(provisioner), C(name), C(namespace), C(chart_ref), C(values)).
+    - local-path's also has C(configmap) (the chart's ConfigMap), C(helper_pod) (the helper pod template as
+      YAML text, for the ConfigMap's C(helperPod.yaml)), C(helper_pod_digest) (its SHA-256) and
+      C(digest_annotation) (the provisioner pod template's annotation that carries the digest).
   returned: always
   type: list
   elements: dict
@@ -53,6 +60,10 @@ credential_variables:
   type: list
   elements: str
 """
+
+import hashlib
+
+import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import chart_source, storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
@@ -90,6 +101,14 @@ def run(module):
     releases = storage.releases(classes, params["helper_image"], params["namespaces"])
     for release in releases:
         release["chart_ref"] = _chart_ref(release["provisioner"], params["charts"], releases)
+        if "helper_pod" in release:
+            text = yaml.safe_dump(release["helper_pod"], sort_keys=False)
+            release.update(
+                helper_pod=text,
+                helper_pod_digest=hashlib.sha256(text.encode()).hexdigest(),
+                configmap=storage.LOCAL_PATH_CONFIGMAP,
+                digest_annotation=storage.HELPER_POD_DIGEST_ANNOTATION,
+            )
     return {"releases": releases, "credential_variables": storage.credential_variables(classes)}
 
 

@@ -117,15 +117,22 @@ class Probe:
             self.core.create_namespaced_persistent_volume_claim(
                 self.namespace, storage.probe_claim(self.namespace, name, cls.name, access_mode, self.size)
             )
-            for pod in pods:
-                self.core.create_namespaced_pod(
-                    self.namespace, storage.probe_pod(self.namespace, pod, name, self.image, name, self.pods_run)
-                )
+            # The first pod alone until the claim is Bound: while a WaitForFirstConsumer claim is
+            # unbound, the scheduler holds every pod mounting it to the node it chose for the first,
+            # and a shared claim is to be shown shared across nodes.
+            created = pods[:1]
+            for pod in created:
+                self._start_pod(pod, name)
             deadline = started + self.timeout
             while True:
-                self._observe(probe, name, pods)
+                self._observe(probe, name, created)
                 if probe.phase == "Bound" and probe.bound_after_s is None:
                     probe.bound_after_s = round(time.monotonic() - started, 2)
+                if probe.phase == "Bound" and len(created) < len(pods):
+                    for pod in pods[len(created) :]:
+                        self._start_pod(pod, name)
+                    created = list(pods)
+                    continue
                 running = [pod for pod, (phase, _) in probe.pods.items() if phase in ("Running", "Succeeded")]
                 if probe.phase == "Bound" and len(running) == len(pods):
                     if self.pods_run and pods:
@@ -138,6 +145,11 @@ class Probe:
         except kube.ApiException as error:
             probe.error = kube.api_error_message(error)
         return probe
+
+    def _start_pod(self, pod, claim):
+        self.core.create_namespaced_pod(
+            self.namespace, storage.probe_pod(self.namespace, pod, claim, self.image, claim, self.pods_run)
+        )
 
     def _read_back(self, claim, deadline):
         """What a reader pod on ``claim`` prints of the probe file once it has ended, or None."""

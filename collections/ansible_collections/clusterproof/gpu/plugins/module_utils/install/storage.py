@@ -53,6 +53,11 @@ LOCAL_PATH_ANY_NODE = "DEFAULT_PATH_FOR_NON_LISTED_NODES"
 # helper pods must "finish" for the provisioner to go on.
 COMPLETE_AFTER_ANNOTATION = "clusterproof.io/complete-after"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+# The label of a KWOK-simulated node (sandbox.control_plane.SANDBOX_NODE_LABEL): a probe whose pods
+# must really run, and local-path's helper pods, keep off such nodes, where a pod only seems to run.
+SIMULATED_NODE_LABEL = "clusterproof.io/sandbox-node"
+# The annotation of the provisioner's pod template that restarts it when its helper pod template changes.
+HELPER_POD_DIGEST_ANNOTATION = "clusterproof.io/helper-pod-sha256"
 
 CLASS_FIELDS = {
     "name": "the StorageClass name (a DNS subdomain)",
@@ -448,18 +453,27 @@ def local_path_config(classes: Iterable[StorageClassDeclaration]) -> dict[str, A
 
 
 def local_path_helper_pod(image: str, sandbox: bool) -> dict[str, Any]:
-    """The template of the pods local-path runs to make and remove a volume's directory. On the
-    sandbox no container runs: KWOK completes the pod when it sees the annotation, which is what
-    the provisioner waits for."""
+    """The template of the pods local-path runs to make and remove a volume's directory.
+
+    On the sandbox no container runs: KWOK completes the pod when it sees the annotation, which is
+    what the provisioner waits for. On a cluster the template is the chart's (priority class,
+    disk-pressure toleration) plus a node affinity that keeps the pod off simulated nodes: the
+    provisioner gives a shared volume's helper pod no node and a toleration of every taint, so it
+    could land on a KWOK node, where nothing runs and the volume is never made or removed."""
     metadata: dict[str, Any] = {"name": "helper-pod"}
+    spec: dict[str, Any] = {}
     if sandbox:
         metadata["annotations"] = {COMPLETE_AFTER_ANNOTATION: "1s"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": {"containers": [{"name": "helper-pod", "image": image, "imagePullPolicy": "IfNotPresent"}]},
-    }
+    else:
+        real_nodes = {"matchExpressions": [{"key": SIMULATED_NODE_LABEL, "operator": "DoesNotExist"}]}
+        required = {"nodeSelectorTerms": [real_nodes]}
+        spec = {
+            "priorityClassName": "system-node-critical",
+            "tolerations": [{"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}},
+        }
+    spec["containers"] = [{"name": "helper-pod", "image": image, "imagePullPolicy": "IfNotPresent"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def local_path_chart_values(classes: Iterable[StorageClassDeclaration], helper_image: str) -> dict[str, Any]:
@@ -589,6 +603,8 @@ def releases(
                 "name": "local-path-provisioner",
                 "namespace": spaces["local-path"],
                 "values": local_path_chart_values(classes, helper_image),
+                # The chart has no value for it: the role writes it into the chart's ConfigMap.
+                "helper_pod": local_path_helper_pod(helper_image, sandbox=False),
             }
         )
     for cls in classes:
@@ -643,9 +659,6 @@ def probe_claim(namespace: str, name: str, storage_class: str, access_mode: str,
     }
 
 
-# The label of a KWOK-simulated node (sandbox.control_plane.SANDBOX_NODE_LABEL): a probe whose pods
-# must really run keeps off such nodes, where a pod only seems to run.
-SIMULATED_NODE_LABEL = "clusterproof.io/sandbox-node"
 # What a probe pod writes to its claim (its own name, one line per pod) and the reader prints.
 PROBE_FILE = "/data/probe"
 
