@@ -184,6 +184,10 @@ def test_kubeadm_init_and_join_make_every_node_ready(site: SiteLab) -> None:
     # Workers declared with no GPUs get no GPU label (the validator expects none of them).
     for worker in WORKERS:
         assert "nvidia.com/gpu.present" not in by_name[worker]["metadata"].get("labels", {})
+    # kube-scheduler runs with clusterproof's configuration (GPUs bin-packed, as the model places jobs).
+    scheduler = yaml.safe_load(site.kubectl("get pod -n kube-system kube-scheduler-lab-cp-1 -o yaml").stdout)
+    assert "--config=/etc/kubernetes/clusterproof-scheduler.yaml" in scheduler["spec"]["containers"][0]["command"]
+    assert scheduler["status"]["phase"] == "Running"
 
 
 def test_the_nvidia_runtime_is_containerds_default_on_the_gpu_hosts(site: SiteLab) -> None:
@@ -332,8 +336,13 @@ def test_the_report_names_the_simulated_nodes_and_reads_back_what_a_pod_wrote(si
     assert checks["storage/default-binds"]["status"] == "pass"
     readback = checks["storage/default-readback"]
     assert (readback["status"], readback["observed"]) == ("pass", "default-consumer"), readback
-    # No ReadWriteMany class on the lab yet (inventories/lab says why): the check says so.
-    assert checks["storage/rwx-shared"]["status"] == "skip"
+    # Two pods on two hosts share a ReadWriteMany claim (the lab's shared directory) and each sees
+    # the other's line in the file.
+    shared = checks["storage/rwx-shared"]
+    assert shared["status"] == "pass", shared
+    pods = shared["observed"]["pods"]
+    assert len({pod["node"] for pod in pods.values()}) == 2, pods
+    assert set(shared["observed"]["read back"].split()) == {"shared-a", "shared-b"}, shared
     # The GPU tests need hardware the lab hosts lack; what they can check there passes.
     assert checks["host-tests/lab-worker-1/gpu-count-is-the-inventorys"]["status"] == "needs-hardware"
     assert checks["host-tests/lab-worker-1/containerd-runs-the-nvidia-runtime"]["status"] == "pass"

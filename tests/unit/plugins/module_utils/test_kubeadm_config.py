@@ -226,3 +226,34 @@ def test_component_settings_are_kept_as_plain_data():
     proxy = declared["kubernetes"]["kube_proxy_config"]
     assert type(proxy) is dict and type(proxy["conntrack"]) is dict
     assert [type(check) for check in declared["kubernetes"]["ignore_preflight_errors"]] == [str]
+
+
+def test_kube_scheduler_bin_packs_gpus_from_the_file_its_static_pod_mounts():
+    _, cluster, _ = kubeadm_config.init_documents(site(), "cp-1", "10.0.0.10")
+    scheduler = cluster["scheduler"]
+    assert scheduler["extraArgs"] == [{"name": "config", "value": kubeadm_config.SCHEDULER_CONFIG_PATH}]
+    (volume,) = scheduler["extraVolumes"]
+    assert volume["hostPath"] == volume["mountPath"] == kubeadm_config.SCHEDULER_CONFIG_PATH
+    config = yaml.safe_load(kubeadm_config.scheduler_config_text())
+    # With --config kube-scheduler ignores kubeadm's --kubeconfig and --leader-elect: the file says both.
+    assert config["clientConnection"]["kubeconfig"] == "/etc/kubernetes/scheduler.conf"
+    assert config["leaderElection"]["leaderElect"] is True
+    (fit,) = config["profiles"][0]["pluginConfig"]
+    strategy = fit["args"]["scoringStrategy"]
+    assert strategy["type"] == "MostAllocated"
+    weights = {resource["name"]: resource["weight"] for resource in strategy["resources"]}
+    assert weights["nvidia.com/gpu"] > weights["cpu"] == weights["memory"]
+    # The file's digest is in the pod, so that a new file restarts the scheduler.
+    assert scheduler["extraEnvs"] == [
+        {"name": "CLUSTERPROOF_SCHEDULER_CONFIG_SHA256", "value": kubeadm_config.scheduler_config_digest()}
+    ]
+
+
+def test_the_sandbox_s_scheduler_has_the_same_profile_without_leader_election(tmp_path):
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
+
+    sandbox = yaml.safe_load(control_plane.scheduler_configuration(tmp_path / "kubeconfig"))
+    kubeadm = yaml.safe_load(kubeadm_config.scheduler_config_text())
+    assert sandbox["profiles"] == kubeadm["profiles"]
+    assert sandbox["leaderElection"] == {"leaderElect": False}
+    assert sandbox["clientConnection"]["kubeconfig"] == str(tmp_path / "kubeconfig")

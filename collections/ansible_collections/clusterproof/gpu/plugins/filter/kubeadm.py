@@ -35,6 +35,19 @@ def kubeadm_join_config(site, host, join_command, advertise_address="", certific
     return kubeadm_config.to_yaml(documents)
 
 
+def kube_scheduler_config(site):
+    """kube-scheduler's configuration file (GPUs bin-packed) for every control-plane host. The same for
+    every site today: ``site`` is the declaration the other kubeadm filters render from."""
+    del site
+    return kubeadm_config.scheduler_config_text()
+
+
+def kube_scheduler_config_digest(site):
+    """The SHA-256 of that file, which kubeadm's kube-scheduler static pod carries in its environment."""
+    del site
+    return kubeadm_config.scheduler_config_digest()
+
+
 def kubernetes_node_patch(site, host, existing_taints):
     """The labels and taints to patch a joined GPU node to (kubernetes.core.k8s, state patched)."""
     return kubeadm_config.node_patch(_plain(site), str(host), _plain(existing_taints or []))
@@ -57,6 +70,8 @@ class FilterModule:
     def filters(self):
         return {
             "kubeadm_init_config": kubeadm_init_config,
+            "kube_scheduler_config": kube_scheduler_config,
+            "kube_scheduler_config_digest": kube_scheduler_config_digest,
             "kubeadm_join_config": kubeadm_join_config,
             "kubernetes_node_patch": kubernetes_node_patch,
             "kubeadm_host_groups": kubeadm_host_groups,

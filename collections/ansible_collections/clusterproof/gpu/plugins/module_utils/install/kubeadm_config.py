@@ -15,12 +15,15 @@ with the rest.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import ipaddress
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import contents
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import scheduler_profile
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
@@ -28,6 +31,10 @@ KUBE_PROXY_API = "kubeproxy.config.k8s.io/v1alpha1"
 # containerd's CRI socket: the runtime the nvidia_container_toolkit role registers the nvidia runtime with.
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 API_SERVER_PORT = 6443
+# kube-scheduler's configuration (GPUs bin-packed, install.scheduler_profile) on every control-plane
+# host, mounted into kubeadm's static pod; the kubeconfig is the one kubeadm writes for the scheduler.
+SCHEDULER_CONFIG_PATH = "/etc/kubernetes/clusterproof-scheduler.yaml"
+SCHEDULER_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
 # Upstream's packages are versioned <Kubernetes version>-<revision>; a mirror keeps upstream's versions.
 PACKAGE_REVISION = "1.1"
 CNIS = ("flannel", "none")
@@ -484,11 +491,35 @@ def init_documents(site: Mapping[str, Any], host: str, advertise_address: str) -
         "kubernetesVersion": settings.version,
         "controlPlaneEndpoint": endpoint_of(settings, advertise_address),
         "networking": {"podSubnet": settings.pod_subnet, "serviceSubnet": settings.service_subnet},
+        "scheduler": {
+            "extraArgs": [{"name": "config", "value": SCHEDULER_CONFIG_PATH}],
+            # The file's digest in the static pod: a new file writes a new pod, which the kubelet restarts.
+            "extraEnvs": [{"name": "CLUSTERPROOF_SCHEDULER_CONFIG_SHA256", "value": scheduler_config_digest()}],
+            "extraVolumes": [
+                {
+                    "name": "clusterproof-scheduler-config",
+                    "hostPath": SCHEDULER_CONFIG_PATH,
+                    "mountPath": SCHEDULER_CONFIG_PATH,
+                    "readOnly": True,
+                    "pathType": "File",
+                }
+            ],
+        },
     }
     documents = [init, cluster, kubelet_document(settings)]
     if settings.kube_proxy_config:
         documents.append({"apiVersion": KUBE_PROXY_API, "kind": "KubeProxyConfiguration", **settings.kube_proxy_config})
     return documents
+
+
+def scheduler_config_text() -> str:
+    """The file at SCHEDULER_CONFIG_PATH on every control-plane host (JSON, which kube-scheduler reads as YAML)."""
+    config = scheduler_profile.configuration(SCHEDULER_KUBECONFIG, leader_elect=True)
+    return json.dumps(config, indent=2) + "\n"
+
+
+def scheduler_config_digest() -> str:
+    return hashlib.sha256(scheduler_config_text().encode()).hexdigest()
 
 
 def kubelet_document(settings: KubernetesSettings) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import scheduler_profile
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import pki as sandbox_pki
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below, PortAt
 
@@ -593,36 +594,9 @@ def prepare_state(layout: Layout, kwok_stages: str, ports: Ports) -> bool:
 
 
 def scheduler_configuration(kubeconfig: Path) -> str:
-    """kube-scheduler's configuration on the sandbox: GPUs bin-packed (MostAllocated), as GPU sites
-    configure it so that a large job still finds a whole node; the default spreads pods, which
-    fragments GPUs across nodes. Pods of KAI scheduler are not its to place."""
-    config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(kubeconfig)},
-        "leaderElection": {"leaderElect": False},
-        "profiles": [
-            {
-                "schedulerName": "default-scheduler",
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {
-                            "scoringStrategy": {
-                                "type": "MostAllocated",
-                                "resources": [
-                                    {"name": "nvidia.com/gpu", "weight": 5},
-                                    {"name": "cpu", "weight": 1},
-                                    {"name": "memory", "weight": 1},
-                                ],
-                            }
-                        },
-                    }
-                ],
-            }
-        ],
-    }
-    return json.dumps(config, indent=2) + "\n"
+    """kube-scheduler's configuration on the sandbox: GPUs bin-packed (install.scheduler_profile), and
+    no leader election (one scheduler). Pods of KAI scheduler are not its to place."""
+    return json.dumps(scheduler_profile.configuration(str(kubeconfig), leader_elect=False), indent=2) + "\n"
 
 
 def bring_up(layout: Layout, bin_dir: Path, ports: Ports, timeout: float = 120.0) -> list[str]:
