@@ -24,6 +24,7 @@ import argparse
 import concurrent.futures
 import contextlib
 import queue
+import subprocess
 import sys
 import tempfile
 import threading
@@ -41,6 +42,9 @@ from bench.sandbox_bench import generated_inventory  # noqa: E402
 from bench.scenario_generator import Site, generate  # noqa: E402
 from tests.e2e.conftest import ad_hoc, module_result, own_sandbox  # noqa: E402
 
+# Seconds a step may take to settle (validate_scenario's step_timeout, its default).
+STEP_TIMEOUT = 180
+
 
 def _evicted(cell: str) -> set[str]:
     """``"b-4-gg (2), c-4-gg (2)"`` -> {"b-4-gg", "c-4-gg"}; "none" and "—" -> nothing."""
@@ -54,7 +58,7 @@ def differences(section: dict[str, Any]) -> list[str]:
     found = [
         f"{check['title']}: engine {check['observed']}, model {check['expected']}"
         for check in section["checks"]
-        if "/model/" in check["id"] and check["status"] == "fail"
+        if ("/model/" in check["id"] or check["id"].endswith("/settled")) and check["status"] == "fail"
     ]
     for table in section["tables"]:
         if table["id"].endswith("-disruption"):
@@ -88,11 +92,19 @@ def run_one(
         "scheduler": scheduler,
         "kubeconfig": str(kubeconfig),
         "sandbox_state_dir": str(state_dir),
+        "step_timeout": STEP_TIMEOUT,
     }
+    # Each step waits at most STEP_TIMEOUT for the engine to settle, twice where it deletes (the
+    # freed GPUs taken, then the new workloads placed); beyond that and its clean-up the module is stuck.
+    waits = sum(2 if step.get("delete") else 1 for step in scenario["steps"])
     started = time.monotonic()
-    done = ad_hoc("clusterproof.gpu.validate_scenario", args, timeout=900)
+    try:
+        done = ad_hoc("clusterproof.gpu.validate_scenario", args, timeout=waits * STEP_TIMEOUT + 300)
+    except subprocess.TimeoutExpired as error:
+        return {"seed": seed, "verdict": "error", "seconds": time.monotonic() - started, "differences": [str(error)]}
+    finally:
+        path.unlink()
     seconds = time.monotonic() - started
-    path.unlink()
     result = module_result(done)
     if done.returncode != 0:
         return {"seed": seed, "verdict": "error", "seconds": seconds, "differences": [str(result.get("msg"))]}

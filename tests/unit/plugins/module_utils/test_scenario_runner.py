@@ -239,3 +239,23 @@ def test_an_api_refusal_reads_as_the_api_servers_message():
     bare = ApiException(status=500, reason="Internal Server Error")
     bare.body = "not json"
     assert sr._brief(bare) == "500 Internal Server Error"
+
+
+def test_a_step_still_changing_at_its_timeout_fails_saying_so_and_the_bench_counts_it_a_difference():
+    from bench.differential_bench import differences
+
+    scenario = sr.load(REPO / "scenarios" / "fractional-gpus.yml")
+    check = sr.unsettled_check(scenario, 0, sr.RunOptions(settle_seconds=6, step_timeout=180))
+    assert (check["id"], check["status"], check["expected"], check["observed"]) == (
+        "scenario/fractional-gpus/1/settled",
+        "fail",
+        "no change for 6 s",
+        "still changing after 180 s",
+    )
+    assert check["message"].startswith(
+        "%s of scenario fractional-gpus did not settle within step_timeout (180 s)" % scenario.steps[0].name
+    )
+    assert differences({"checks": [check], "tables": []}) == [
+        "%s: the allocation settles: engine still changing after 180 s, model no change for 6 s"
+        % scenario.steps[0].name
+    ]

@@ -37,5 +37,7 @@ def unreachable_message(error: BaseException) -> str | None:
     pool, reason = getattr(error, "pool", None), getattr(error, "reason", None)
     if pool is None or reason is None or not hasattr(pool, "host"):
         return None
-    said = str(reason).rsplit(": ", 1)[-1].rstrip("')\"")
+    said = str(reason).rsplit(": ", 1)[-1]
+    if said.endswith(("')", '")')):  # the end of the reason's repr, as in NewConnectionError('...refused')
+        said = said[:-2]
     return "the API server at %s:%s cannot be reached: %s" % (pool.host, pool.port, said)

@@ -39,7 +39,28 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
         raise KubeError(f"kubeconfig {path} does not exist")
     configuration = k8s_client.Configuration()
     k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
-    return k8s_client.ApiClient(configuration)
+    api = k8s_client.ApiClient(configuration)
+    _bound_requests(api.rest_client)
+    return api
+
+
+# Seconds to connect, and to wait for the next bytes of an answer, on a request that sets no
+# timeout of its own. The API server ends a request it cannot answer after 60 s
+# (--request-timeout), so a call silent for longer is one whose connection is lost; without a
+# bound it would block its module for good (urllib3 waits without limit by default).
+DEFAULT_REQUEST_TIMEOUT = (10, 90)
+
+
+def _bound_requests(rest_client: Any) -> None:
+    """Give every request of ``rest_client`` DEFAULT_REQUEST_TIMEOUT unless it sets its own. The
+    REST client's ``request`` is the one method every call passes through, in the generated clients
+    of old (Debian 12's python3-kubernetes) and new (PyPI's) alike."""
+    unbounded = rest_client.request
+
+    def request(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        return unbounded(*args, _request_timeout=_request_timeout or DEFAULT_REQUEST_TIMEOUT, **kwargs)
+
+    rest_client.request = request
 
 
 def core_v1(api: Any) -> Any:

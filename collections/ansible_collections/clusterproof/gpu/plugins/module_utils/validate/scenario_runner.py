@@ -227,6 +227,22 @@ def stopped_check(scenario: scenarios.Scenario, where: str, message: str) -> dic
     }
 
 
+def unsettled_check(scenario: scenarios.Scenario, index: int, options: RunOptions) -> dict[str, Any]:
+    """The failed check of a step whose allocation still changed when ``step_timeout`` ran out: the
+    engine moves workloads back and forth (or more slowly than the timeout allows), so what the
+    step's other checks saw is a passing moment, not a settled state."""
+    step = scenario.steps[index].name
+    return {
+        "id": "scenario/%s/%d/settled" % (scenario.name, index + 1),
+        "title": "%s: the allocation settles" % step,
+        "status": "fail",
+        "expected": "no change for %g s" % options.settle_seconds,
+        "observed": "still changing after %d s" % options.step_timeout,
+        "message": "%s of scenario %s did not settle within step_timeout (%d s): the engine still placed or "
+        "evicted workloads; the step's timeline in the report shows how" % (step, scenario.name, options.step_timeout),
+    }
+
+
 def _run_loaded(
     scenario: scenarios.Scenario,
     section: dict[str, Any],
@@ -447,17 +463,20 @@ class _Run:
             self._check_health()
             for name in step.delete:
                 self._delete(name)
+            freed_settled = True
             if step.delete:
                 # Ended workloads free their GPUs before anything new arrives, and what was waiting
                 # takes them (the document's order, and one that does not race the scheduler).
                 remaining = [
                     job.name for job in (scenario.jobs_after(index - 1) if index else []) if job.name not in step.delete
                 ]
-                self._settle(remaining)
+                _, freed_settled = self._settle(remaining)
             for job in step.submit:
                 self._submit(job, settings[job.project])
-            observed = self._settle([job.name for job in scenario.jobs_after(index)])
+            observed, settled = self._settle([job.name for job in scenario.jobs_after(index)])
             states.append(observed)
+            if not (settled and freed_settled):
+                self.section["checks"].append(unsettled_check(scenario, index, self.options))
             self._judge(index, observed, model[index], written_model[index], round(time.monotonic() - step_started, 1))
         self.section["tables"].append(scenarios.disruption_table(scenario, states, model))
         judged = [report.Check.from_dict(check) for check in self.section["checks"]]
@@ -566,9 +585,10 @@ class _Run:
             rolled, tuple(sorted(set(running))), tuple(sorted(waiting)), shared, replicas, parents
         )
 
-    def _settle(self, expected_names: Sequence[str]) -> scenarios.Observation:
+    def _settle(self, expected_names: Sequence[str]) -> tuple[scenarios.Observation, bool]:
         """Poll until every workload has a pod (where waiting workloads have pods) and nothing has
-        changed for ``settle_seconds``, or ``step_timeout`` has passed."""
+        changed for ``settle_seconds`` (then: the state and True), or ``step_timeout`` has passed
+        (the last state seen and False)."""
         pods_first = self.backend.waiting_workloads_have_pods
         deadline = time.monotonic() + self.options.step_timeout
         last, since = None, time.monotonic()
@@ -581,9 +601,9 @@ class _Run:
             if moved or not complete:
                 last, since = key, time.monotonic()
             elif time.monotonic() - since >= self.options.settle_seconds:
-                return observed
+                return observed, True
             if time.monotonic() > deadline:
-                return observed
+                return observed, False
             if not moved:
                 # Nothing moved since the last poll: make sure it is not because a node or the engine
                 # cannot (while the allocation moves, both are evidently working; listing every node
