@@ -36,14 +36,16 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO))
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.scenario_runner import RunOptions  # noqa: E402
 from bench.sandbox_bench import generated_inventory  # noqa: E402
 from bench.scenario_generator import Site, generate  # noqa: E402
 from tests.e2e.conftest import ad_hoc, module_result, own_sandbox  # noqa: E402
 
-# Seconds a step may take to settle (validate_scenario's step_timeout, its default).
-STEP_TIMEOUT = 180
+# Seconds a step may take to settle: the scenario runner's default step_timeout.
+STEP_TIMEOUT = RunOptions.step_timeout
 
 
 def _evicted(cell: str) -> set[str]:
