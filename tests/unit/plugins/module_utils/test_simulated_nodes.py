@@ -3,7 +3,11 @@ cluster's own workloads off them, and that the validator's workloads tolerate it
 
 from __future__ import annotations
 
+import socket
+import threading
 from pathlib import Path
+
+import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, simulated_nodes
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
@@ -51,3 +55,39 @@ def test_the_validator_s_workloads_tolerate_the_simulated_node_taint():
         workloads.Workload("w", "team-a", workloads.TRAINING, 1), workloads.ProjectSettings("team-a")
     )
     assert job["spec"]["template"]["spec"]["tolerations"] == [toleration]
+
+
+def test_absent_with_the_cluster_gone_and_something_else_at_its_address_deletes_nothing_and_succeeds(tmp_path):
+    # The lab's bridge gone, the API server's address routes to the default gateway, where a
+    # transparent proxy accepts any port and then is not the cluster (here: a port that accepts
+    # and closes). absent has nothing to delete there and must not fail (`clusterproof lab down`).
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def accept_and_close():
+        while True:
+            try:
+                listener.accept()[0].close()
+            except OSError:
+                return
+
+    threading.Thread(target=accept_and_close, daemon=True).start()
+    layout = control_plane.Layout(tmp_path)
+    port = listener.getsockname()[1]
+    layout.kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "lab", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+                "users": [{"name": "admin", "user": {"token": "t"}}],
+                "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
+                "current-context": "lab",
+            }
+        )
+    )
+    try:
+        assert simulated_nodes.absent(layout, check_mode=False) == {"changed": False, "stopped": [], "deleted": []}
+    finally:
+        listener.close()

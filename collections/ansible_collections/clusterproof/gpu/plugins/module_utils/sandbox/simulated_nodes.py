@@ -15,7 +15,7 @@ State directory layout (default ``~/.local/state/clusterproof/simulated/<site>``
     logs/<process>.log    each process's output
     run/<process>.json    pid, start time, command line of each process started
 
-May import: ``kube.client``, ``sandbox.control_plane``, ``sandbox.lifecycle``. Touches: the state
+May import: ``kube.base``, ``kube.client``, ``sandbox.control_plane``, ``sandbox.lifecycle``. Touches: the state
 directory, the processes it starts, and the cluster's Node objects labelled as simulated.
 """
 
@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import base as kube_base
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, lifecycle
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import (
@@ -180,7 +181,14 @@ def absent(layout: Layout, check_mode: bool) -> dict[str, Any]:
     # A cluster already gone (its hosts taken down) holds no nodes to delete.
     if layout.kubeconfig.exists() and _answers(layout.kubeconfig):
         core = lifecycle.node_api(layout)
-        deleted = [node["metadata"]["name"] for node in lifecycle.existing_nodes(core)]
+        try:
+            deleted = [node["metadata"]["name"] for node in lifecycle.existing_nodes(core)]
+        except Exception as error:
+            # Something took the connection that is not the cluster's API server: with the lab's
+            # bridge gone its address routes to the default gateway, where a transparent proxy
+            # accepts any port (its certificate is not the cluster's). The cluster is gone as well.
+            if kube_base.unreachable_message(error) is None:
+                raise
         if deleted and not check_mode:
             lifecycle.apply_node_plan(core, control_plane.NodePlan([], [], deleted))
     if not check_mode:
