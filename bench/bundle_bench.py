@@ -107,7 +107,7 @@ def main() -> None:
         finally:
             timed_playbook("lab down", lab, "-e", "lab_state=down", inventory_path=path)
             machines.write_kernel_settings(settings)
-        left = lifecycle.leftovers(machines.Layout(state_dir, Path.home() / ".cache/clusterproof/lab"), BRIDGE)
+        left = lifecycle.leftovers(machines.Layout(state_dir, Path.home() / ".cache/clusterproof/lab"), BRIDGE, HOSTS)
         print(f"{'left behind after down':<46} {left or 'nothing'}")
 
 

@@ -93,7 +93,7 @@ def main() -> None:
         timed("up again (nothing to do)", inventory_path=path)
         print(f"{'RSS of the running lab':<40} {lab_rss_mib(layout):7.0f} MiB", flush=True)
         timed("down", "-e", "lab_state=down", inventory_path=path)
-        left = lifecycle.leftovers(layout, BRIDGE)
+        left = lifecycle.leftovers(layout, BRIDGE, HOSTS)
         print(f"{'left behind after down':<40} {left or 'nothing'}")
 
 

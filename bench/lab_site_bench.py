@@ -97,7 +97,9 @@ def main() -> None:
         finally:
             timed_playbook("lab down", lab, "-e", "lab_state=down", inventory_path=path, hosts=["localhost"])
             machines.write_kernel_settings(settings)
-        left = lifecycle.leftovers(machines.Layout(state_dir, Path.home() / ".cache/clusterproof/lab"), BRIDGE)
+        left = lifecycle.leftovers(
+            machines.Layout(state_dir, Path.home() / ".cache/clusterproof/lab"), BRIDGE, {**CONTROL_PLANE, **WORKERS}
+        )
         print(f"{'left behind after down':<52} {left or 'nothing'}")
 
 

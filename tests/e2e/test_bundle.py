@@ -273,4 +273,4 @@ def test_down_stops_the_bundle_servers_and_leaves_nothing(bundle: Path, lab: Bun
     assert down.returncode == 0, down.output[-3000:]
     assert _servers_of(lab.state_dir) == []
     assert all(serve._start_time(process["pid"]) != process["start"] for process in record["processes"])
-    assert lifecycle.leftovers(lab.layout, BRIDGE) == []
+    assert lifecycle.leftovers(lab.layout, BRIDGE, [HOST]) == []

@@ -28,13 +28,15 @@ HOSTS = {"lab-cp-1": "10.214.0.10", "lab-worker-1": "10.214.0.11", "lab-worker-2
 LAB = str(REPO / "playbooks" / "lab.yml")
 
 
-def lab_inventory(path: Path, state_dir: Path, hosts: dict[str, str]) -> Path:
+def lab_inventory(
+    path: Path, state_dir: Path, hosts: dict[str, str], bridge: str = BRIDGE, host_address: str = "10.214.0.1/24"
+) -> Path:
     inventory = {
         "all": {
             "vars": {
                 "lab_dir": str(state_dir),
-                "lab_bridge": BRIDGE,
-                "lab_host_address": "10.214.0.1/24",
+                "lab_bridge": bridge,
+                "lab_host_address": host_address,
                 "ansible_user": "root",
                 "ansible_ssh_private_key_file": str(state_dir / "id_ed25519"),
                 "ansible_ssh_common_args": f"-o UserKnownHostsFile={state_dir / 'known_hosts'} -o StrictHostKeyChecking=yes",
@@ -102,19 +104,35 @@ def test_a_host_left_half_made_by_a_crash_is_cleaned_up_and_made_again(lab):
     assert machines.nspawn_processes(lab.layout)["lab-worker-2"] != crashed
 
 
-def test_down_leaves_nothing_and_puts_back_what_a_kubelet_changed(lab):
-    # What a kubelet does on a lab host: these settings are the whole machine's, not the host's.
-    Path("/proc/sys/vm/overcommit_memory").write_text("1")
-    Path("/proc/sys/kernel/panic_on_oops").write_text("1")
-    run = lab.down()
-    assert run.returncode == 0, run.output[-3000:]
-    assert run.recap()["changed"] == 1
-    assert lifecycle.leftovers(lab.layout, BRIDGE) == []
-    assert machines.mounts_under(lab.state_dir) == []
+def test_down_leaves_nothing_and_puts_back_what_a_kubelet_changed(lab, tmp_path):
+    # Another lab on this machine, with a state directory, bridge and hosts of its own.
+    other_hosts = {"lab-other-1": "10.214.1.10"}
+    other = Lab(
+        lab_inventory(tmp_path / "other.yml", tmp_path / "other", other_hosts, "cptest1", "10.214.1.1/24"),
+        tmp_path / "other",
+    )
+    try:
+        up = other.up()
+        assert up.returncode == 0, up.output[-3000:]
+        # What a kubelet does on a lab host: these settings are the whole machine's, not the host's.
+        Path("/proc/sys/vm/overcommit_memory").write_text("1")
+        Path("/proc/sys/kernel/panic_on_oops").write_text("1")
+        run = lab.down()
+        assert run.returncode == 0, run.output[-3000:]
+        assert run.recap()["changed"] == 1
+        # Its hosts' processes, cgroups and nspawn run files; the other lab's host still runs.
+        assert lifecycle.leftovers(lab.layout, BRIDGE, HOSTS) == []
+        assert machines.mounts_under(lab.state_dir) == []
+        assert lifecycle.status(other.layout, make_plan("cptest1", "10.214.1.1/24", other_hosts)) == {
+            "lab-other-1": "running"
+        }
+        again = lab.down()
+        assert again.returncode == 0 and again.recap()["changed"] == 0
+    finally:
+        gone = other.down()
+    assert gone.returncode == 0, gone.output[-3000:]
+    assert lifecycle.leftovers(other.layout, "cptest1", other_hosts) == []
     assert machines.read_kernel_settings() == lab.settings_before
-    assert not list(machines.NSPAWN_RUN_DIR.glob("propagate/lab-*"))
-    again = lab.down()
-    assert again.returncode == 0 and again.recap()["changed"] == 0
 
 
 def test_a_lab_declared_with_a_duplicate_address_stops_before_anything_changes(lab, tmp_path):

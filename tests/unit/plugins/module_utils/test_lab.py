@@ -121,3 +121,66 @@ def test_a_machine_that_reboots_is_booted_again_in_its_cgroups_and_one_that_powe
     failing.write_text('echo boot >> "%s"; exit 137\n' % (tmp_path / "failed-boots"))
     assert subprocess.run(machines.supervised(["sh", str(failing)]), timeout=30).returncode == 137
     assert (tmp_path / "failed-boots").read_text().count("boot") == 1
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen(["sleep", "60"])
+
+
+def _alive(process: subprocess.Popen) -> bool:
+    return process.poll() is None
+
+
+def test_a_lab_s_down_kills_the_workloads_of_its_own_hosts_only(tmp_path):
+    # Two labs on one machine share the clusterproof-lab parent: lab-a-1 is this lab's host, b-1 the
+    # other lab's. Each runs a kubelet (a sleep stands in for it).
+    parent = tmp_path / "pids" / machines.CGROUP_NAME
+    ours, theirs = _sleeper(), _sleeper()
+    try:
+        for host, process in (("lab-a-1", ours), ("b-1", theirs)):
+            kubelet = parent / host / "system.slice" / "kubelet.service"
+            kubelet.mkdir(parents=True)
+            (kubelet / "cgroup.procs").write_text(f"{process.pid}\n")
+        assert machines.kill_workloads([parent], ["lab-a-1"]) == 1
+        assert ours.wait(timeout=10) == -9
+        assert _alive(theirs)
+    finally:
+        for process in (ours, theirs):
+            process.kill()
+            process.wait()
+
+
+def test_removing_a_lab_s_cgroups_leaves_another_running_lab_s_and_the_parent_they_share(tmp_path):
+    parent = tmp_path / "pids" / machines.CGROUP_NAME
+    # This lab's host (its processes already gone), a host of a lab gone without its down (no
+    # process left), and a running host of another lab.
+    (parent / "lab-a-1" / "system.slice").mkdir(parents=True)
+    (parent / "gone-1" / "kubepods").mkdir(parents=True)
+    other = parent / "b-1"
+    other.mkdir()
+    theirs = _sleeper()
+    try:
+        (other / "cgroup.procs").write_text(f"{theirs.pid}\n")
+        removed = machines.remove_cgroups([parent], ["lab-a-1"])
+        assert removed == [
+            str(parent / "gone-1" / "kubepods"),
+            str(parent / "gone-1"),
+            str(parent / "lab-a-1" / "system.slice"),
+            str(parent / "lab-a-1"),
+        ]
+        assert sorted(path.name for path in parent.iterdir()) == ["b-1"]
+        assert _alive(theirs)
+    finally:
+        theirs.kill()
+        theirs.wait()
+    # Once the other lab is gone too, the parent goes with the last host.
+    (other / "cgroup.procs").unlink()
+    assert machines.remove_cgroups([parent], []) == [str(other), str(parent)]
+    assert not parent.exists()
+
+
+def test_nspawn_run_files_are_found_by_host_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(machines, "NSPAWN_RUN_DIR", tmp_path)
+    (tmp_path / "propagate" / "lab-a-1").mkdir(parents=True)
+    (tmp_path / "propagate" / "b-1").mkdir()
+    assert machines.run_files(["lab-a-2", "lab-a-1"]) == [tmp_path / "propagate" / "lab-a-1"]

@@ -10,6 +10,7 @@ back the kernel settings saved at the first ``up``. May import: ``lab.plan``, ``
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,7 @@ def _remove_host(layout: Layout, name: str, parents: list[Path]) -> None:
     root = layout.root_of(name)
     machines.unmount_under(root)
     machines.remove_cgroups(parents, [name])
-    shutil.rmtree(machines.NSPAWN_RUN_DIR / "propagate" / name, ignore_errors=True)
+    _remove_run_files([name])
     if root.exists():
         shutil.rmtree(root)
 
@@ -126,21 +127,22 @@ def down(layout: Layout, bridge: str, check_mode: bool = False) -> dict[str, Any
     running = machines.nspawn_processes(layout)
     bridge = record.get("bridge") or bridge
     parents = machines.cgroup_parents()
+    # Only this lab's hosts: another lab on this machine (another state directory) keeps running.
+    names = {*running, *_roots(layout)}
     present = (
         bool(running)
         or layout.state_dir.exists()
         or machines.bridge_exists(bridge)
-        or any(parent.exists() for parent in parents)
+        or any((parent / name).exists() for parent in parents for name in names)
     )
     result: dict[str, Any] = {"changed": present, "stopped": sorted(running), "killed": [], "restored": []}
     if not present or check_mode:
         return result
-    machines.kill_workloads(parents)
+    machines.kill_workloads(parents, names)
     result["killed"] = machines.stop(running)
     machines.unmount_under(layout.state_dir)
-    machines.remove_cgroups(parents)
-    for name in {*running, *_roots(layout)}:
-        shutil.rmtree(machines.NSPAWN_RUN_DIR / "propagate" / name, ignore_errors=True)
+    machines.remove_cgroups(parents, names)
+    _remove_run_files(names)
     machines.remove_bridge(bridge)
     if record.get("kernel_settings"):
         result["restored"] = machines.write_kernel_settings(record["kernel_settings"])
@@ -152,14 +154,31 @@ def down(layout: Layout, bridge: str, check_mode: bool = False) -> dict[str, Any
     return result
 
 
-def leftovers(layout: Layout, bridge: str) -> list[str]:
-    """What of a lab is on this machine (empty after ``down``): processes, mounts, the bridge, cgroups,
-    nspawn's run files, the state directory."""
-    found = [f"nspawn process of {name} (pid {pid})" for name, pid in machines.nspawn_processes(layout).items()]
+def _remove_run_files(names: set[str] | list[str]) -> None:
+    for path in machines.run_files(names):
+        try:
+            shutil.rmtree(path)
+        except OSError as error:
+            raise LabError(f"nspawn's run files {path} of a stopped host cannot be removed: {error}") from error
+
+
+def leftovers(layout: Layout, bridge: str, hosts: Iterable[str] = ()) -> list[str]:
+    """What of a lab is on this machine (empty after ``down``): processes, mounts, the bridge, the
+    cgroups and nspawn's run files of its hosts (``hosts``, and those with a root or a process now),
+    the state directory. Another lab's hosts are not this lab's leftovers."""
+    running = machines.nspawn_processes(layout)
+    names = {*hosts, *running, *_roots(layout)}
+    found = [f"nspawn process of {name} (pid {pid})" for name, pid in running.items()]
     found += [f"mount {point}" for point in machines.mounts_under(layout.state_dir)]
     if machines.bridge_exists(bridge):
         found.append(f"bridge {bridge}")
-    found += [f"cgroup {parent}" for parent in machines.cgroup_parents() if parent.exists()]
+    found += [
+        f"cgroup {parent / name}"
+        for parent in machines.cgroup_parents()
+        for name in sorted(names)
+        if (parent / name).exists()
+    ]
+    found += [f"nspawn run files {path}" for path in machines.run_files(names)]
     if layout.state_dir.exists():
         found.append(f"state directory {layout.state_dir}")
     return found

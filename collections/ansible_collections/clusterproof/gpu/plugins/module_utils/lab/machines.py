@@ -329,28 +329,44 @@ def make_cgroup(path: Path) -> None:
             own.write_text(inherited.read_text().strip())
 
 
-def remove_cgroups(parents: Sequence[Path], names: Iterable[str] | None = None) -> list[str]:
-    """Remove the lab's cgroups (all, or those of ``names``), deepest first, killing what a crashed
-    host left in them; returns the ones removed."""
+def remove_cgroups(parents: Sequence[Path], names: Iterable[str]) -> list[str]:
+    """Remove the cgroups of the hosts ``names``, deepest first, killing what a crashed host left in
+    them; then a host's cgroup that holds no process at all (what a lab gone without its ``down``
+    left), and the lab's parent once nothing is below it. A cgroup with processes of a host not
+    named is another lab's, running on this machine too: it stays. Returns the ones removed."""
     removed = []
+    names = set(names)
     for parent in parents:
         if not parent.is_dir():
             continue
-        tops = [parent / name for name in names] if names is not None else [parent]
-        for top in tops:
-            if not top.is_dir():
+        for top in sorted(path for path in parent.iterdir() if path.is_dir()):
+            subtree = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]
+            if top.name not in names and any(_pids(directory) for directory in subtree):
                 continue
-            for directory in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
+            for directory in subtree:
                 for pid in _pids(directory):
                     _kill(pid, signal.SIGKILL)
-                try:
-                    directory.rmdir()
-                    removed.append(str(directory))
-                except OSError:
-                    time.sleep(0.2)
-                    directory.rmdir()
-                    removed.append(str(directory))
+                _rmdir(directory)
+                removed.append(str(directory))
+        if not any(path.is_dir() for path in parent.iterdir()):
+            _rmdir(parent)
+            removed.append(str(parent))
     return removed
+
+
+def _rmdir(cgroup: Path) -> None:
+    """Remove a cgroup whose processes were just killed: the kernel may take a moment to see them go."""
+    try:
+        cgroup.rmdir()
+    except OSError:
+        time.sleep(0.2)
+        cgroup.rmdir()
+
+
+def run_files(names: Iterable[str]) -> list[Path]:
+    """nspawn's run files of the machines ``names`` that are on this machine: nspawn removes them
+    when it exits, not when it is killed."""
+    return [path for path in (NSPAWN_RUN_DIR / "propagate" / name for name in sorted(names)) if path.exists()]
 
 
 def _pids(cgroup: Path) -> list[int]:
@@ -558,17 +574,18 @@ def wait_running(
 WORKLOAD_CGROUPS = ("system.slice/kubelet.service", "system.slice/containerd.service", "kubepods*")
 
 
-def kill_workloads(parents: Iterable[Path]) -> int:
-    """SIGKILL the kubelet, containerd and the pods of every host before the hosts power off:
+def kill_workloads(parents: Iterable[Path], names: Iterable[str]) -> int:
+    """SIGKILL the kubelet, containerd and the pods of the hosts ``names`` before they power off:
     systemd inside waits for pod scopes, up to 90 s a host, for pods the lab removes anyway (the
     kubelet first, so that it restarts nothing). Returns how many processes were signalled."""
     signalled = 0
+    names = sorted(names)
     for pattern in WORKLOAD_CGROUPS:
         pids: set[int] = set()
         for parent in parents:
             if not parent.exists():
                 continue
-            for cgroup in parent.glob("*/" + pattern):
+            for cgroup in (match for name in names for match in (parent / name).glob(pattern)):
                 for procs in cgroup.rglob("cgroup.procs"):
                     try:
                         pids.update(int(pid) for pid in procs.read_text().split())
