@@ -715,3 +715,20 @@ def test_kueue_preempts_for_quota_not_for_room_on_the_nodes():
         results[policy] = fs.predict(policy, nodes, projects, earlier + [Job("j5-4g", "q4", 4, True)], first.placements)
     assert results["kueue"].preempted == () and results["kueue"].pending == ("j5-4g",)
     assert results["runai"].preempted == ("j2-8g",) and results["runai"].allocated["q4"] == 6
+
+
+def test_kai_reclaims_from_a_queue_over_its_share_before_preempting_the_project_s_own_training_work():
+    # Differential seed 147, step 1, on KAI (2 nodes of 8; quotas q2 1, q4 11, q5 0). q5 borrows 4,
+    # q4 runs an 8-GPU training job and q2 4, every GPU in use; q4's 4-GPU interactive job arrives.
+    # KAI's actions run allocate, consolidation, reclaim, then preempt: reclaim takes q5's job (q5 is
+    # above its share of 0) and q4 holds 12; preempting q4's own training job is not needed.
+    projects = [Project("q2", quota=1), Project("q4", quota=11), Project("q5", quota=0)]
+    running = {
+        "j1-4g": Placement("n1", (0, 1, 2, 3)),
+        "j2-8g": Placement("n2", (0, 1, 2, 3, 4, 5, 6, 7)),
+        "j4-4g": Placement("n1", (4, 5, 6, 7)),
+    }
+    jobs = [Job("j1-4g", "q5", 4), Job("j2-8g", "q4", 8), Job("j4-4g", "q2", 4), Job("j5-4g", "q4", 4, True)]
+    result = fs.predict("runai", [("n1", 8), ("n2", 8)], projects, jobs, running)
+    assert result.preempted == ("j1-4g",)
+    assert result.allocated == {"q2": 4, "q4": 12, "q5": 0}

@@ -49,7 +49,8 @@ Rules that make the prediction deterministic (the documents leave them to "fairn
   order, preferring one whose removal lets it fit (4.9: c-4-gg rather than the newer 1-GPU c-5-g,
   which would not make room for a 2-GPU job), then releases those it turns out not to need. The
   first node where it fits wins. Admission and reclaim repeat until nothing changes, so predicting
-  again from the result changes nothing (the state is stable).
+  again from the result changes nothing (the state is stable). runai runs each pass in KAI's
+  order of actions: admission and lending, consolidation, reclaim, preemption inside a project.
 * Placement is bin packing: a whole-GPU job goes to the node with the fewest free GPUs that still
   holds it (ties: node order), on its lowest free GPU indices; a fractional job (0 < gpus < 1)
   goes to the shared GPU with the least room that still holds it, else takes a whole GPU the same
@@ -677,14 +678,13 @@ class _Engine:
     def settle(self) -> None:
         while True:
             changed = self._admit_in_order()
-            if self.policy == "runai":
-                # Before lending: the training jobs an interactive job displaces may be lent idle GPUs.
-                changed = self._preempt_within_projects() or changed
             if self.policy in _FAIR_SHARE_POLICIES:
                 changed = self._lend_idle() or changed
-            changed = self._reclaim() or changed
             if self.policy == "runai":
                 changed = self._consolidate() or changed
+            changed = self._reclaim() or changed
+            if self.policy == "runai":
+                changed = self._preempt_within_projects() or changed
             if not changed:
                 return
 
