@@ -9,10 +9,10 @@ import time
 
 import pytest
 import urllib3
-import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import base as kube_base
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from tests.unit.plugins.module_utils.helpers import write_kubeconfig
 
 
 @pytest.fixture
@@ -38,20 +38,7 @@ def silent_server():
 
 
 def _kubeconfig(tmp_path, port):
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "silent", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                "users": [{"name": "admin", "user": {"token": "t"}}],
-                "contexts": [{"name": "silent", "context": {"cluster": "silent", "user": "admin"}}],
-                "current-context": "silent",
-            }
-        )
-    )
-    return str(path)
+    return str(write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{port}"))
 
 
 def test_a_request_without_a_timeout_of_its_own_ends_after_the_default(tmp_path, silent_server, monkeypatch):

@@ -7,10 +7,9 @@ import socket
 import threading
 from pathlib import Path
 
-import yaml
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, simulated_nodes
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
+from tests.unit.plugins.module_utils.helpers import write_kubeconfig
 
 NODE = {"name": "dgx1-1", "gpu_count": 8, "cpu_cores": 80, "memory_gib": 512, "labels": {}, "taints": []}
 
@@ -75,18 +74,7 @@ def test_absent_with_the_cluster_gone_and_something_else_at_its_address_deletes_
     threading.Thread(target=accept_and_close, daemon=True).start()
     layout = control_plane.Layout(tmp_path)
     port = listener.getsockname()[1]
-    layout.kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "lab", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
-                "users": [{"name": "admin", "user": {"token": "t"}}],
-                "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
-                "current-context": "lab",
-            }
-        )
-    )
+    write_kubeconfig(layout.kubeconfig, f"https://127.0.0.1:{port}")
     try:
         assert simulated_nodes.absent(layout, check_mode=False) == {"changed": False, "stopped": [], "deleted": []}
     finally:
