@@ -106,9 +106,9 @@ def test_a_host_left_half_made_by_a_crash_is_cleaned_up_and_made_again(lab):
 
 def test_down_leaves_nothing_and_puts_back_what_a_kubelet_changed(lab, tmp_path):
     # Another lab on this machine, with a state directory, bridge and hosts of its own.
-    other_hosts = {"lab-other-1": "10.214.1.10"}
+    other_hosts, other_bridge, other_address = {"lab-other-1": "10.214.1.10"}, "cptest1", "10.214.1.1/24"
     other = Lab(
-        lab_inventory(tmp_path / "other.yml", tmp_path / "other", other_hosts, "cptest1", "10.214.1.1/24"),
+        lab_inventory(tmp_path / "other.yml", tmp_path / "other", other_hosts, other_bridge, other_address),
         tmp_path / "other",
     )
     try:
@@ -123,7 +123,7 @@ def test_down_leaves_nothing_and_puts_back_what_a_kubelet_changed(lab, tmp_path)
         # Its hosts' processes, cgroups and nspawn run files; the other lab's host still runs.
         assert lifecycle.leftovers(lab.layout, BRIDGE, HOSTS) == []
         assert machines.mounts_under(lab.state_dir) == []
-        assert lifecycle.status(other.layout, make_plan("cptest1", "10.214.1.1/24", other_hosts)) == {
+        assert lifecycle.status(other.layout, make_plan(other_bridge, other_address, other_hosts)) == {
             "lab-other-1": "running"
         }
         again = lab.down()
@@ -131,7 +131,7 @@ def test_down_leaves_nothing_and_puts_back_what_a_kubelet_changed(lab, tmp_path)
     finally:
         gone = other.down()
     assert gone.returncode == 0, gone.output[-3000:]
-    assert lifecycle.leftovers(other.layout, "cptest1", other_hosts) == []
+    assert lifecycle.leftovers(other.layout, other_bridge, other_hosts) == []
     assert machines.read_kernel_settings() == lab.settings_before
 
 

@@ -104,6 +104,12 @@ def _roots(layout: Layout) -> list[str]:
     return sorted(path.name for path in machines_dir.iterdir() if path.is_dir()) if machines_dir.is_dir() else []
 
 
+def _host_names(layout: Layout, running: dict[str, int]) -> set[str]:
+    """This lab's hosts on this machine: those with a running machine or a root in its state
+    directory (another lab's, under another state directory, are not among them)."""
+    return {*running, *_roots(layout)}
+
+
 def _known_host_lines(layout: Layout) -> dict[str, str]:
     try:
         lines = layout.known_hosts.read_text().splitlines()
@@ -127,8 +133,8 @@ def down(layout: Layout, bridge: str, check_mode: bool = False) -> dict[str, Any
     running = machines.nspawn_processes(layout)
     bridge = record.get("bridge") or bridge
     parents = machines.cgroup_parents()
-    # Only this lab's hosts: another lab on this machine (another state directory) keeps running.
-    names = {*running, *_roots(layout)}
+    # Only this lab's hosts: another lab on this machine keeps running.
+    names = _host_names(layout, running)
     present = (
         bool(running)
         or layout.state_dir.exists()
@@ -154,7 +160,7 @@ def down(layout: Layout, bridge: str, check_mode: bool = False) -> dict[str, Any
     return result
 
 
-def _remove_run_files(names: set[str] | list[str]) -> None:
+def _remove_run_files(names: Iterable[str]) -> None:
     for path in machines.run_files(names):
         try:
             shutil.rmtree(path)
@@ -167,7 +173,7 @@ def leftovers(layout: Layout, bridge: str, hosts: Iterable[str] = ()) -> list[st
     cgroups and nspawn's run files of its hosts (``hosts``, and those with a root or a process now),
     the state directory. Another lab's hosts are not this lab's leftovers."""
     running = machines.nspawn_processes(layout)
-    names = {*hosts, *running, *_roots(layout)}
+    names = {*hosts, *_host_names(layout, running)}
     found = [f"nspawn process of {name} (pid {pid})" for name, pid in running.items()]
     found += [f"mount {point}" for point in machines.mounts_under(layout.state_dir)]
     if machines.bridge_exists(bridge):
