@@ -8,7 +8,9 @@ scenario for the same seed and site, always one that ``validate/scenarios.load``
 What varies, within what the issue asks: 2 to 5 queues, each with a quota (sometimes adding up to
 more than the site), sometimes a limit and an over-quota weight; 2 or 3 steps; jobs of 1, 2, 4 or 8
 GPUs (no larger than a node) and, for engines that have them, fractions; train and interactive
-jobs; arrivals, and from the second step on, deletions of earlier jobs.
+jobs; arrivals, and from the second step on, deletions of earlier jobs. With ``Site.gangs``, some
+jobs are gangs (2 to 4 pods of 1, 2 or 4 GPUs, most often all of them needed to start); those seeds
+are other scenarios than the same seeds without gangs.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Site:
     nodes: int = 2
     node_gpus: int = 8
     fractions: bool = True  # the engine runs fractional GPUs (KAI does, Kueue does not)
+    gangs: bool = False  # some jobs are gangs (KAI's PodGroup minMember)
 
     @property
     def gpus(self) -> int:
@@ -42,9 +45,26 @@ def _quotas(rng: random.Random, count: int, capacity: int) -> list[int]:
     return [high - low for low, high in zip([0, *cuts], [*cuts, total], strict=True)]
 
 
+def _gang(rng: random.Random, number: int, projects: list[str], sizes: list[int]) -> dict[str, Any]:
+    """A gang: 2 to 4 pods of up to 4 GPUs, all needed to start (most often) or some of them."""
+    pods = rng.randint(2, 4)
+    size = rng.choice([size for size in sizes if size <= 4])
+    least = pods if rng.random() < 0.7 else rng.randint(1, pods - 1)
+    kind = "interactive" if rng.random() < 0.2 else "train"
+    return {
+        "name": f"j{number}-{pods}x{size}g",
+        "project": rng.choice(projects),
+        "kind": kind,
+        "gpus": size,
+        "replicas": pods,
+        "min_replicas": least,
+    }
+
+
 def generate(seed: int, site: Site = Site()) -> dict[str, Any]:
     """One scenario, as the data of its YAML file."""
-    rng = random.Random(f"clusterproof-differential-{seed}-{site.nodes}x{site.node_gpus}-{site.fractions}")
+    key = f"clusterproof-differential-{seed}-{site.nodes}x{site.node_gpus}-{site.fractions}"
+    rng = random.Random(key + "-gangs" if site.gangs else key)
     count = rng.randint(2, 5)
     names = [f"q{index + 1}" for index in range(count)]
     projects = []
@@ -66,6 +86,10 @@ def generate(seed: int, site: Site = Site()) -> dict[str, Any]:
         submit = []
         for _ in range(rng.randint(2, 6) if step_index == 0 else rng.randint(1, 3)):
             number += 1
+            if site.gangs and rng.random() < 0.3:
+                submit.append(_gang(rng, number, names, sizes))
+                alive.append(submit[-1]["name"])
+                continue
             fraction = site.fractions and rng.random() < 0.1
             gpus: float = rng.choice(FRACTIONS) if fraction else rng.choice(sizes)
             kind = "interactive" if rng.random() < 0.2 else "train"

@@ -101,12 +101,17 @@ class Job:
     """A workload: ``gpus`` whole GPUs on one node, or a fraction (0 < gpus < 1) of one shared GPU.
 
     ``interactive`` marks a non-preemptible job (a build session, a notebook); training is preemptible.
+    ``gang`` names the gang (KAI's PodGroup) the job is one pod of: its first ``gang_min`` pods, in
+    submission order, start together or not at all and are evicted together; the pods beyond them
+    start and are evicted one by one, only while those run (``replicas`` builds a gang's pods).
     """
 
     name: str
     project: str
     gpus: float
     interactive: bool = False
+    gang: str | None = None
+    gang_min: int = 0
 
     @property
     def preemptible(self) -> bool:
@@ -168,9 +173,15 @@ class Prediction:
         raise KeyError(job)
 
 
-def replicas(name: str, project: str, count: int, size: float, interactive: bool = False) -> tuple[Job, ...]:
-    """The pods of a Deployment (or the workers of a job) as jobs: ``name-0`` … ``name-<count-1>``."""
-    return tuple(Job(f"{name}-{index}", project, size, interactive) for index in range(count))
+def replicas(
+    name: str, project: str, count: int, size: float, interactive: bool = False, min_members: int | None = None
+) -> tuple[Job, ...]:
+    """The pods of a Deployment (or the workers of a job) as jobs: ``name-0`` … ``name-<count-1>``.
+
+    With ``min_members``, the pods are a gang named ``name`` of which that many start together."""
+    if min_members is None:
+        return tuple(Job(f"{name}-{index}", project, size, interactive) for index in range(count))
+    return tuple(Job(f"{name}-{index}", project, size, interactive, name, min_members) for index in range(count))
 
 
 def _units(value: float, what: str) -> int:
@@ -417,6 +428,7 @@ class _Engine:
             self.whole.append(units // UNITS_PER_GPU)
             self.leaf.append(q)
         self.preemptible = [policy == "kueue" or not job.interactive for job in self.jobs]
+        self._read_gangs()
         self.place: list[tuple[int, tuple[int, ...]] | None] = [None] * len(self.jobs)
         # The pending jobs in submission order, narrowed as jobs start; a released job waits in
         # _released until the next _pending() merges it back (a full rescan per pass cost 0.15 s of
@@ -468,6 +480,105 @@ class _Engine:
             self.entitled = list(tree.quota)
             self.guaranteed = self.entitled
             self.tiers = [self.entitled]
+
+    def _read_gangs(self) -> None:
+        """Index the gangs: per job its gang (-1: none) and whether it is one of the gang's first
+        ``gang_min`` pods (its core); per gang those core pods, and what starting them adds."""
+        self.gang = [-1] * len(self.jobs)
+        self.in_core = [False] * len(self.jobs)
+        self.gang_core: list[list[int]] = []
+        self.gang_pods: list[list[int]] = []
+        index: dict[str, int] = {}
+        for j, job in enumerate(self.jobs):
+            if job.gang is None:
+                continue
+            gid = index.get(job.gang)
+            if gid is None:
+                gid = index[job.gang] = len(self.gang_pods)
+                self.gang_pods.append([])
+            first = self.jobs[self.gang_pods[gid][0]] if self.gang_pods[gid] else job
+            if (job.project, job.gpus, job.interactive, job.gang_min) != (
+                first.project,
+                first.gpus,
+                first.interactive,
+                first.gang_min,
+            ):
+                raise ValueError(
+                    f"job {job.name!r}: the pods of gang {job.gang!r} must share project, gpus, interactive "
+                    f"and gang_min; {first.name!r} has {first.project!r}, {first.gpus}, {first.interactive}, "
+                    f"{first.gang_min}"
+                )
+            if not self.whole[j]:
+                raise ValueError(f"job {job.name!r}: the pods of gang {job.gang!r} must ask for whole GPUs")
+            self.gang[j] = gid
+            self.gang_pods[gid].append(j)
+        for pods in self.gang_pods:
+            first = self.jobs[pods[0]]
+            if not 1 <= first.gang_min <= len(pods):
+                raise ValueError(
+                    f"gang {first.gang!r}: gang_min must be 1 to its {len(pods)} pods, got {first.gang_min}"
+                )
+            core = pods[: first.gang_min]
+            for j in core:
+                self.in_core[j] = True
+            self.gang_core.append(core)
+
+    def _start_units(self, j: int) -> int:
+        """What starting job ``j`` adds to its project: the units of its gang's core pods not
+        running, for a core pod; else the job's own."""
+        gid = self.gang[j]
+        if gid < 0 or not self.in_core[j]:
+            return self.units[j]
+        return sum(self.units[m] for m in self.gang_core[gid] if self.place[m] is None)
+
+    def _gang_blocked(self, j: int) -> bool:
+        """Whether job ``j`` cannot be started on its own: a core pod other than the first one not
+        running (the first starts the core), or a pod beyond the core while the core does not run."""
+        gid = self.gang[j]
+        if gid < 0:
+            return False
+        if self.place[j] is not None:
+            return True
+        core = self.gang_core[gid]
+        if self.in_core[j]:
+            return j != next(m for m in core if self.place[m] is None)
+        return self.place[core[0]] is None
+
+    def _start_gang(self, j: int) -> bool:
+        """Bin-pack the core pods of job ``j``'s gang that do not run, all or none."""
+        placed = []
+        for m in self.gang_core[self.gang[j]]:
+            if self.place[m] is not None:
+                continue
+            if not self._try_place(m):
+                for k in placed:
+                    self._release(k)
+                return False
+            placed.append(m)
+        return True
+
+    def _start(self, j: int) -> bool:
+        return self._start_gang(j) if self.in_core[j] else self._try_place(j)
+
+    def _gang_mates(self, v: int) -> list[int]:
+        """What goes when job ``v`` is evicted: a core pod takes its whole gang with it."""
+        gid = self.gang[v]
+        if gid < 0 or not self.in_core[v]:
+            return [v]
+        return [m for m in self.gang_pods[gid] if self.place[m] is not None]
+
+    def _evict(self, victims: Sequence[int]) -> None:
+        for v in self._with_mates(victims):
+            self._release(v)
+
+    def _with_mates(self, victims: Sequence[int]) -> list[int]:
+        if not self.gang_pods:
+            return list(victims)
+        seen: dict[int, None] = {}
+        for v in victims:
+            for m in self._gang_mates(v):
+                seen.setdefault(m)
+        return list(seen)
 
     # placement primitives -------------------------------------------------------------------
 
@@ -646,8 +757,11 @@ class _Engine:
 
     # policy ---------------------------------------------------------------------------------
 
+    def _units_to_start(self, j: int) -> int:
+        return self._start_units(j) if self.gang_pods else self.units[j]
+
     def _within_limits(self, j: int) -> bool:
-        units, tree, alloc = self.units[j], self.tree, self.alloc
+        units, tree, alloc = self._units_to_start(j), self.tree, self.alloc
         if self.used + units > self.cohort_cap + _EPS:
             return False
         for a in tree.path[self.leaf[j]]:
@@ -660,10 +774,13 @@ class _Engine:
         if self.preemptible[j]:
             return True
         q = self.leaf[j]
-        return self.interactive_alloc[q] + self.units[j] <= self.tree.quota[q] + _EPS
+        return self.interactive_alloc[q] + self._units_to_start(j) <= self.tree.quota[q] + _EPS
 
     def _may_start(self, j: int) -> bool:
-        """Rules other than fair share: the limits on the path, and the interactive rule."""
+        """Rules other than fair share: the limits on the path, the interactive rule, and a gang's
+        pods starting with their gang."""
+        if self.gang_pods and self._gang_blocked(j):
+            return False
         return self._interactive_ok(j) and self._within_limits(j)
 
     def _entitled(self, j: int, level: list[float] | None = None) -> bool:
@@ -673,7 +790,9 @@ class _Engine:
         """
         q = self.leaf[j]
         bound = (self.entitled if level is None else level)[q]
-        return self.alloc[q] + self.units[j] <= bound + _EPS and self._interactive_ok(j)
+        if self.gang_pods and self._gang_blocked(j):
+            return False
+        return self.alloc[q] + self._units_to_start(j) <= bound + _EPS and self._interactive_ok(j)
 
     def settle(self) -> None:
         while True:
@@ -699,8 +818,8 @@ class _Engine:
         for j in self._pending():
             g = self.whole[j]
             q = self.leaf[j]
-            if not g or g >= failed_size or self.free_whole < g:
-                continue
+            if not g or g >= failed_size or self.free_whole < g or self.gang[j] >= 0:
+                continue  # a gang's pods are not consolidated for (nor moved): not modelled
             if self.alloc[q] + self.units[j] > self.entitled[q] + _EPS or not self._may_start(j):
                 continue
             if self._node_for_whole(g) >= 0:
@@ -733,7 +852,8 @@ class _Engine:
             if self.node_size[n] < g:
                 continue
             movable = sorted(
-                (v for v in self.node_jobs[n] if self.preemptible[v]), key=lambda v: (max(self.whole[v], 1), -v)
+                (v for v in self.node_jobs[n] if self.preemptible[v] and self.gang[v] < 0),
+                key=lambda v: (max(self.whole[v], 1), -v),
             )
             freed, movers = self.free[n], []
             on_shared: dict[int, int] = {}
@@ -774,10 +894,10 @@ class _Engine:
         holds no more than before (or its fair share)."""
         changed = False
         for j in self._pending():
-            if self.preemptible[j] or not self._may_start(j):
-                continue
+            if self.preemptible[j] or self.gang[j] >= 0 or not self._may_start(j):
+                continue  # an interactive gang preempting its own project: not modelled
             q = self.leaf[j]
-            own = sorted((v for v in self.leaf_running[q] if self.preemptible[v]), reverse=True)
+            own = sorted((v for v in self.leaf_running[q] if self.preemptible[v] and self.gang[v] < 0), reverse=True)
             if not own:
                 continue
             by_node: dict[int, list[int]] = {}
@@ -831,11 +951,13 @@ class _Engine:
             g = self.whole[j]
             if (g and g >= whole_fails) or (not g and self.units[j] >= fraction_fails):
                 continue
-            if fair and alloc[self.leaf[j]] + self.units[j] > entitled[self.leaf[j]] + _EPS:
+            if fair and alloc[self.leaf[j]] + self._units_to_start(j) > entitled[self.leaf[j]] + _EPS:
                 continue
             if not self._may_start(j):
                 continue
-            if self._try_place(j):
+            if self.in_core[j]:
+                changed = self._start_gang(j) or changed  # a gang that does not fit says nothing of one pod
+            elif self._try_place(j):
                 changed = True
             elif g:
                 whole_fails = g
@@ -864,8 +986,8 @@ class _Engine:
             g = self.whole[j]
             placed = False
             if not ((g and g >= whole_fails) or (not g and self.units[j] >= fraction_fails)) and self._may_start(j):
-                placed = self._try_place(j)
-                if not placed:
+                placed = self._start(j)
+                if not placed and not self.in_core[j]:
                     if g:
                         whole_fails = g
                     else:
@@ -894,12 +1016,20 @@ class _Engine:
             for j in self._pending():
                 if not any(self.over_heaps):
                     break
-                if self.policy == "kueue" and self.used + self.units[j] <= self.cohort_cap + _EPS:
+                if self.gang_pods and self._gang_blocked(j):
+                    continue
+                if self.policy == "kueue" and self.used + self._units_to_start(j) <= self.cohort_cap + _EPS:
                     # Kueue preempts for quota, not for room on the nodes: a workload its cohort's
                     # quotas still cover is admitted and waits for the scheduler to find it a node.
                     continue
                 for tier, level in enumerate(self.tiers):
                     if not self.over_heaps[tier] or not self._entitled(j, level):
+                        continue
+                    if self.in_core[j]:
+                        if self._claim_gang(j, level):
+                            successes[tier] += 1
+                            changed = True
+                            break
                         continue
                     key = (tier, self.leaf[j], bool(self.whole[j]))
                     room = (self.free_whole, self.room_total)
@@ -1069,11 +1199,72 @@ class _Engine:
                 victims = self._victims_on(j, n, candidates, claimant_path, level)
                 if victims is None:
                     continue
-                for w in victims:
-                    self._release(w)
+                self._evict(victims)
                 self._place_on(j, n)
                 return True
         return False
+
+    def _claim_gang(self, j: int, level: list[float]) -> bool:
+        """Find victims for the core pods of job ``j``'s gang, on any nodes: eligible jobs of the
+        projects above ``level`` are taken in victim rank until every core pod fits (bin-packed as
+        admission packs them), then those not needed are put back (KAI's solver adds victims until
+        the whole job fits; a gang is one job there)."""
+        core = [m for m in self.gang_core[self.gang[j]] if self.place[m] is None]
+        claimant_path = set(self.tree.path[self.leaf[j]])
+        over = [
+            q
+            for q in range(len(self.alloc))
+            if not self.tree.children[q] and self.alloc[q] > level[q] + _EPS and q not in claimant_path
+        ]
+        left = [v for q in over for v in self.leaf_running[q] if self.preemptible[v]]
+        chosen: list[int] = []
+        removed: dict[int, int] = {}
+        while not self._gang_fits(core, chosen, removed):
+            usable = [v for v in left if self._eligible(v, removed, claimant_path, level)]
+            if not usable:
+                return False
+            pick = min(usable, key=lambda v: self._rank(v, removed, claimant_path, level))
+            chosen.append(pick)
+            left = [v for v in left if v not in self._gang_mates(pick)]
+            removed = self._removed_in(chosen)
+        chosen = _without_unneeded(chosen, lambda trial: self._gang_fits(core, trial, self._removed_in(trial)))
+        self._evict(chosen)
+        started = self._start_gang(j)
+        assert started, "the gang's victims were chosen so that its core pods fit"
+        return True
+
+    def _gang_fits(self, core: list[int], victims: list[int], removed: dict[int, int]) -> bool:
+        """Whether the ``core`` pods (of one gang, whole GPUs each) fit once ``victims`` and their
+        gang mates are gone: the limits on the path, and a node for each pod as ``_try_place`` picks
+        it (the fewest free GPUs that hold it, ties: node order)."""
+        need = sum(self.units[m] for m in core)
+        gone = self._with_mates(victims)
+        if self.cohort_cap < _INF and self.used - sum(self.units[v] for v in gone) + need > self.cohort_cap + _EPS:
+            return False
+        tree, alloc = self.tree, self.alloc
+        for a in tree.path[self.leaf[core[0]]]:
+            if alloc[a] - removed.get(a, 0) + need > tree.limit[a] + _EPS:
+                return False
+        free = list(self.free)
+        shared: dict[tuple[int, int], int] = {}
+        for v in gone:
+            n, gpus = self.place[v]  # type: ignore[misc]
+            if self.whole[v]:
+                free[n] += len(gpus)
+            else:
+                key = (n, gpus[0])
+                shared[key] = shared.get(key, 0) + self.units[v]
+        for (n, gpu), amount in shared.items():
+            if amount == self.node_partial[n][gpu]:
+                free[n] += 1
+        g = self.whole[core[0]]
+        for _ in core:
+            fitting = [(room, n) for n, room in enumerate(free) if room >= g]
+            if not fitting:
+                return False
+            _, n = min(fitting)
+            free[n] -= g
+        return True
 
     def _gpus_fit(self, j: int, n: int, victims: list[int]) -> bool:
         """Whether job ``j`` finds GPUs on node ``n`` once ``victims`` are gone (quota aside): whole GPUs
@@ -1098,7 +1289,7 @@ class _Engine:
 
     def _removed_in(self, victims: list[int]) -> dict[int, int]:
         removed: dict[int, int] = {}
-        for v in victims:
+        for v in self._with_mates(victims):
             for a in self.tree.path[self.leaf[v]]:
                 removed[a] = removed.get(a, 0) + self.units[v]
         return removed
@@ -1106,10 +1297,11 @@ class _Engine:
     def _eligible(self, v: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> bool:
         """Whether job ``v`` may be a victim: every project on its path that the claimant does not
         share may lose it (``_losable``)."""
+        units = self.units[v] if not self.gang_pods else sum(self.units[m] for m in self._gang_mates(v))
         for a in self.tree.path[self.leaf[v]]:
             if a in claimant_path:
                 break
-            if not self._losable(a, self.units[v], level, removed.get(a, 0)):
+            if not self._losable(a, units, level, removed.get(a, 0)):
                 return False
         return True
 
@@ -1132,12 +1324,13 @@ class _Engine:
 
     def _fits(self, j: int, n: int, victims: list[int], removed: dict[int, int]) -> bool:
         units, tree, alloc = self.units[j], self.tree, self.alloc
-        if self.cohort_cap < _INF and self.used - sum(self.units[v] for v in victims) + units > self.cohort_cap + _EPS:
+        gone = self._with_mates(victims)
+        if self.cohort_cap < _INF and self.used - sum(self.units[v] for v in gone) + units > self.cohort_cap + _EPS:
             return False
         for a in tree.path[self.leaf[j]]:
             if alloc[a] - removed.get(a, 0) + units > tree.limit[a] + _EPS:
                 return False
-        return self._gpus_fit(j, n, victims)
+        return self._gpus_fit(j, n, [v for v in gone if self.place[v][0] == n])  # type: ignore[index]
 
     def _victims_on(
         self, j: int, n: int, candidates: list[int], claimant_path: set[int], level: list[float]
