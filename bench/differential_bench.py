@@ -3,7 +3,7 @@
 settled state compared with the fair-share model of the engine's policy.
 
     .venv/bin/python bench/differential_bench.py [--scheduler kai|kueue] [--count 20] [--first-seed 1]
-        [--nodes 2] [--node-gpus 8] [--out DIR] [--parallel 1] [--kubeconfig PATH --state-dir DIR]
+        [--nodes 2] [--node-gpus 8] [--gangs] [--out DIR] [--parallel 1] [--kubeconfig PATH --state-dir DIR]
 
 Each scenario comes from ``bench/scenario_generator.py`` (seeded: seed N is the same scenario on
 every machine) and runs through the ``validate_scenario`` module, as a site's validation runs it.
@@ -151,6 +151,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--node-gpus", type=int, default=8)
+    parser.add_argument("--gangs", action="store_true", help="some jobs are gangs (KAI only); other scenarios per seed")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "differences")
     parser.add_argument("--kubeconfig")
     parser.add_argument("--state-dir")
@@ -163,7 +164,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.parallel < 1 or (args.kubeconfig and args.parallel != 1):
         parser.error("--parallel: expected 1 or more, and 1 with --kubeconfig, found %d" % args.parallel)
-    site = Site(args.nodes, args.node_gpus, fractions=args.scheduler == "kai")
+    if args.gangs and args.scheduler != "kai":
+        parser.error("--gangs: gangs run on KAI scheduler only, not %s" % args.scheduler)
+    site = Site(args.nodes, args.node_gpus, fractions=args.scheduler == "kai", gangs=args.gangs)
 
     started = time.monotonic()
     results = []

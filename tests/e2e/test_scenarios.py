@@ -161,6 +161,25 @@ def test_fractional_gpus_share_gpus_or_are_skipped_with_the_reason(site):
     assert [check["observed"] for check in shared][-1] == "b-half-1+b-half-2; c-g02+c-g03+c-g05; c-g04+c-g06"
 
 
+def test_a_gang_starts_and_is_evicted_whole_or_is_skipped_with_the_reason(site):
+    """KAI runs a gang as a PodGroup whose minMember pods start together: reclaiming 4 GPUs from it
+    evicts all four pods, and they start again together, across both nodes, when room comes back.
+    Kueue is given no gangs, and the scenario is skipped with that reason, nothing created."""
+    result = run_on(site, "gang-scheduling.yml")
+    checks = result["section"]["checks"]
+    if site.scheduler == "kueue":
+        assert result["skip_reason"] == (
+            "Kueue is not given gangs by clusterproof, and this scenario has gangs (min_replicas: a-gang)"
+        )
+        assert [check["status"] for check in checks] == ["skip"]
+        return
+    assert result["failed_checks"] == 0, failed(checks)
+    by_id = {check["id"]: check for check in checks}
+    gang = ["scenario/gang-scheduling/%d/model/replicas/a-gang" % step for step in (1, 2, 3)]
+    assert [by_id[check]["observed"] for check in gang] == ["4", "0", "4"]
+    assert scenario_namespaces(site.api) == [], "the scenario left namespaces behind"
+
+
 # Where each backend's report differs from the guide at step 3 (besides the verdict), by check.
 ALIBABA_STATUSES = {
     "kai": {"3/replicas/namespace3": "warn", "4/replicas/namespace4": "pass"},

@@ -406,3 +406,75 @@ def test_a_steps_workloads_are_predicted_one_arrival_at_a_time():
     (step,) = scenarios.predictions(scenarios.load(data), [("n1", 8), ("n2", 8)])
     assert step.allocated == {"q1": 0, "q3": 8, "q4": 8}
     assert step.pending == ("j5-4g",)
+
+
+# --- gangs ----------------------------------------------------------------------------------------
+
+GANGS = yaml.safe_load((REPO / "scenarios" / "gang-scheduling.yml").read_text())
+
+
+def test_the_gang_scenario_s_written_tables_are_the_model_s():
+    scenario = scenarios.load(GANGS)
+    model = scenarios.predictions(scenario, NODES)
+    assert [scenarios.written_holds(scenario, index, step) for index, step in enumerate(model)] == [True] * 3
+    assert [scenarios.predicted_replicas(scenario, index, step) for index, step in enumerate(model)] == [
+        {"a-gang": 4},
+        {"a-gang": 0},
+        {"a-gang": 4},
+    ]
+    # The gang's pods come back over both nodes once team-b's 8-GPU job ends.
+    assert {model[2].placements["a-gang-%d" % pod].node for pod in range(4)} == {"dgx1-1", "dgx1-2"}
+
+
+def test_independent_replicas_would_keep_half_of_what_the_gang_loses():
+    data = copy.deepcopy(GANGS)
+    del data["steps"][0]["submit"][0]["min_replicas"]
+    scenario = scenarios.load(data)
+    assert scenarios.predicted_replicas(scenario, 1, scenarios.predictions(scenario, NODES)[1]) == {"a-gang": 2}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda job: job.pop("replicas"),
+            "steps[0].submit[0].min_replicas: expected a positive whole number of pods that start together, "
+            "at most replicas (not given), found 4",
+        ),
+        (
+            lambda job: job.update(min_replicas=5),
+            "steps[0].submit[0].min_replicas: expected a positive whole number of pods that start together, "
+            "at most replicas (4), found 5",
+        ),
+        (
+            lambda job: job.update(min_replicas=True),
+            "steps[0].submit[0].min_replicas: expected a positive whole number of pods that start together",
+        ),
+        (
+            lambda job: job.update(gpus=0.5),
+            "steps[0].submit[0].gpus: expected whole GPUs for each pod of a gang (min_replicas), found 0.5",
+        ),
+    ],
+)
+def test_a_bad_gang_names_the_field(change, message):
+    data = copy.deepcopy(GANGS)
+    change(data["steps"][0]["submit"][0])
+    with pytest.raises(scenarios.ScenarioError) as error:
+        scenarios.load(data)
+    assert message in str(error.value)
+
+
+def test_a_gang_evicted_whole_is_named_once_in_the_disruption_table():
+    scenario = scenarios.load(GANGS)
+    model = scenarios.predictions(scenario, NODES)
+    states = [
+        scenarios.Observation(
+            dict(p.allocated),
+            tuple(sorted({name.rsplit("-", 1)[0] if name.startswith("a-gang-") else name for name in p.running})),
+            (),
+            replicas={"a-gang": sum(1 for name in p.running if name.startswith("a-gang-"))},
+        )
+        for p in model
+    ]
+    table = scenarios.disruption_table(scenario, states, model)
+    assert table["rows"][1][4:] == ["a-gang (8)", "a-gang"]

@@ -97,3 +97,38 @@ def test_a_workload_is_its_job_or_the_engines_replicas(backend):
     assert replicas == backend.replica_manifests(workload, settings, 3, "cpu")
     pods = sum(obj["spec"].get("replicas", 1) for obj in replicas)
     assert pods == 3 and {obj["metadata"]["namespace"] for obj in replicas} == {"team-a"}
+
+
+def test_a_gang_on_kai_is_a_pod_group_and_ownerless_pods_that_name_it():
+    backend = registry.backend("kai")
+    workload = workloads.Workload("ddp", "team-a", workloads.TRAINING, 2)
+    settings = workloads.ProjectSettings("team-a")
+    group, *pods = backend.workload_manifests(workload, settings, 3, "gpu", min_replicas=2)
+    assert (group["kind"], group["metadata"]["name"], group["metadata"]["namespace"]) == ("PodGroup", "ddp", "team-a")
+    assert group["spec"] == {"minMember": 2, "queue": "team-a", "priorityClassName": "train"}
+    assert [pod["metadata"]["name"] for pod in pods] == ["ddp-0", "ddp-1", "ddp-2"]
+    for pod in pods:
+        assert pod["kind"] == "Pod" and "ownerReferences" not in pod["metadata"]
+        assert pod["metadata"]["annotations"]["pod-group-name"] == "ddp"
+        assert pod["metadata"]["labels"][workloads.WORKLOAD_NAME_LABEL] == "ddp"
+        assert pod["spec"]["schedulerName"] == "kai-scheduler"
+        assert pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "replicas", "min_replicas", "resource", "message"),
+    [
+        ("kueue", 2, 3, 2, "gpu", "workload ddp: min_replicas: Kueue is not given gangs by clusterproof"),
+        ("kai", 0.5, 3, 2, "gpu", "workload ddp: gpus: a gang's pods take whole GPUs, found 0.5"),
+        ("kai", 2, 3, 4, "gpu", r"workload ddp: min_replicas: expected 1 to replicas \(3\), found 4"),
+        ("kai", 2, 3, 2, "cpu", "workload ddp: min_replicas: a gang's pods ask for GPUs, not cpu"),
+    ],
+)
+def test_a_gang_an_engine_cannot_run_is_refused_with_the_field_named(
+    name, gpus, replicas, min_replicas, resource, message
+):
+    workload = workloads.Workload("ddp", "team-a", workloads.TRAINING, gpus)
+    with pytest.raises(workloads.WorkloadError, match="^" + message):
+        registry.backend(name).workload_manifests(
+            workload, workloads.ProjectSettings("team-a"), replicas, resource, min_replicas=min_replicas
+        )

@@ -74,6 +74,8 @@ class Backend(abc.ABC):
     policy: ClassVar[str]
     # Whether a workload may ask for a fraction of a GPU.
     fractions: ClassVar[bool]
+    # Whether a workload may be a gang: pods of which a minimum start together (``gang_manifests``).
+    gangs: ClassVar[bool] = False
     # Whether a project may declare how much of its quota it lends (``gpu_lending_limit``).
     lends_quota: ClassVar[bool]
     # Whether a waiting workload has a pod (KAI: a pending one) or none (Kueue: a suspended Job).
@@ -182,13 +184,34 @@ class Backend(abc.ABC):
         """The Job that runs ``workload`` in its project's queue."""
 
     def workload_manifests(
-        self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int | None, resource: str
+        self,
+        workload: workloads.Workload,
+        settings: workloads.ProjectSettings,
+        replicas: int | None,
+        resource: str,
+        min_replicas: int | None = None,
     ) -> list[Manifest]:
         """What runs ``workload``: its Job, or for ``replicas`` pods of its size in ``resource``
-        (gpu or cpu) what the engine runs replicas as."""
+        (gpu or cpu) what the engine runs replicas as, or with ``min_replicas`` its gang."""
         if replicas is None:
             return [self.job_manifest(workload, settings)]
+        if min_replicas is not None:
+            if resource != "gpu":
+                raise workloads.WorkloadError(
+                    "workload %s: min_replicas: a gang's pods ask for GPUs, not %s" % (workload.name, resource)
+                )
+            return self.gang_manifests(workload, settings, replicas, min_replicas)
         return self.replica_manifests(workload, settings, replicas, resource)
+
+    def gang_manifests(
+        self, workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int, min_replicas: int
+    ) -> list[Manifest]:
+        """``replicas`` pods of ``workload``'s size of which ``min_replicas`` start together; the
+        pods come last, after what groups them. An engine without gangs (``gangs`` False) refuses."""
+        raise workloads.WorkloadError(
+            "workload %s: min_replicas: %s is not given gangs by clusterproof; gangs run on KAI scheduler"
+            % (workload.name, self.display_name)
+        )
 
     @abc.abstractmethod
     def replica_manifests(

@@ -51,6 +51,8 @@ GPU_FRACTION_ANNOTATION = "gpu-fraction"
 # prefix that KAI's admission webhook annotates the pod with.
 SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
 GPU_GROUP_LABEL = "runai-gpu-group"
+# The PodGroup a pod belongs to; KAI's pod grouper leaves an ownerless pod that names one in it.
+POD_GROUP_ANNOTATION = "pod-group-name"
 SYSTEM_NAMESPACE = "kai-scheduler"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 RESERVATION_SERVICE_ACCOUNT = "kai-resource-reservation"
@@ -438,6 +440,55 @@ def job_manifest(workload: workloads.Workload, settings: workloads.ProjectSettin
     return job
 
 
+def gang_manifests(
+    workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int, min_replicas: int
+) -> list[dict[str, Any]]:
+    """A gang under KAI scheduler: a PodGroup of ``min_replicas`` (its ``minMember``) in the
+    project's queue, and ``replicas`` pods named ``<name>-<index>`` that name it in KAI's
+    ``pod-group-name`` annotation. The pods have no owner, so KAI's pod grouper leaves them in
+    this group (a Job's or Deployment's pods get a group of their own each). Pure."""
+    job = job_manifest(workload, settings)
+    if workloads.check_gpus(workload.name, workload.gpus) < 1:
+        raise workloads.WorkloadError(
+            "workload %s: gpus: a gang's pods take whole GPUs, found %s" % (workload.name, workload.gpus)
+        )
+    if not 0 < min_replicas <= replicas:
+        raise workloads.WorkloadError(
+            "workload %s: min_replicas: expected 1 to replicas (%d), found %s" % (workload.name, replicas, min_replicas)
+        )
+    template = job["spec"]["template"]
+    labels = dict(job["metadata"]["labels"])
+    group = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": workload.name, "namespace": workload.project, "labels": labels},
+        "spec": {
+            "minMember": min_replicas,
+            "queue": labels[QUEUE_LABEL],
+            "priorityClassName": template["spec"]["priorityClassName"],
+        },
+    }
+    pod_spec = dict(template["spec"])
+    if "activeDeadlineSeconds" in job["spec"]:
+        pod_spec["activeDeadlineSeconds"] = job["spec"]["activeDeadlineSeconds"]
+    annotations = {**template["metadata"]["annotations"], POD_GROUP_ANNOTATION: workload.name}
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "%s-%d" % (workload.name, index),
+                "namespace": workload.project,
+                "labels": dict(template["metadata"]["labels"]),
+                "annotations": dict(annotations),
+            },
+            "spec": pod_spec,
+        }
+        for index in range(replicas)
+    ]
+    return [group, *pods]
+
+
 def deployment_manifest(
     workload: workloads.Workload, settings: workloads.ProjectSettings, replicas: int, resource: str = "gpu"
 ) -> dict[str, Any]:
@@ -456,6 +507,7 @@ class KaiBackend(base.Backend):
     display_name = "KAI scheduler"
     policy = "runai"
     fractions = True
+    gangs = True
     lends_quota = False
     project_apis = (QUEUE_API,)
     tree_apis = (QUEUE_API,)
@@ -484,6 +536,7 @@ class KaiBackend(base.Backend):
     project_readback = staticmethod(project_readback)
     tree_objects = staticmethod(tree_manifests)
     job_manifest = staticmethod(job_manifest)
+    gang_manifests = staticmethod(gang_manifests)
     pod_gpus = staticmethod(pod_gpus)
 
     def tree_differences(

@@ -293,6 +293,13 @@ def _run_loaded(
                 "%s has no fractional GPUs: %s left out, so the document's table does not apply to this step; "
                 "the model, without them, is checked" % (backend.display_name, ", ".join(names))
             )
+    gangs = sorted(job.name for step in scenario.steps for job in step.submit if job.min_replicas is not None)
+    if gangs and not backend.gangs:
+        reason = "%s is not given gangs by clusterproof, and this scenario has gangs (min_replicas: %s)" % (
+            backend.display_name,
+            ", ".join(gangs),
+        )
+        return _skipped(section, scenario, reason)
     prefix = options.namespace_prefix
     own = {prefix + project.name for project in scenario.projects}
     api, pods = reached or _reach(connect, scenario.name)
@@ -330,6 +337,8 @@ class _Run:
         self.timeline: list[Any] = []
         self.started = time.monotonic()
         self.created: dict[str, tuple[scenarios.ScenarioJob, list[dict[str, Any]]]] = {}
+        # The pods of each gang not deleted: recreated when the scheduler evicts them.
+        self.gangs: dict[str, list[dict[str, Any]]] = {}
         # This run's id, on every object it creates (RUN_LABEL): unique per process and time.
         self.run_id = "%s-%d" % (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())
         state_dir = options.sandbox_state_dir
@@ -487,14 +496,20 @@ class _Run:
     def _submit(self, job: scenarios.ScenarioJob, settings: workloads.ProjectSettings) -> None:
         namespace = self.prefix + job.project
         workload = workloads.Workload(job.name, namespace, job.kind, job.gpus)
-        manifests = self.backend.workload_manifests(workload, settings, job.replicas, self.scenario.resource)
+        manifests = self.backend.workload_manifests(
+            workload, settings, job.replicas, self.scenario.resource, job.min_replicas
+        )
         manifests = [self._labelled(manifest) for manifest in manifests]
         self.created[job.name] = (job, manifests)
         for manifest in manifests:
             if manifest["kind"] == "Deployment":
                 self.apps.create_namespaced_deployment(namespace, manifest)
-            else:
+            elif manifest["kind"] == "Job":
                 self.batch.create_namespaced_job(namespace, manifest)
+            else:  # a gang's PodGroup and pods
+                self.applier.apply(manifest)
+        if job.min_replicas is not None:
+            self.gangs[job.name] = [manifest for manifest in manifests if manifest["kind"] == "Pod"]
         # Workloads arrive one after the other, as users submit them and as the model reads them:
         # the scheduler places each before the next comes.
         self._placed_or_waiting(namespace, job.name, job.replicas or 1)
@@ -503,12 +518,28 @@ class _Run:
 
     def _delete(self, name: str) -> None:
         job, manifests = self.created[name]
+        self.gangs.pop(name, None)
         for manifest in manifests:
             namespace, object_name = self.prefix + job.project, manifest["metadata"]["name"]
             if manifest["kind"] == "Deployment":
                 self.apps.delete_namespaced_deployment(object_name, namespace, propagation_policy="Background")
-            else:
+            elif manifest["kind"] == "Job":
                 self.batch.delete_namespaced_job(object_name, namespace, propagation_policy="Background")
+            else:
+                self.applier.delete(manifest)
+
+    def _recreate_gang_pods(self) -> None:
+        """Create again the pods of a gang that the scheduler evicted: what a gang's controller (a
+        training operator) does, so that an evicted gang waits in its queue as a Job's pods do."""
+        for name, pods in self.gangs.items():
+            namespace = pods[0]["metadata"]["namespace"]
+            selector = "%s=%s" % (workloads.WORKLOAD_NAME_LABEL, name)
+            present = {
+                pod.metadata.name for pod in self.core.list_namespaced_pod(namespace, label_selector=selector).items
+            }
+            for pod in pods:
+                if pod["metadata"]["name"] not in present:
+                    self.applier.apply(pod)
 
     def _judge(
         self,
@@ -593,6 +624,8 @@ class _Run:
         deadline = time.monotonic() + self.options.step_timeout
         last, since = None, time.monotonic()
         while True:
+            if self.gangs:
+                self._recreate_gang_pods()
             observed = self._observe(() if pods_first else expected_names)
             self.timeline.append([round(time.monotonic() - self.started, 1), dict(observed.allocated)])
             complete = not pods_first or set(expected_names) <= set(observed.running) | set(observed.pending)

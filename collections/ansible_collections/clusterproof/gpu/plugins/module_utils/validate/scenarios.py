@@ -47,14 +47,16 @@ class ScenarioError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ScenarioJob:
-    """A workload: a Job (``replicas`` None), or a Deployment of ``replicas`` pods. ``gpus`` is its
-    size (each pod's) in the scenario's resource: GPUs, or CPU cores."""
+    """A workload: a Job (``replicas`` None), or a Deployment of ``replicas`` pods, or with
+    ``min_replicas`` a gang of ``replicas`` pods of which that many start together (KAI's PodGroup
+    ``minMember``). ``gpus`` is its size (each pod's) in the scenario's resource: GPUs, or CPU cores."""
 
     name: str
     project: str
     kind: str
     gpus: float
     replicas: int | None = None
+    min_replicas: int | None = None
 
     def model_job(self) -> fairshare.Job:
         return fairshare.Job(self.name, self.project, self.gpus, interactive=self.kind == "interactive")
@@ -63,7 +65,9 @@ class ScenarioJob:
         """The model's jobs: this one, or one per replica (``name-0`` ...)."""
         if self.replicas is None:
             return (self.model_job(),)
-        return fairshare.replicas(self.name, self.project, self.replicas, self.gpus, self.kind == "interactive")
+        return fairshare.replicas(
+            self.name, self.project, self.replicas, self.gpus, self.kind == "interactive", self.min_replicas
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -354,7 +358,7 @@ def _load_step(
     for key in sorted(set(step) - set(STEP_FIELDS), key=str):
         errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(STEP_FIELDS), "an unknown field")
     jobs = []
-    job_fields = ("name", "project", "kind", amount_field, "replicas")
+    job_fields = ("name", "project", "kind", amount_field, "replicas", "min_replicas")
     submit = step.get("submit") or []
     if not isinstance(submit, list):
         errors.add(field + ".submit", "a list of workloads", submit)
@@ -366,7 +370,7 @@ def _load_step(
             continue
         for key in sorted(set(job) - set(job_fields), key=str):
             errors.add("%s.%s" % (where, key), "one of %s" % ", ".join(job_fields), "an unknown field")
-        name, project, kind, gpus, replicas = (job.get(key) for key in job_fields)
+        name, project, kind, gpus, replicas, min_replicas = (job.get(key) for key in job_fields)
         if not isinstance(name, str) or not _dns_label(name) or name in submitted:
             errors.add(where + ".name", "a workload name (a DNS label) not used before in the scenario", name)
         if not isinstance(project, str) or project not in projects:
@@ -388,6 +392,17 @@ def _load_step(
                 replicas,
             )
             continue
+        if min_replicas is not None and (replicas is None or not _count(min_replicas, replicas)):
+            errors.add(
+                where + ".min_replicas",
+                "a positive whole number of pods that start together, at most replicas (%s)"
+                % ("not given" if replicas is None else replicas),
+                min_replicas,
+            )
+            continue
+        if min_replicas is not None and not (_number(gpus) and gpus >= 1):
+            errors.add(where + "." + amount_field, "whole %s for each pod of a gang (min_replicas)" % plural, gpus)
+            continue
         whole_or_fraction = _number(gpus) and gpus > 0 and (gpus < 1 or gpus == int(gpus))
         if not whole_or_fraction or not _hundredths(gpus):
             rule = "whole %s, or a fraction of one %s below 1" % (plural, one)
@@ -403,7 +418,7 @@ def _load_step(
             continue
         if isinstance(name, str):
             submitted.add(name)
-        jobs.append(ScenarioJob(str(name), str(project), str(kind), float(gpus), replicas))
+        jobs.append(ScenarioJob(str(name), str(project), str(kind), float(gpus), replicas, min_replicas))
     delete = step.get("delete") or []
     if not _names(delete):
         errors.add(field + ".delete", "a list of workload names", delete)
@@ -616,7 +631,7 @@ def _copies(job: ScenarioJob, scale: Fraction) -> list[ScenarioJob]:
     scaled = fairshare.scaled_jobs_for([job.model_job()], scale)
     if scaled is None:  # fit_to_site picked a scale at which every job scales
         raise ValueError("workload %s does not scale by %s" % (job.name, scale))
-    return [ScenarioJob(copy.name, job.project, job.kind, copy.gpus, job.replicas) for copy in scaled]
+    return [ScenarioJob(copy.name, job.project, job.kind, copy.gpus, job.replicas, job.min_replicas) for copy in scaled]
 
 
 def _scaled_steps(scenario: Scenario, scale: Fraction) -> tuple[Step, ...]:
@@ -911,6 +926,15 @@ def disruption(scenario: Scenario, index: int, before: Observation | None, after
     return Disruption(round(requested, 3), tuple(evicted))
 
 
+def _workloads(scenario: Scenario, model_jobs: Sequence[str]) -> list[str]:
+    """The scenario's workloads that ``model_jobs`` belong to (a replica ``name-0`` to ``name``), in
+    the order first met, each once: the names the observed side of a table uses."""
+    owner = {
+        model_job.name: job.name for step in scenario.steps for job in step.submit for model_job in job.model_jobs()
+    }
+    return list(dict.fromkeys(owner.get(name, name) for name in model_jobs))
+
+
 def disruption_table(
     scenario: Scenario,
     observed: Sequence[Observation],
@@ -924,7 +948,7 @@ def disruption_table(
     for index, after in enumerate(observed):
         seen = disruption(scenario, index, observed[index - 1] if index else None, after)
         prediction = predictions[index] if index < len(predictions) else None
-        predicted = "—" if prediction is None else ", ".join(name for name in prediction.preempted) or "none"
+        predicted = "—" if prediction is None else ", ".join(_workloads(scenario, prediction.preempted)) or "none"
         rows.append(
             [
                 scenario.steps[index].name,
