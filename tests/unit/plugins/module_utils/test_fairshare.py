@@ -732,3 +732,19 @@ def test_kai_reclaims_from_a_queue_over_its_share_before_preempting_the_project_
     result = fs.predict("runai", [("n1", 8), ("n2", 8)], projects, jobs, running)
     assert result.preempted == ("j1-4g",)
     assert result.allocated == {"q2": 4, "q4": 12, "q5": 0}
+
+
+def test_kai_reclaims_from_the_queue_declared_last_of_two_equally_over_their_share():
+    # Differential seeds 165 and 261 on KAI: two queues hold the same amount above their fair share
+    # and one of them must lose a job. KAI orders victim queues by its queue order reversed, whose
+    # last resort is the older queue first: the queue created last (declared last) loses, here q2,
+    # though q2's job is the older one.
+    projects = [Project("q1", quota=0, weight=1), Project("q2", quota=0, weight=1), Project("q3", quota=4)]
+    nodes = [("n1", 8), ("n2", 8)]
+    earlier = [Job("q2-8g", "q2", 8), Job("q1-8g", "q1", 8)]
+    first = fs.predict("runai", nodes, projects, earlier)
+    assert first.allocated == {"q1": 8, "q2": 8, "q3": 0}
+    result = fs.predict("runai", nodes, projects, earlier + [Job("q3-4g", "q3", 4)], first.placements)
+    assert result.deserved["q1"] == result.deserved["q2"] == 6  # each 2 above its share
+    assert result.preempted == ("q2-8g",)
+    assert result.allocated == {"q1": 8, "q2": 0, "q3": 4}

@@ -43,14 +43,15 @@ Rules that make the prediction deterministic (the documents leave them to "fairn
   preemptible job of another project such that its project, and every ancestor it does not share
   with the claimant, is above the level (fair share or quota) before the preemption (runai, as
   KAI's reclaim strategies; kueue), or stays at or above ``min`` after it (elastic).
-  Victims rank by the tree from the top down, the most over-level node first (ties:
-  declaration order), and within a project the most recently submitted job first. The claimant
-  tries the nodes of the victims in that rank; on a node it takes eligible victims there in rank
-  order, preferring one whose removal lets it fit (4.9: c-4-gg rather than the newer 1-GPU c-5-g,
-  which would not make room for a 2-GPU job), then releases those it turns out not to need. The
-  first node where it fits wins. Admission and reclaim repeat until nothing changes, so predicting
-  again from the result changes nothing (the state is stable). runai runs each pass in KAI's
-  order of actions: admission and lending, consolidation, reclaim, preemption inside a project.
+  Victims rank by the tree from the top down, the most over-level node first (ties: runai, the queue
+  declared last, as KAI; else declaration order), and within a project the most recently submitted
+  job first. The claimant tries the nodes of the victims in that rank; on a node it takes eligible
+  victims there in rank order, preferring one whose removal lets it fit (4.9: c-4-gg rather than the
+  newer 1-GPU c-5-g, which would not make room for a 2-GPU job), then releases those it turns out
+  not to need. The first node where it fits wins. Admission and reclaim repeat until nothing
+  changes, so predicting again from the result changes nothing (the state is stable). runai runs
+  each pass in KAI's order of actions: admission and lending, consolidation, reclaim, preemption
+  inside a project.
 * Placement is bin packing: a whole-GPU job goes to the node with the fewest free GPUs that still
   holds it (ties: node order), on its lowest free GPU indices; a fractional job (0 < gpus < 1)
   goes to the shared GPU with the least room that still holds it, else takes a whole GPU the same
@@ -1052,7 +1053,8 @@ class _Engine:
     def _over_heap(self, level: list[float]) -> list[tuple[float, int, int]]:
         """Leaf projects above ``level``, most above first: (-(excess), index, stamp), checked lazily."""
         alloc, children, stamp = self.alloc, self.tree.children, self.stamp
-        heap = [(level[q] - alloc[q], q, stamp[q]) for q in range(len(alloc)) if alloc[q] > level[q] + _EPS]
+        tie = -1 if self.policy == "runai" else 1
+        heap = [((level[q] - alloc[q], tie * q), q, stamp[q]) for q in range(len(alloc)) if alloc[q] > level[q] + _EPS]
         heap = [entry for entry in heap if not children[entry[1]]]
         heapq.heapify(heap)
         return heap
@@ -1062,7 +1064,7 @@ class _Engine:
         alloc, units, whole = self.alloc, self.units, self.whole
         for heap, level in zip(self.over_heaps, self.tiers, strict=True):  # type: ignore[arg-type]
             if alloc[q] > level[q] + _EPS:
-                heapq.heappush(heap, (level[q] - alloc[q], q, self.stamp[q]))
+                heapq.heappush(heap, ((level[q] - alloc[q], -q if self.policy == "runai" else q), q, self.stamp[q]))
         if self.node_heaps is None:
             return
         dirty = {n}
@@ -1306,12 +1308,16 @@ class _Engine:
         return True
 
     def _leaf_rank(self, q: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> tuple:
-        """Top down along the tree, the most over-level node first (ties: declaration order)."""
+        """Top down along the tree, the most over-level node first. Ties: runai, the queue declared
+        last (KAI's victim queues are its queue order reversed, whose last resort is the older
+        queue first; the scenario runner creates queues in declaration order: differential seeds
+        165 and 261); kueue, the queue with the most recently admitted workload; elastic, the
+        node declared first."""
         levels = []
         for a in reversed(self.tree.path[q]):
             if a in claimant_path:
                 continue
-            tie = a
+            tie = -a if self.policy == "runai" else a  # see the docstring
             if self.policy == "kueue" and a == q:
                 # Kueue breaks a tie between queues by their candidates: the most recently admitted first.
                 tie = -max(self.leaf_running[q], default=-1)
