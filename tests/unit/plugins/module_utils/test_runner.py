@@ -112,6 +112,20 @@ def test_a_host_check_takes_its_options_and_the_host_check_ones_and_reports_its_
     assert failed.value.args[0] == {"msg": "timeout: expected a number of seconds > 0"}
 
 
+def test_an_expected_error_with_no_message_says_what_failed_not_module_failed(monkeypatch):
+    # A bare TimeoutError (an OSError) once ended a sandbox KAI start as the controller's "Module failed."
+    monkeypatch.setattr(runner.basic, "AnsibleModule", RecordingModule)
+
+    def bare(params, check_mode, tmpdir):
+        raise TimeoutError()
+
+    with pytest.raises(Failed) as failed:
+        runner.run_host_check({}, bare, doing="installing KAI scheduler", expected=(OSError,))
+    result = failed.value.args[0]
+    assert result["msg"] == "installing KAI scheduler failed: TimeoutError, with no message"
+    assert "raise TimeoutError()" in result["exception"]
+
+
 @pytest.mark.parametrize(
     ("params", "problem"),
     [

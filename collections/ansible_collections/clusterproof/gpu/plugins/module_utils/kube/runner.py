@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -198,7 +199,13 @@ def run_module(
     try:
         result = dict(work(module))
     except expected as error:  # type: ignore[misc]
-        module.fail_json(msg=str(error))
+        if str(error):
+            module.fail_json(msg=str(error))
+        # An expected error type raised with no message (a bare TimeoutError): say what failed, and
+        # where, rather than the controller's bare "Module failed.".
+        module.fail_json(
+            msg=f"{doing} failed: {type(error).__name__}, with no message", exception=traceback.format_exc()
+        )
     except Exception as error:
         known = isinstance(error, (ModuleError, base.KubeError)) or base.is_api_error(error)
         if not known and not base.unreachable_message(error):
