@@ -490,9 +490,8 @@ class _Engine:
         self.gang_core: list[list[int]] = []
         self.gang_pods: list[list[int]] = []
         index: dict[str, int] = {}
-        for j, job in enumerate(self.jobs):
-            if job.gang is None:
-                continue
+        for j in [j for j, job in enumerate(self.jobs) if job.gang is not None]:
+            job = self.jobs[j]
             gid = index.get(job.gang)
             if gid is None:
                 gid = index[job.gang] = len(self.gang_pods)
@@ -758,11 +757,8 @@ class _Engine:
 
     # policy ---------------------------------------------------------------------------------
 
-    def _units_to_start(self, j: int) -> int:
-        return self._start_units(j) if self.gang_pods else self.units[j]
-
     def _within_limits(self, j: int) -> bool:
-        units, tree, alloc = self._units_to_start(j), self.tree, self.alloc
+        units, tree, alloc = self._start_units(j) if self.gang_pods else self.units[j], self.tree, self.alloc
         if self.used + units > self.cohort_cap + _EPS:
             return False
         for a in tree.path[self.leaf[j]]:
@@ -775,7 +771,8 @@ class _Engine:
         if self.preemptible[j]:
             return True
         q = self.leaf[j]
-        return self.interactive_alloc[q] + self._units_to_start(j) <= self.tree.quota[q] + _EPS
+        units = self._start_units(j) if self.gang_pods else self.units[j]
+        return self.interactive_alloc[q] + units <= self.tree.quota[q] + _EPS
 
     def _may_start(self, j: int) -> bool:
         """Rules other than fair share: the limits on the path, the interactive rule, and a gang's
@@ -793,7 +790,8 @@ class _Engine:
         bound = (self.entitled if level is None else level)[q]
         if self.gang_pods and self._gang_blocked(j):
             return False
-        return self.alloc[q] + self._units_to_start(j) <= bound + _EPS and self._interactive_ok(j)
+        units = self._start_units(j) if self.gang_pods else self.units[j]
+        return self.alloc[q] + units <= bound + _EPS and self._interactive_ok(j)
 
     def settle(self) -> None:
         while True:
@@ -944,6 +942,7 @@ class _Engine:
         changed = False
         fair = self.policy in _FAIR_SHARE_POLICIES
         alloc, entitled = self.alloc, self.entitled
+        gangs = bool(self.gang_pods)
         whole_fails = _INF  # idle capacity only shrinks in this pass: remember the smallest misfit
         fraction_fails = _INF
         for j in self._pending():
@@ -952,11 +951,12 @@ class _Engine:
             g = self.whole[j]
             if (g and g >= whole_fails) or (not g and self.units[j] >= fraction_fails):
                 continue
-            if fair and alloc[self.leaf[j]] + self._units_to_start(j) > entitled[self.leaf[j]] + _EPS:
+            units = self._start_units(j) if gangs else self.units[j]
+            if fair and alloc[self.leaf[j]] + units > entitled[self.leaf[j]] + _EPS:
                 continue
             if not self._may_start(j):
                 continue
-            if self.in_core[j]:
+            if gangs and self.in_core[j]:
                 changed = self._start_gang(j) or changed  # a gang that does not fit says nothing of one pod
             elif self._try_place(j):
                 changed = True
@@ -1019,7 +1019,8 @@ class _Engine:
                     break
                 if self.gang_pods and self._gang_blocked(j):
                     continue
-                if self.policy == "kueue" and self.used + self._units_to_start(j) <= self.cohort_cap + _EPS:
+                start = self._start_units(j) if self.gang_pods else self.units[j]
+                if self.policy == "kueue" and self.used + start <= self.cohort_cap + _EPS:
                     # Kueue preempts for quota, not for room on the nodes: a workload its cohort's
                     # quotas still cover is admitted and waits for the scheduler to find it a node.
                     continue
@@ -1053,18 +1054,24 @@ class _Engine:
     def _over_heap(self, level: list[float]) -> list[tuple[float, int, int]]:
         """Leaf projects above ``level``, most above first: (-(excess), index, stamp), checked lazily."""
         alloc, children, stamp = self.alloc, self.tree.children, self.stamp
-        tie = -1 if self.policy == "runai" else 1
-        heap = [((level[q] - alloc[q], tie * q), q, stamp[q]) for q in range(len(alloc)) if alloc[q] > level[q] + _EPS]
-        heap = [entry for entry in heap if not children[entry[1]]]
+        heap = [
+            (level[q] - alloc[q], self._heap_id(q), stamp[q]) for q in range(len(alloc)) if alloc[q] > level[q] + _EPS
+        ]
+        heap = [entry for entry in heap if not children[_heap_q(entry[1])]]
         heapq.heapify(heap)
         return heap
+
+    def _heap_id(self, q: int) -> int:
+        """Project ``q`` as the over-level heaps hold it, so that ties go as ``_leaf_rank`` breaks them:
+        runai, the project declared last first (``~q``: -1, -2, ...); else declaration order (``q``)."""
+        return ~q if self.policy == "runai" else q
 
     def _note_alloc(self, q: int, n: int, gone: int = -1) -> None:
         """Keep the reclaim indexes current: leaf ``q``'s holding changed on node ``n`` (job ``gone`` left)."""
         alloc, units, whole = self.alloc, self.units, self.whole
         for heap, level in zip(self.over_heaps, self.tiers, strict=True):  # type: ignore[arg-type]
             if alloc[q] > level[q] + _EPS:
-                heapq.heappush(heap, ((level[q] - alloc[q], -q if self.policy == "runai" else q), q, self.stamp[q]))
+                heapq.heappush(heap, (level[q] - alloc[q], self._heap_id(q), self.stamp[q]))
         if self.node_heaps is None:
             return
         dirty = {n}
@@ -1094,7 +1101,7 @@ class _Engine:
         for t, level in enumerate(self.tiers):
             flags, counts = self.eligible_flags[t], self.eligible_whole[t]
             # only a project above the level has jobs it can lose
-            for q in {entry[1] for entry in self.over_heaps[t]}:  # type: ignore[index]
+            for q in {_heap_q(entry[1]) for entry in self.over_heaps[t]}:  # type: ignore[index]
                 for v in self.leaf_running[q]:
                     if self.whole[v] and self.preemptible[v] and self._losable(q, self.units[v], level):
                         flags[v] = 1
@@ -1140,7 +1147,7 @@ class _Engine:
             try:
                 while heap:
                     entry = heapq.heappop(heap)
-                    q = entry[1]
+                    q = _heap_q(entry[1])
                     if entry[2] != self.stamp[q] or self.alloc[q] <= level[q] + _EPS:
                         continue  # stale: the project's holding changed since
                     taken.append(entry)
@@ -1148,7 +1155,7 @@ class _Engine:
                         yield q
             finally:
                 for entry in taken:
-                    if entry[2] == self.stamp[entry[1]]:
+                    if entry[2] == self.stamp[_heap_q(entry[1])]:
                         heapq.heappush(heap, entry)
             return
         alloc, children = self.alloc, self.tree.children
@@ -1330,13 +1337,17 @@ class _Engine:
 
     def _fits(self, j: int, n: int, victims: list[int], removed: dict[int, int]) -> bool:
         units, tree, alloc = self.units[j], self.tree, self.alloc
-        gone = self._with_mates(victims)
+        if not self.gang_pods:  # the common case, kept to the victims given (all on node n)
+            gone = victims
+        else:  # a gang's pods go with it; those on node n make room there
+            gone = self._with_mates(victims)
+            victims = [v for v in gone if self.place[v][0] == n]  # type: ignore[index]
         if self.cohort_cap < _INF and self.used - sum(self.units[v] for v in gone) + units > self.cohort_cap + _EPS:
             return False
         for a in tree.path[self.leaf[j]]:
             if alloc[a] - removed.get(a, 0) + units > tree.limit[a] + _EPS:
                 return False
-        return self._gpus_fit(j, n, [v for v in gone if self.place[v][0] == n])  # type: ignore[index]
+        return self._gpus_fit(j, n, victims)
 
     def _victims_on(
         self, j: int, n: int, candidates: list[int], claimant_path: set[int], level: list[float]
@@ -1377,6 +1388,11 @@ class _Engine:
             preempted=preempted,
             parents={p.name: p.parent for p in tree.projects if p.parent is not None},
         )
+
+
+def _heap_q(heap_id: int) -> int:
+    """The project index of an over-level heap entry's id (``_Engine._heap_id``)."""
+    return ~heap_id if heap_id < 0 else heap_id
 
 
 def _without_unneeded(chosen: list[int], fits: Callable[[list[int]], bool]) -> list[int]:
