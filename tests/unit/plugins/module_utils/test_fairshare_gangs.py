@@ -18,6 +18,15 @@ def _stable(policy: str, projects: list[Project], jobs: list[Job], prediction: f
     assert again.pending == prediction.pending
 
 
+def _two_steps(
+    projects: list[Project], before: list[Job], arriving: list[Job]
+) -> tuple[fs.Prediction, fs.Prediction, list[Job]]:
+    """``before`` settles, then ``arriving`` comes: both states, and the second step's jobs."""
+    step1 = fs.predict("runai", NODES, projects, before)
+    jobs = [*before, *arriving]
+    return step1, fs.predict("runai", NODES, projects, jobs, step1.placements), jobs
+
+
 def test_a_gang_starts_only_when_all_its_pods_fit_or_none_of_them() -> None:
     # b's 6-GPU job takes n1 first. a's gang asks for three 4-GPU pods together: a's fair share is
     # 10 (its quota 8 and the 2 GPUs b does not ask for), so the gang may only borrow idle GPUs,
@@ -66,10 +75,8 @@ def test_a_gang_reclaims_as_many_victims_as_its_pods_need_together() -> None:
     # the gang runs on n2. b keeps its share, 8.
     projects = [Project("a", quota=8), Project("b", quota=8)]
     borrowed = [Job(f"b-{index}", "b", 4) for index in range(4)]
-    step1 = fs.predict("runai", NODES, projects, borrowed)
+    step1, step2, jobs = _two_steps(projects, borrowed, list(fs.replicas("a-gang", "a", 4, 2, min_members=4)))
     assert step1.allocated == {"a": 0, "b": 16}
-    jobs = [*borrowed, *fs.replicas("a-gang", "a", 4, 2, min_members=4)]
-    step2 = fs.predict("runai", NODES, projects, jobs, step1.placements)
     assert step2.allocated == {"a": 8, "b": 8}
     assert set(step2.preempted) == {"b-2", "b-3"}
     assert {step2.placements[f"a-gang-{index}"].node for index in range(4)} == {"n2"}
@@ -83,19 +90,14 @@ def test_evicting_one_pod_of_a_gang_core_evicts_the_whole_gang() -> None:
     # independent pods would leave it one (4 GPUs).
     projects = [Project("a", quota=12), Project("b", quota=4)]
     gang = list(fs.replicas("b-gang", "b", 2, 4, min_members=2))
-    step1 = fs.predict("runai", NODES, projects, [*gang, Job("a-8g", "a", 8)])
+    step1, step2, jobs = _two_steps(projects, [*gang, Job("a-8g", "a", 8)], [Job("a-4g", "a", 4)])
     assert step1.allocated == {"a": 8, "b": 8}
-    jobs = [*gang, Job("a-8g", "a", 8), Job("a-4g", "a", 4)]
-    step2 = fs.predict("runai", NODES, projects, jobs, step1.placements)
     assert step2.allocated == {"a": 12, "b": 0}
     assert set(step2.preempted) == {"b-gang-0", "b-gang-1"}
     _stable("runai", projects, jobs, step2)
 
     independent = list(fs.replicas("b-pods", "b", 2, 4))
-    step1 = fs.predict("runai", NODES, projects, [*independent, Job("a-8g", "a", 8)])
-    step2 = fs.predict(
-        "runai", NODES, projects, [*independent, Job("a-8g", "a", 8), Job("a-4g", "a", 4)], step1.placements
-    )
+    _, step2, _ = _two_steps(projects, [*independent, Job("a-8g", "a", 8)], [Job("a-4g", "a", 4)])
     assert step2.allocated == {"a": 12, "b": 4}
 
 
@@ -105,10 +107,8 @@ def test_a_pod_beyond_the_core_is_evicted_alone() -> None:
     # beyond the core, goes alone, and b keeps its core (8).
     projects = [Project("a", quota=8), Project("b", quota=4)]
     gang = list(fs.replicas("b-gang", "b", 3, 4, min_members=2))
-    step1 = fs.predict("runai", NODES, projects, [*gang, Job("a-4g", "a", 4)])
+    step1, step2, _ = _two_steps(projects, [*gang, Job("a-4g", "a", 4)], [Job("a-4g-2", "a", 4)])
     assert step1.allocated == {"a": 4, "b": 12}
-    jobs = [*gang, Job("a-4g", "a", 4), Job("a-4g-2", "a", 4)]
-    step2 = fs.predict("runai", NODES, projects, jobs, step1.placements)
     assert step2.preempted == ("b-gang-2",)
     assert step2.allocated == {"a": 8, "b": 8}
 
