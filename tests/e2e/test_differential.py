@@ -17,8 +17,8 @@ def _jobs(scenario: dict) -> list[dict]:
     return [job for step in scenario["steps"] for job in step["submit"]]
 
 
-# Seeds of the bench's default site (2 nodes of 8 GPUs), each kept for the case it draws: the three
-# the model got wrong before it learnt the case (docs/fairshare.md), and one of plain borrowing.
+# Seeds of the bench's default site (2 nodes of 8 GPUs), each kept for the case it draws: four the
+# model got wrong before it learnt the case (docs/fairshare.md), and one of plain borrowing.
 SAMPLE = {
     # an interactive job that preempts its own project's training job (KAI's preempt action)
     3: lambda scenario: any(job["kind"] == "interactive" and job["project"] == "q1" for job in _jobs(scenario)),
@@ -32,6 +32,8 @@ SAMPLE = {
     ),
     # plain over-quota borrowing and reclaim
     1: lambda scenario: len(scenario["steps"]) >= 2,
+    # two queues equally above their share: KAI takes from the one created last (q4, not q1)
+    261: lambda scenario: [project["gpu_quota"] for project in scenario["projects"]] == [5, 2, 5, 3],
 }
 
 
