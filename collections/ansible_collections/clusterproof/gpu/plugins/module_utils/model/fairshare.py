@@ -522,14 +522,19 @@ class _Engine:
             for j in core:
                 self.in_core[j] = True
             self.gang_core.append(core)
+        # What starting each job adds to its project: its own units; for a core pod, those of its
+        # gang's core pods not running (all of them now; _occupy and _release keep it current).
+        self.start_units = list(self.units)
+        for core in self.gang_core:
+            total = sum(self.units[m] for m in core)
+            for m in core:
+                self.start_units[m] = total
 
-    def _start_units(self, j: int) -> int:
-        """What starting job ``j`` adds to its project: the units of its gang's core pods not
-        running, for a core pod; else the job's own."""
-        gid = self.gang[j]
-        if gid < 0 or not self.in_core[j]:
-            return self.units[j]
-        return sum(self.units[m] for m in self.gang_core[gid] if self.place[m] is None)
+    def _recount_core(self, gid: int) -> None:
+        core = self.gang_core[gid]
+        total = sum(self.units[m] for m in core if self.place[m] is None)
+        for m in core:
+            self.start_units[m] = total
 
     def _gang_blocked(self, j: int) -> bool:
         """Whether job ``j`` cannot be started on its own: a core pod other than the first one not
@@ -616,6 +621,8 @@ class _Engine:
 
     def _occupy(self, j: int, n: int, gpus: tuple[int, ...]) -> None:
         self.place[j] = (n, gpus)
+        if self.in_core[j]:
+            self._recount_core(self.gang[j])
         self.node_jobs[n].add(j)
         q = self.leaf[j]
         self.leaf_running[q].add(j)
@@ -634,6 +641,8 @@ class _Engine:
         assert placement is not None
         n, gpus = placement
         self.place[j] = None
+        if self.in_core[j]:
+            self._recount_core(self.gang[j])
         self._released.append(j)
         self.node_jobs[n].discard(j)
         q = self.leaf[j]
@@ -758,7 +767,7 @@ class _Engine:
     # policy ---------------------------------------------------------------------------------
 
     def _within_limits(self, j: int) -> bool:
-        units, tree, alloc = self._start_units(j) if self.gang_pods else self.units[j], self.tree, self.alloc
+        units, tree, alloc = self.start_units[j], self.tree, self.alloc
         if self.used + units > self.cohort_cap + _EPS:
             return False
         for a in tree.path[self.leaf[j]]:
@@ -771,8 +780,7 @@ class _Engine:
         if self.preemptible[j]:
             return True
         q = self.leaf[j]
-        units = self._start_units(j) if self.gang_pods else self.units[j]
-        return self.interactive_alloc[q] + units <= self.tree.quota[q] + _EPS
+        return self.interactive_alloc[q] + self.start_units[j] <= self.tree.quota[q] + _EPS
 
     def _may_start(self, j: int) -> bool:
         """Rules other than fair share: the limits on the path, the interactive rule, and a gang's
@@ -790,8 +798,7 @@ class _Engine:
         bound = (self.entitled if level is None else level)[q]
         if self.gang_pods and self._gang_blocked(j):
             return False
-        units = self._start_units(j) if self.gang_pods else self.units[j]
-        return self.alloc[q] + units <= bound + _EPS and self._interactive_ok(j)
+        return self.alloc[q] + self.start_units[j] <= bound + _EPS and self._interactive_ok(j)
 
     def settle(self) -> None:
         while True:
@@ -941,7 +948,7 @@ class _Engine:
         """Start pending jobs in submission order (runai: within fair share; elastic: within max)."""
         changed = False
         fair = self.policy in _FAIR_SHARE_POLICIES
-        alloc, entitled = self.alloc, self.entitled
+        alloc, entitled, start_units = self.alloc, self.entitled, self.start_units
         gangs = bool(self.gang_pods)
         whole_fails = _INF  # idle capacity only shrinks in this pass: remember the smallest misfit
         fraction_fails = _INF
@@ -951,8 +958,7 @@ class _Engine:
             g = self.whole[j]
             if (g and g >= whole_fails) or (not g and self.units[j] >= fraction_fails):
                 continue
-            units = self._start_units(j) if gangs else self.units[j]
-            if fair and alloc[self.leaf[j]] + units > entitled[self.leaf[j]] + _EPS:
+            if fair and alloc[self.leaf[j]] + start_units[j] > entitled[self.leaf[j]] + _EPS:
                 continue
             if not self._may_start(j):
                 continue
@@ -1019,8 +1025,7 @@ class _Engine:
                     break
                 if self.gang_pods and self._gang_blocked(j):
                     continue
-                start = self._start_units(j) if self.gang_pods else self.units[j]
-                if self.policy == "kueue" and self.used + start <= self.cohort_cap + _EPS:
+                if self.policy == "kueue" and self.used + self.start_units[j] <= self.cohort_cap + _EPS:
                     # Kueue preempts for quota, not for room on the nodes: a workload its cohort's
                     # quotas still cover is admitted and waits for the scheduler to find it a node.
                     continue
@@ -1234,7 +1239,8 @@ class _Engine:
                 return False
             pick = min(usable, key=lambda v: self._rank(v, removed, claimant_path, level))
             chosen.append(pick)
-            left = [v for v in left if v not in self._gang_mates(pick)]
+            going = set(self._gang_mates(pick))
+            left = [v for v in left if v not in going]
             removed = self._removed_in(chosen)
         chosen = _without_unneeded(chosen, lambda trial: self._gang_fits(core, trial, self._removed_in(trial)))
         self._evict(chosen)

@@ -339,6 +339,8 @@ class _Run:
         self.created: dict[str, tuple[scenarios.ScenarioJob, list[dict[str, Any]]]] = {}
         # The pods of each gang not deleted: recreated when the scheduler evicts them.
         self.gangs: dict[str, list[dict[str, Any]]] = {}
+        # Every pod the last observation listed, by name (finished and terminating ones too).
+        self.listed_pods: set[str] = set()
         # This run's id, on every object it creates (RUN_LABEL): unique per process and time.
         self.run_id = "%s-%d" % (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid())
         state_dir = options.sandbox_state_dir
@@ -529,16 +531,12 @@ class _Run:
                 self.applier.delete(manifest)
 
     def _recreate_gang_pods(self) -> None:
-        """Create again the pods of a gang that the scheduler evicted: what a gang's controller (a
-        training operator) does, so that an evicted gang waits in its queue as a Job's pods do."""
-        for name, pods in self.gangs.items():
-            namespace = pods[0]["metadata"]["namespace"]
-            selector = "%s=%s" % (workloads.WORKLOAD_NAME_LABEL, name)
-            present = {
-                pod.metadata.name for pod in self.core.list_namespaced_pod(namespace, label_selector=selector).items
-            }
+        """Create again the pods of a gang that the scheduler evicted (gone from the last
+        observation's listing): what a gang's controller (a training operator) does, so that an
+        evicted gang waits in its queue as a Job's pods do."""
+        for pods in self.gangs.values():
             for pod in pods:
-                if pod["metadata"]["name"] not in present:
+                if pod["metadata"]["name"] not in self.listed_pods:
                     self.applier.apply(pod)
 
     def _judge(
@@ -589,12 +587,14 @@ class _Run:
         pending: list[str] = []
         groups: dict[str, list[str]] = {}
         replicas: dict[str, int] = {}
+        listed: set[str] = set()
         deployments = {job.name for step in scenario.steps for job in step.submit if job.replicas is not None}
         for project in scenario.projects:
             allocated[project.name] = 0.0
             if project.name in scenario.parents:
                 continue  # inner node of a quota tree: it holds what its children hold
             for pod in self.core.list_namespaced_pod(self.prefix + project.name).items:
+                listed.add(pod.metadata.name)
                 if pod.metadata.deletion_timestamp or pod.status.phase in ("Succeeded", "Failed"):
                     continue
                 name = (pod.metadata.labels or {}).get(workloads.WORKLOAD_NAME_LABEL)
@@ -608,6 +608,7 @@ class _Run:
                         groups.setdefault(group, []).append(name)
                 else:
                     pending.append(name)
+        self.listed_pods = listed
         parents = {project.name: project.parent for project in scenario.projects if project.parent}
         rolled = scenarios.roll_up({key: round(value, 3) for key, value in allocated.items()}, parents)
         shared = tuple(sorted(tuple(sorted(members)) for members in groups.values()))
@@ -624,9 +625,9 @@ class _Run:
         deadline = time.monotonic() + self.options.step_timeout
         last, since = None, time.monotonic()
         while True:
+            observed = self._observe(() if pods_first else expected_names)
             if self.gangs:
                 self._recreate_gang_pods()
-            observed = self._observe(() if pods_first else expected_names)
             self.timeline.append([round(time.monotonic() - self.started, 1), dict(observed.allocated)])
             complete = not pods_first or set(expected_names) <= set(observed.running) | set(observed.pending)
             key = (observed.allocated, observed.running, observed.pending, observed.shared_gpus, observed.replicas)

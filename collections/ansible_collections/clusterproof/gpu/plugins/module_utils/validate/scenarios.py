@@ -926,13 +926,10 @@ def disruption(scenario: Scenario, index: int, before: Observation | None, after
     return Disruption(round(requested, 3), tuple(evicted))
 
 
-def _workloads(scenario: Scenario, model_jobs: Sequence[str]) -> list[str]:
-    """The scenario's workloads that ``model_jobs`` belong to (a replica ``name-0`` to ``name``), in
-    the order first met, each once: the names the observed side of a table uses."""
-    owner = {
-        model_job.name: job.name for step in scenario.steps for job in step.submit for model_job in job.model_jobs()
-    }
-    return list(dict.fromkeys(owner.get(name, name) for name in model_jobs))
+def _workload_of(scenario: Scenario) -> dict[str, str]:
+    """Each model job's workload (a replica ``name-0`` is ``name``'s): the names the observed side
+    of a table uses."""
+    return {model.name: job.name for step in scenario.steps for job in step.submit for model in job.model_jobs()}
 
 
 def disruption_table(
@@ -944,11 +941,13 @@ def disruption_table(
     requested, and which workloads were evicted (a report table's data). A step that evicts more
     than it asks for (KAI's history has a 48-GPU request that evicted 376) is marked warn."""
     unit = scenario.unit
+    owner = _workload_of(scenario)
     rows, status = [], []
     for index, after in enumerate(observed):
         seen = disruption(scenario, index, observed[index - 1] if index else None, after)
         prediction = predictions[index] if index < len(predictions) else None
-        predicted = "—" if prediction is None else ", ".join(_workloads(scenario, prediction.preempted)) or "none"
+        names = dict.fromkeys(owner.get(name, name) for name in prediction.preempted) if prediction else {}
+        predicted = "—" if prediction is None else ", ".join(names) or "none"
         rows.append(
             [
                 scenario.steps[index].name,
