@@ -466,13 +466,41 @@ def test_interactive_work_stays_within_quota(case, policy):
 
 
 @PROPERTY
-@given(case=two_steps(), policy=st.sampled_from(fs.POLICIES))
+@given(case=two_steps(), policy=st.sampled_from(("runai", "elastic")))
 def test_a_stable_state_is_a_fixed_point(case, policy):
     nodes, projects, first_jobs, second_jobs = case
+    # Steps chain as the scenario runner chains them: where jobs run, and (kueue) which admitted
+    # workloads wait for a node.
     first = fs.predict(policy, nodes, projects, first_jobs)
-    second = fs.predict(policy, nodes, projects, second_jobs, first.placements)
-    again = fs.predict(policy, nodes, projects, second_jobs, second.placements)
+    second = fs.predict(policy, nodes, projects, second_jobs, first.placements, first.waiting)
+    again = fs.predict(policy, nodes, projects, second_jobs, second.placements, second.waiting)
     assert again.placements == second.placements and again.pending == second.pending and again.preempted == ()
+    assert again.waiting == second.waiting
+
+
+# Under kueue a stable state is not always a fixed point: in about 1 % of these random two-step
+# cases (39 of 3,000 at stop 27) predicting again moves a job. Most (34) come from the model's guard
+# that preempts a workload at most once per prediction (docs/fairshare.md, policy kueue); the rest
+# from the order of admission, which a prediction does not carry to the next. What always holds:
+
+
+@PROPERTY
+@given(case=two_steps())
+def test_kueue_holds_no_more_than_the_cohort_s_quotas_and_no_job_both_runs_and_waits(case):
+    nodes, projects, first_jobs, second_jobs = case
+    first = fs.predict("kueue", nodes, projects, first_jobs)
+    second = fs.predict("kueue", nodes, projects, second_jobs, first.placements, first.waiting)
+    for result, jobs in ((first, first_jobs), (second, second_jobs)):
+        by_name = {job.name: job for job in jobs}
+        assert not set(result.waiting) & set(result.placements)
+        assert set(result.waiting) <= set(result.pending)
+        held: dict[str, float] = defaultdict(float)  # running and admitted-waiting, by queue
+        for name in [*result.placements, *result.waiting]:
+            held[by_name[name].project] += by_name[name].gpus
+        assert sum(held.values()) <= sum(project.quota for project in projects) + 1e-9
+        for project in projects:
+            if project.limit is not None:
+                assert held[project.name] <= project.limit + 1e-9
 
 
 def guarantee(project: Project, jobs: list[Job]) -> float:
@@ -645,13 +673,18 @@ def test_kai_interactive_work_preempts_its_own_projects_training_jobs():
     )  # fmt: skip
     assert result.preempted == ("j5-2g",)
     assert result.allocated["q1"] == 10
-    # Under Kueue an interactive job is an ordinary preemptible workload: it waits for room.
+    # Kueue admits 13 (the cohort's quotas): q1's 8-GPU job, not its 1- and 2-GPU ones. Its
+    # interactive job, of higher priority, preempts in its own queue too (withinClusterQueue
+    # LowerPriority), but by quota, not by node: q1's only lower-priority workload running is the
+    # 8-GPU one, and it goes; the 1- and 2-GPU jobs then fit the cohort's quotas and start.
     kueue_first = fs.predict("kueue", [("n1", 8), ("n2", 8)], projects, running_jobs)
+    assert kueue_first.allocated == {"q1": 8, "q4": 1, "q5": 4}
     kueue = fs.predict(
         "kueue", [("n1", 8), ("n2", 8)], projects, running_jobs + [Job("j6-1g", "q1", 1, interactive=True)],
         kueue_first.placements,
     )  # fmt: skip
-    assert kueue.preempted == () and "j6-1g" in kueue.pending
+    assert kueue.preempted == ("j1-8g",) and kueue.pending == ("j1-8g",)
+    assert kueue.allocated == {"q1": 4, "q4": 1, "q5": 4}
 
 
 def test_kai_consolidates_a_node_for_a_job_that_fits_only_in_idle_gpus_spread_over_nodes():
@@ -748,3 +781,179 @@ def test_kai_reclaims_from_the_queue_declared_last_of_two_equally_over_their_sha
     assert result.deserved["q1"] == result.deserved["q2"] == 6  # each 2 above its share
     assert result.preempted == ("q2-8g",)
     assert result.allocated == {"q1": 8, "q2": 0, "q3": 4}
+
+
+def test_kueue_fair_preemption_reclaims_for_a_queue_within_its_quota():
+    # Issue 14's smallest case at the quota level: a (nominal 3) asks 2 while b (nominal 3) holds 6.
+    # a's share after admission is 0, b's after losing its workload is 0: 0 <= 0
+    # (LessThanOrEqualToFinalShare), so b's workload goes.
+    assert fs.kueue_fair_targets(0, 2, [0, 6], [3, 3], [3, 3], [(1, 6)], 6) == [0]
+
+
+def test_kueue_fair_preemption_takes_the_claimants_own_lower_priority_work_before_a_smaller_borrower():
+    # Differential seed 8, step 2, on Kueue: q1 (nominal 5, weight 5) holds 2 + 4, borrowing 1; q2
+    # (nominal 11, weight 11) holds 4 and asks 8 more for an interactive workload. With it q2 would
+    # borrow 1 of 16: share 1000/16/11 = 5.7, q1's 1000/16/5 = 12.5. Strategy 1 refuses both of q1's
+    # workloads (q1 would not borrow after either: share 0 < 5.7) and keeps them for strategy 2;
+    # q1 then has no candidate left, so q2, the claimant, is the queue with the highest share and its
+    # own training workload (lower priority) goes: 6 + 8 fit the cohort's 16.
+    candidates = [(0, 4), (0, 2), (1, 4)]  # q1's newest, q1's older, q2's own
+    assert fs.kueue_fair_targets(1, 8, [6, 4], [5, 11], [5, 11], candidates, 16) == [2]
+    # Without work of its own to give, strategy 2 takes one of q1's: q2's share after (5.7) is below
+    # q1's before (12.5).
+    assert fs.kueue_fair_targets(1, 8, [6, 4], [5, 11], [5, 11], candidates[:2], 16) == [0]
+    # q1 asking 8 more, borrowing 9 (share 112.5), finds nobody: q2 does not borrow.
+    assert fs.kueue_fair_targets(0, 8, [6, 8], [5, 11], [5, 11], [], 16) is None
+
+
+def test_kueue_fair_preemption_puts_back_the_targets_the_claimant_does_not_need():
+    # b (nominal 2) borrows 4 with a 1- and a 3-unit workload (newest first); a (nominal 6) asks 4
+    # with 2 free. Strategy 1 takes the 1-unit one first (b stays above a's share of 0), then the
+    # 3-unit one; 1 + 3 free 4 and with 2 idle only the 3-unit one is needed: the 1 goes back.
+    assert fs.kueue_fair_targets(0, 4, [0, 6], [6, 2], [6, 2], [(1, 1), (1, 3)], 8) == [1]
+
+
+def test_kueue_fair_preemption_ranks_a_borrowing_queue_of_weight_zero_above_all():
+    # a (nominal 4) holds 1 and asks 1 more, the cohort's 6 all in use; c (nominal 0, weight 0)
+    # borrows 1, b (nominal 2, weight 2) borrows 2: any borrowing at weight 0 is the highest share,
+    # so c is targeted first, and its one workload is enough.
+    candidates = [(1, 2), (2, 1)]
+    assert fs.kueue_fair_targets(0, 1, [1, 4, 1], [4, 2, 0], [4, 2, 0], candidates, 6) == [1]
+    # At weight 1 c's share (1000/6) ties with b's (2000/6/2): the queue whose first candidate comes
+    # first in Kueue's order wins, b; at weight 4 (c: 42) b is first anyway.
+    assert fs.kueue_fair_targets(0, 1, [1, 4, 1], [4, 2, 0], [4, 2, 1], candidates, 6) == [0]
+    assert fs.kueue_fair_targets(0, 1, [1, 4, 1], [4, 2, 0], [4, 2, 4], candidates, 6) == [0]
+
+
+def test_kueue_model_follows_differential_seed_8():
+    # Seed 8 of the bench on Kueue (2 nodes of 8; q1 quota 5, q2 quota 11, weights = quotas). Step 2:
+    # q2's interactive 8-GPU workload first takes q2's own training workload, which then preempts q1's
+    # newest borrowing workload (strategy 2): q1 keeps 2, q2 holds 12; q1's 8-GPU job waits.
+    projects = [Project("q1", quota=5), Project("q2", quota=11)]
+    nodes = [("n1", 8), ("n2", 8)]
+    step1 = [Job("j1-2g", "q1", 2), Job("j2-4g", "q1", 4), Job("j3-4g", "q2", 4), Job("j4-4g", "q1", 4)]
+    step1.append(Job("j5-4g", "q2", 4))
+    first = fs.predict("kueue", nodes, projects, step1)
+    assert first.allocated == {"q1": 6, "q2": 8} and first.pending == ("j4-4g",)
+    left = {name: place for name, place in first.placements.items() if name != "j3-4g"}
+    step2 = [job for job in step1 if job.name not in ("j3-4g", "j4-4g")]
+    step2 += [Job("j6-8g", "q2", 8, interactive=True), Job("j7-8g", "q1", 8)]
+    second = fs.predict("kueue", nodes, projects, step2, left)
+    assert second.allocated == {"q1": 2, "q2": 12}
+    assert second.preempted == ("j2-4g",) and second.pending == ("j2-4g", "j7-8g")
+
+
+def test_kueue_higher_priority_work_of_a_queue_at_its_limit_takes_the_queue_s_own_lower_priority_work():
+    # Differential seed 76 on Kueue: the cohort's quotas add up to 2 (q1 0, q2 2). q1's 2-GPU
+    # training workload runs (borrowing q2's 2); q1's 1-GPU interactive workload arrives. With its
+    # own lower-priority work gone q1 would hold 1: the training workload is preempted
+    # (withinClusterQueue LowerPriority) and does not come back (2 + 1 > 2).
+    projects = [Project("q1", quota=0), Project("q2", quota=2)]
+    nodes = [("n1", 8), ("n2", 8)]
+    first = fs.predict("kueue", nodes, projects, [Job("j1-2g", "q1", 2)])
+    assert first.allocated["q1"] == 2
+    later = fs.predict(
+        "kueue", nodes, projects, [Job("j1-2g", "q1", 2), Job("j3-1g", "q1", 1, interactive=True)], first.placements
+    )
+    assert later.preempted == ("j1-2g",) and later.pending == ("j1-2g",)
+    assert later.allocated["q1"] == 1
+
+
+def test_kueue_admits_a_queue_s_higher_priority_work_first():
+    # Two workloads of q1 wait for the one GPU the cohort's quota allows: the interactive one (higher
+    # priority) is admitted although the training one came first, as a ClusterQueue orders them.
+    projects = [Project("q1", quota=1)]
+    result = fs.predict(
+        "kueue", [("n1", 8)], projects, [Job("j1-1g", "q1", 1), Job("j2-1g", "q1", 1, interactive=True)]
+    )
+    assert result.pending == ("j1-1g",)
+
+
+def test_kueue_preempts_by_quota_and_the_admitted_workload_holds_it_while_it_waits_for_a_node():
+    # Differential seed 52 on Kueue: the cohort's quotas add up to 13 (q1 3, q2 10). q1 runs 4
+    # (borrowing 1) on n2 beside q2's 4, q2 runs 1 on n1. q2's 8-GPU workload needs 5 + 8 = 13:
+    # q1's workload is preempted for quota, although no node then has 8 GPUs free (n1: 7, n2: 4).
+    # The 8-GPU workload is admitted and waits for a node, holding its 8 of the cohort's quota:
+    # nothing else of q1's is admitted, and nothing of q2's runs in its place.
+    projects = [Project("q1", quota=3, weight=3), Project("q2", quota=10, weight=10)]
+    nodes = [("n1", 8), ("n2", 8)]
+    running = {
+        "j3-1g": Placement("n1", (5,)),
+        "j4-4g": Placement("n2", (0, 1, 2, 3)),
+        "j5-4g": Placement("n2", (4, 5, 6, 7)),
+    }
+    jobs = [Job("j3-1g", "q2", 1), Job("j4-4g", "q2", 4), Job("j5-4g", "q1", 4), Job("j6-8g", "q2", 8)]
+    result = fs.predict("kueue", nodes, projects, jobs, running)
+    assert result.preempted == ("j5-4g",)
+    assert set(result.pending) == {"j5-4g", "j6-8g"}
+    assert result.allocated == {"q1": 0, "q2": 5}
+    # Where the nodes have the room, the admitted workload runs.
+    roomy = fs.predict("kueue", [("n1", 8), ("n2", 8), ("n3", 8)], projects, jobs, running)
+    assert roomy.preempted == ("j5-4g",) and roomy.allocated == {"q1": 0, "q2": 13}
+
+
+def test_kueue_a_queue_at_its_limit_makes_room_from_its_own_lower_priority_work_though_the_cohort_has_room():
+    # Differential seed 90, step 2, on Kueue: q3 (quota 1, limit 2) runs a 2-GPU training workload;
+    # its 1-GPU interactive workload fits the cohort's quotas but not q3's limit: the training
+    # workload is preempted (withinClusterQueue LowerPriority) and q3 holds 1.
+    projects = [Project("q3", quota=1, limit=2, weight=4), Project("q4", quota=5)]
+    running = {"j6-2g": Placement("n1", (0, 1))}
+    jobs = [Job("j6-2g", "q3", 2), Job("j8-1g", "q3", 1, interactive=True)]
+    result = fs.predict("kueue", [("n1", 8), ("n2", 8)], projects, jobs, running)
+    assert result.preempted == ("j6-2g",)
+    assert result.allocated == {"q3": 1, "q4": 0}
+    # The cohort's quotas alone are no reason: as training work it waits.
+    waiting = fs.predict("kueue", [("n1", 8), ("n2", 8)], projects, [jobs[0], Job("j8-1g", "q3", 1)], running)
+    assert waiting.preempted == () and waiting.pending == ("j8-1g",)
+
+
+def test_kueue_a_workload_admitted_while_it_waits_for_a_node_keeps_its_quota_into_the_next_step():
+    # Differential seed 152 on Kueue (2 nodes of 8; q1 quota 14, q2 quota 4: the cohort admits 18).
+    # q1's second 8-GPU interactive workload is admitted by quota (q1 16 of 18) with no node free,
+    # so q1's 4-GPU training workload is not. In the next step that admitted workload still holds
+    # its 8 GPUs of quota: q1's new 1- and 2-GPU work finds the cohort full and waits.
+    projects = [Project("q1", quota=14), Project("q2", quota=4)]
+    nodes = [("n1", 8), ("n2", 8)]
+    step_1 = [
+        Job("j1-8g", "q1", 8, True),
+        Job("j2-4g", "q1", 4),
+        Job("j3-1g", "q2", 1),
+        Job("j4-1g", "q2", 1),
+        Job("j5-8g", "q1", 8, True),
+    ]
+    first = fs.predict("kueue", nodes, projects, step_1)
+    assert first.waiting == ("j5-8g",)
+    assert first.allocated == {"q1": 8, "q2": 2}
+    assert "j2-4g" in first.pending
+    step_2 = step_1 + [Job("j6-1g", "q1", 1), Job("j7-2g", "q1", 2, True)]
+    second = fs.predict("kueue", nodes, projects, step_2, first.placements, first.waiting)
+    assert second.waiting == ("j5-8g",)
+    assert second.allocated == {"q1": 8, "q2": 2}
+    # Without the carried admission the step would start q1's new work on the idle GPUs.
+    forgetful = fs.predict("kueue", nodes, projects, step_2, first.placements)
+    assert forgetful.allocated["q1"] > 8
+
+
+def test_kueue_the_room_a_preemption_frees_goes_to_the_workload_admitted_first():
+    # Differential seed 224, step 3, on Kueue (2 nodes of 8; the cohort's quotas add up to 23).
+    # q4 borrows 7 (a 4- and an 8-GPU workload). q1's 8-GPU workload is admitted by quota and waits,
+    # no node free; q3's 8-GPU workload then needs quota and preempts q4's 8-GPU one. The node it
+    # frees goes to q1's workload, admitted first, whose pod was waiting; q3's waits in its turn.
+    projects = [
+        Project("q1", quota=8, limit=10, weight=4),
+        Project("q2", quota=5),
+        Project("q3", quota=5),
+        Project("q4", quota=5, weight=1),
+        Project("q5", quota=0, limit=9),
+    ]
+    nodes = [("n1", 8), ("n2", 8)]
+    running = {"j3-4g": Placement("n1", (0, 1, 2, 3)), "j4-8g": Placement("n2", (0, 1, 2, 3, 4, 5, 6, 7))}
+    held = [Job("j3-4g", "q4", 4), Job("j4-8g", "q4", 8)]
+    first = fs.predict("kueue", nodes, projects, held + [Job("j5-8g", "q1", 8)], running)
+    assert first.waiting == ("j5-8g",) and first.allocated["q4"] == 12
+    jobs = held + [Job("j5-8g", "q1", 8), Job("j6-8g", "q3", 8)]
+    second = fs.predict("kueue", nodes, projects, jobs, first.placements, first.waiting)
+    assert second.preempted == ("j4-8g",)
+    assert second.placements["j5-8g"].node == "n2"
+    assert second.waiting == ("j6-8g",)
+    assert second.allocated == {"q1": 8, "q2": 0, "q3": 0, "q4": 4, "q5": 0}

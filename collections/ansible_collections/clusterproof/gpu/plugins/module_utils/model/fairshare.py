@@ -66,7 +66,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -140,6 +140,8 @@ class Prediction:
 
     ``deserved`` is the runai fair share, or the elastic ``min``. ``preempted`` lists the jobs that
     ran before this step (``running``) and wait now. ``parents`` maps each sub-project to its parent.
+    ``waiting`` (policy kueue) lists the pending jobs admitted by quota whose pods wait for a node, in
+    the order admitted: they hold their quota, though ``allocated`` counts only what runs.
     """
 
     policy: str
@@ -150,6 +152,7 @@ class Prediction:
     pending: tuple[str, ...]
     preempted: tuple[str, ...] = ()
     parents: dict[str, str] = field(default_factory=dict)
+    waiting: tuple[str, ...] = ()
 
     @property
     def total_allocated(self) -> float:
@@ -378,6 +381,7 @@ class _Engine:
         tree: _Tree,
         jobs: Sequence[Job],
         running: Mapping[str, Placement],
+        waiting: Sequence[str] = (),
     ) -> None:
         self.policy = policy
         self.tree = tree
@@ -443,6 +447,15 @@ class _Engine:
         self.over_heaps: list[list[tuple[float, int, int]]] | None = None  # set while reclaim runs
         self.node_heaps: list[list[tuple[int, int, int]]] | None = None  # built by the first claim of a pass
         self.flat = all(parent < 0 for parent in tree.parent)
+        # When each running job was (last) placed: Kueue takes the most recently admitted first.
+        self.admitted = [0] * len(self.jobs)
+        self.admissions = 0
+        self.kueue_preempted: set[int] = set()
+        # kueue: workloads admitted by quota whose pods wait for a node. They hold their quota (in
+        # alloc and used) as Kueue counts them, run on no node, and go to a node when one has room.
+        self.reserved: set[int] = set()
+        self.leaf_reserved: list[set[int]] = [set() for _ in range(count)]
+        self.reserves = policy == "kueue" and self.flat
 
         was_running: list[int] = []
         for j, job in enumerate(self.jobs):
@@ -454,6 +467,14 @@ class _Engine:
             self._restore(j, node_index[placement.node], placement)
             was_running.append(j)
         self.was_running = was_running
+        if self.reserves and waiting:
+            # Admitted before this step and still waiting for a node: they hold their quota, in the
+            # order Kueue admitted them.
+            index = {job.name: j for j, job in enumerate(self.jobs)}
+            for name in waiting:
+                j = index.get(name, -1)
+                if j >= 0 and self.place[j] is None and j not in self.reserved:
+                    self._reserve(j)
         self.buckets: list[list[int]] = [[] for _ in range(max(self.node_size, default=0) + 1)]
         for n, free in enumerate(self.free):
             self.buckets[free].append(n)
@@ -624,6 +645,8 @@ class _Engine:
         if self.in_core[j]:
             self._recount_core(self.gang[j])
         self.node_jobs[n].add(j)
+        self.admissions += 1
+        self.admitted[j] = self.admissions
         q = self.leaf[j]
         self.leaf_running[q].add(j)
         units = self.units[j]
@@ -667,6 +690,49 @@ class _Engine:
                 self._set_partial(n, gpu, used - units)
         if self.over_heaps is not None:
             self._note_alloc(q, n, gone=j)
+
+    def _reserve(self, j: int) -> None:
+        """kueue: admit ``j`` by quota alone, its pods waiting for a node."""
+        q, units = self.leaf[j], self.units[j]
+        self.reserved.add(j)
+        self.leaf_reserved[q].add(j)
+        self.used += units
+        for a in self.tree.path[q]:
+            self.alloc[a] += units
+        self.stamp[q] += 1
+        self.admissions += 1
+        self.admitted[j] = self.admissions
+
+    def _unreserve(self, j: int) -> None:
+        q, units = self.leaf[j], self.units[j]
+        self.reserved.discard(j)
+        self.leaf_reserved[q].discard(j)
+        self.used -= units
+        for a in self.tree.path[q]:
+            self.alloc[a] -= units
+        self.stamp[q] += 1
+
+    def _kueue_evict(self, j: int) -> None:
+        """A victim: a running job released, or an admitted one that waits for a node unadmitted."""
+        if j in self.reserved:
+            self._unreserve(j)
+            self._released.append(j)
+        else:
+            self._release(j)
+
+    def _place_reserved(self) -> bool:
+        """kueue: the admitted workloads whose pods wait go to nodes that have room now, first admitted first."""
+        changed = False
+        for j in sorted(self.reserved, key=lambda v: self.admitted[v]):
+            self._unreserve(j)
+            if self._try_place(j):
+                changed = True
+            else:
+                stamp = self.admitted[j]
+                self._reserve(j)
+                self.admissions -= 1
+                self.admitted[j] = stamp
+        return changed
 
     def _free_gpus(self, n: int, gpus: tuple[int, ...]) -> None:
         lst = self.free_idx[n]
@@ -802,7 +868,8 @@ class _Engine:
 
     def settle(self) -> None:
         while True:
-            changed = self._admit_in_order()
+            changed = self._place_reserved() if self.reserved else False
+            changed = self._admit_in_order() or changed
             if self.policy in _FAIR_SHARE_POLICIES:
                 changed = self._lend_idle() or changed
             if self.policy == "runai":
@@ -944,6 +1011,16 @@ class _Engine:
         self._pending_list = pending
         return pending
 
+    def _admission_order(self) -> list[int]:
+        """The pending jobs in the order they are admitted: submission order; kueue: a queue's
+        higher-priority work (interactive) first, as a ClusterQueue orders its workloads."""
+        pending = self._pending()
+        if self.policy != "kueue":
+            return pending
+        pending = [j for j in pending if j not in self.reserved]
+        interactive = [j for j in pending if self.jobs[j].interactive]
+        return interactive + [j for j in pending if not self.jobs[j].interactive]
+
     def _admit_in_order(self) -> bool:
         """Start pending jobs in submission order (runai: within fair share; elastic: within max)."""
         changed = False
@@ -952,8 +1029,8 @@ class _Engine:
         gangs = bool(self.gang_pods)
         whole_fails = _INF  # idle capacity only shrinks in this pass: remember the smallest misfit
         fraction_fails = _INF
-        for j in self._pending():
-            if not self.free_whole and not self.partial_room:
+        for j in self._admission_order():
+            if not self.reserves and not self.free_whole and not self.partial_room:
                 break
             g = self.whole[j]
             if (g and g >= whole_fails) or (not g and self.units[j] >= fraction_fails):
@@ -966,6 +1043,9 @@ class _Engine:
                 changed = self._start_gang(j) or changed  # a gang that does not fit says nothing of one pod
             elif self._try_place(j):
                 changed = True
+            elif self.reserves:
+                self._reserve(j)  # Kueue admits by quota: its pods wait for a node
+                changed = True
             elif g:
                 whole_fails = g
             else:
@@ -975,7 +1055,7 @@ class _Engine:
     def _lend_idle(self) -> bool:
         """runai: lend what fair shares leave idle, to the project furthest below its fair share."""
         queues: dict[int, list[int]] = {}
-        for j in self._pending():
+        for j in self._admission_order():
             queues.setdefault(self.leaf[j], []).append(j)
         if not queues:
             return False
@@ -985,7 +1065,7 @@ class _Engine:
         whole_fails = _INF
         fraction_fails = _INF
         while heap:
-            if not self.free_whole and not self.partial_room:
+            if not self.reserves and not self.free_whole and not self.partial_room:
                 break
             _, q, position = heapq.heappop(heap)
             jobs = queues[q]
@@ -994,7 +1074,10 @@ class _Engine:
             placed = False
             if not ((g and g >= whole_fails) or (not g and self.units[j] >= fraction_fails)) and self._may_start(j):
                 placed = self._start(j)
-                if not placed and not self.in_core[j]:
+                if not placed and self.reserves:
+                    self._reserve(j)
+                    placed = True
+                elif not placed and not self.in_core[j]:
                     if g:
                         whole_fails = g
                     else:
@@ -1012,6 +1095,8 @@ class _Engine:
         Either way no victim's project (nor an ancestor it does not share with the claimant) drops
         below the tier's level, so every reclaim shrinks what is owed and the loop ends.
         """
+        if self.policy == "kueue" and self.flat:
+            return self._kueue_reclaim()
         changed = False
         self.over_heaps = [self._over_heap(level) for level in self.tiers]
         # Within one pass victims only get scarcer for a given claimant project, so a claim that failed
@@ -1054,6 +1139,122 @@ class _Engine:
         finally:
             self.over_heaps = None
             self.node_heaps = None
+        return changed
+
+    def _kueue_reclaim(self) -> bool:
+        """kueue, one cohort of ClusterQueues: each pending workload the cohort's quotas no longer
+        cover, in submission order, preempts as Kueue's fair sharing does (``kueue_fair_targets``):
+        from its own queue, work of lower priority; from other queues, work of those that borrow.
+        The victims go when the claimant also finds a node once they have gone (Kueue itself
+        admits by quota alone; the bench's sites have no node too small for a job they admit)."""
+        changed = False
+        tree, alloc, quota, weight, stamp = self.tree, self.alloc, self.tree.quota, self.tree.weight, self.stamp
+        lendable = self.cohort_cap
+        failed: set[tuple[int, int, bool]] = set()  # claims that found nothing since the last change
+        # A workload is preempted at most once per prediction: claims across queues of different
+        # priorities can otherwise chase each other for ever (the engine would not settle either).
+        preempted = self.kueue_preempted
+        # The queues that borrow and hold work that may still be preempted, the highest share first:
+        # (-flag, -share, queue, stamp), an entry whose stamp is no longer its queue's being stale.
+        # Most claims find no queue above them: the top of the heap says so without a scan.
+        targets: list[tuple[int, float, int, int]] = []
+        pushed = [-1] * len(tree.projects)  # the stamp of each queue's live entry
+
+        def push(q: int) -> None:
+            if pushed[q] == stamp[q] or alloc[q] <= quota[q] + _EPS:
+                return
+            if all(v in preempted for v in self.leaf_running[q]) and all(v in preempted for v in self.leaf_reserved[q]):
+                return
+            flag, value = _kueue_share(alloc[q] - quota[q], lendable, weight[q])
+            pushed[q] = stamp[q]
+            heapq.heappush(targets, (-flag, -value, q, stamp[q]))
+
+        def live_top() -> tuple[int, float, int, int] | None:
+            while targets:
+                top = targets[0]
+                if top[3] == stamp[top[2]]:
+                    return top
+                heapq.heappop(targets)
+                push(top[2])
+            return None
+
+        def queues_at_least(lowest: tuple[int, float], p: int) -> list[int]:
+            """The queues but ``p`` whose share is at least ``lowest`` (the heap left as it was)."""
+            taken: list[tuple[int, float, int, int]] = []
+            found: list[int] = []
+            while (top := live_top()) is not None and (-top[0], -top[1]) >= lowest:
+                taken.append(heapq.heappop(targets))
+                if top[2] != p:
+                    found.append(top[2])
+            for entry in taken:
+                heapq.heappush(targets, entry)
+            return found
+
+        for q in range(len(tree.projects)):
+            push(q)
+        for j in self._pending():
+            if j in self.reserved or self.place[j] is not None:
+                continue  # admitted, or placed since the pass began (a waiting workload given the room)
+            p, units, priority = self.leaf[j], self.units[j], self.jobs[j].interactive
+            if self.used + units <= self.cohort_cap + _EPS and alloc[p] + units <= tree.limit[p] + _EPS:
+                continue  # admitted: it waits for a node, preempting nothing (Kueue preempts for quota)
+            if (p, units, priority) in failed:
+                continue  # as the claim that just found nothing
+            # The claimant's own candidates: work of lower priority (none below training).
+            own = (
+                [
+                    v
+                    for queued in (self.leaf_running[p], self.leaf_reserved[p])
+                    for v in queued
+                    if self.jobs[v].interactive < priority and v not in preempted
+                ]
+                if priority
+                else []
+            )
+            least = alloc[p] + units - sum(self.units[v] for v in own)  # the queue's use, its own candidates gone
+            if least > min(tree.limit[p], self.cohort_cap) + _EPS:
+                failed.add((p, units, priority))
+                continue  # more than the queue may hold even so
+            # A queue whose share is below the claimant's, even once the claimant has given up all
+            # its own candidates, never loses work to it (neither strategy): leave it out.
+            lowest = _kueue_share(least - quota[p], lendable, weight[p])
+            others = queues_at_least(lowest, p)
+            theirs = [
+                v
+                for q in others
+                for queued in (self.leaf_running[q], self.leaf_reserved[q])
+                for v in queued
+                if v not in preempted
+            ]
+            if not theirs and not own:
+                failed.add((p, units, priority))
+                continue
+            # Kueue's order of candidates: other queues' before the claimant's own, lower priority
+            # first, the most recently admitted first.
+            newest_first = self.admitted.__getitem__
+            running = (
+                sorted((v for v in theirs if not self.jobs[v].interactive), key=newest_first, reverse=True)
+                + sorted((v for v in theirs if self.jobs[v].interactive), key=newest_first, reverse=True)
+                + sorted(own, key=newest_first, reverse=True)
+            )
+            candidates = [(self.leaf[v], self.units[v]) for v in running]
+            chosen = kueue_fair_targets(p, units, alloc, quota, weight, candidates, lendable, tree.limit[p])
+            if chosen is None:
+                failed.add((p, units, priority))
+                continue
+            victims = [running[i] for i in chosen]
+            for v in victims:
+                self._kueue_evict(v)
+            preempted.update(victims)
+            # Kueue preempts for quota, whatever the nodes: the claimant is admitted, and its pods
+            # join those admitted earlier that wait for a node; the room the victims leave goes to
+            # the pods waiting longest (seeds 224, 226: a workload admitted before the claimant
+            # takes the freed node, and the claimant waits).
+            self._reserve(j)
+            self._place_reserved()
+            push(p)  # the victims' queues only fall: their entries are put right when they come up
+            changed = True
+            failed.clear()
         return changed
 
     def _over_heap(self, level: list[float]) -> list[tuple[float, int, int]]:
@@ -1384,21 +1585,155 @@ class _Engine:
             n, gpus = placement
             placements[job.name] = Placement(self.node_names[n], gpus, shared=not self.whole[j])
         preempted = tuple(self.jobs[j].name for j in self.was_running if self.place[j] is None)
+        held = [0] * len(tree.projects)  # quota held by admitted workloads that wait for a node
+        for j in self.reserved:
+            for a in tree.path[self.leaf[j]]:
+                held[a] += self.units[j]
         return Prediction(
             policy=self.policy,
             capacity=self.capacity / UNITS_PER_GPU,
-            allocated={p.name: self.alloc[i] / UNITS_PER_GPU for i, p in enumerate(tree.projects)},
+            allocated={p.name: (self.alloc[i] - held[i]) / UNITS_PER_GPU for i, p in enumerate(tree.projects)},
             deserved={p.name: round(self.entitled[i] / UNITS_PER_GPU, 6) for i, p in enumerate(tree.projects)},
             placements=placements,
             pending=tuple(pending),
             preempted=preempted,
             parents={p.name: p.parent for p in tree.projects if p.parent is not None},
+            waiting=tuple(self.jobs[j].name for j in sorted(self.reserved, key=self.admitted.__getitem__)),
         )
 
 
 def _heap_q(heap_id: int) -> int:
     """The project index of an over-level heap entry's id (``_Engine._heap_id``)."""
     return ~heap_id if heap_id < 0 else heap_id
+
+
+def _kueue_share(borrowed: float, lendable: float, weight: float) -> tuple[int, float]:
+    """A ClusterQueue's dominant resource share, as Kueue compares them (CompareDRS): queues of
+    weight 0 that borrow above all others (among themselves by unweighted share), the rest by
+    borrowed / lendable x 1000 / weight; 0 for a queue that does not borrow."""
+    if borrowed <= 0 or lendable <= 0:
+        return (0, 0.0)
+    ratio = float(borrowed) * 1000.0 / float(lendable)
+    return (1, ratio) if weight == 0 else (0, ratio / weight)
+
+
+def kueue_fair_targets(
+    claimant: int,
+    request: float,
+    usage: Sequence[float],
+    nominal: Sequence[float],
+    weight: Sequence[float],
+    candidates: Sequence[tuple[int, float]],
+    cohort_quota: float,
+    claimant_limit: float = _INF,
+) -> list[int] | None:
+    """Which ``candidates`` (queue, amount; in Kueue's candidate order) Kueue v0.16 preempts so that
+    queue ``claimant``'s workload of ``request`` is admitted, or None when fair sharing allows no
+    such set: pkg/scheduler/preemption fairPreemptions on one cohort with one resource and no
+    borrowing or lending limits (``cohort_quota``: the cohort's nominal quotas, all lendable) but the
+    claimant's own (``claimant_limit``: what its queue may hold).
+
+    Shares include the incoming workload. Strategy 1 (LessThanOrEqualToFinalShare): the queue with
+    the highest share is targeted first; a candidate of it goes when the claimant's share is at most
+    the target's share after the removal, then the target is chosen again; candidates that fail
+    wait for strategy 2 (LessThanInitialShare): per queue, highest share first, one candidate goes
+    when the claimant's share is below the target's share before. The claimant's own candidates go
+    when its queue is the one with the highest share. Targets it turns out not to need are put back,
+    the last taken first. Pure."""
+    delta: dict[int, float] = {claimant: request}  # usage changed from ``usage``, by queue
+    total = [sum(usage) + request]
+    amounts = [amount for _, amount in candidates]
+
+    def share(q: int) -> tuple[int, float]:
+        return _kueue_share(usage[q] + delta.get(q, 0) - nominal[q], cohort_quota, weight[q])
+
+    def move(q: int, amount: float) -> None:
+        delta[q] = delta.get(q, 0) + amount
+        total[0] += amount
+
+    def fits() -> bool:
+        # The cohort's quotas, and the claimant's own limit (its nominal quota + borrowing limit).
+        return total[0] <= cohort_quota + _EPS and usage[claimant] + delta[claimant] <= claimant_limit + _EPS
+
+    def ordering(indices: Iterable[int]) -> tuple[dict[int, list[int]], list[tuple[int, float, int, int]]]:
+        """Candidates by queue (each list reversed: its next at the end), and a heap of the queues,
+        the highest share first (ties: the queue whose next candidate comes first)."""
+        queues: dict[int, list[int]] = {}
+        for i in indices:
+            queues.setdefault(candidates[i][0], []).append(i)
+        for listed in queues.values():
+            listed.reverse()
+        return queues, [entry(q, queues) for q in queues]
+
+    def entry(q: int, queues: dict[int, list[int]]) -> tuple[int, float, int, int]:
+        flag, value = share(q)
+        return (-flag, -value, queues[q][-1], q)
+
+    def next_target(queues: dict[int, list[int]], heap: list[tuple[int, float, int, int]]) -> int | None:
+        # Only a queue just taken from (or the claimant) changes its share; its entry is pushed
+        # again then, so an entry that no longer matches its queue is stale.
+        heapq.heapify(heap)
+        while heap:
+            popped = heapq.heappop(heap)
+            q = popped[3]
+            if not queues[q]:
+                continue
+            if popped != entry(q, queues):
+                heapq.heappush(heap, entry(q, queues))
+                continue
+            if popped[:2] == (0, 0.0) and q != claimant:
+                queues[q] = []  # pruned: a queue that does not borrow loses nothing
+                continue
+            return q
+        return None
+
+    targets: list[int] = []
+
+    def take(i: int) -> None:
+        move(candidates[i][0], -amounts[i])
+        targets.append(i)
+
+    def fill_back() -> list[int]:
+        for k in range(len(targets) - 2, -1, -1):
+            i = targets[k]
+            move(candidates[i][0], amounts[i])
+            if fits():
+                targets[k] = targets[-1]
+                targets.pop()
+            else:
+                move(candidates[i][0], -amounts[i])
+        return sorted(targets)
+
+    queues, heap = ordering(range(len(candidates)))
+    retry: list[int] = []
+    while (q := next_target(queues, heap)) is not None:
+        if q == claimant:
+            take(queues[q].pop())
+            if fits():
+                return fill_back()
+        else:
+            claimant_share = share(claimant)
+            while queues[q]:
+                i = queues[q].pop()
+                move(q, -amounts[i])
+                after = share(q)
+                move(q, amounts[i])
+                if claimant_share <= after:
+                    take(i)
+                    if fits():
+                        return fill_back()
+                    break
+                retry.append(i)
+        if queues[q]:
+            heapq.heappush(heap, entry(q, queues))
+    queues, heap = ordering(retry)
+    while (q := next_target(queues, heap)) is not None:
+        if share(claimant) < share(q):
+            take(queues[q].pop())
+            if fits():
+                return fill_back()
+        queues[q] = []  # strategy 2 takes at most one candidate per queue
+    return None
 
 
 def _without_unneeded(chosen: list[int], fits: Callable[[list[int]], bool]) -> list[int]:
@@ -1425,17 +1760,20 @@ def predict(
     projects: Sequence[Project],
     jobs: Sequence[Job],
     running: Mapping[str, Placement] | None = None,
+    waiting: Sequence[str] = (),
 ) -> Prediction:
     """The stable state the scheduler of ``policy`` reaches.
 
     ``jobs`` are every workload that exists now, in submission order (a job that has ended is left
     out); ``running`` is where jobs ran before this step (``Prediction.placements`` of the previous
-    step), so steps chain. Raises ValueError on an inconsistent input (unknown project, a job that
+    step), so steps chain; ``waiting``, the workloads admitted then whose pods wait for a node
+    (``Prediction.waiting``: Kueue admits by quota alone, and such a workload keeps its quota
+    from one step to the next). Raises ValueError on an inconsistent input (unknown project, a job that
     is not a whole number of GPUs nor a fraction, a running placement that overcommits a GPU).
     """
     if policy not in POLICIES:
         raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
-    engine = _Engine(policy, _nodes(nodes), _Tree(projects), jobs, running or {})
+    engine = _Engine(policy, _nodes(nodes), _Tree(projects), jobs, running or {}, waiting)
     engine.settle()
     return engine.result()
 

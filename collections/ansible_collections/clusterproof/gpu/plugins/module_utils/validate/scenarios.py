@@ -689,6 +689,7 @@ def predictions(
     model_policy = policy or scenario.policy
     results = []
     running: Mapping[str, fairshare.Placement] = {}
+    waiting: Sequence[str] = ()
     for index, step in enumerate(scenario.steps):
         at_start = set(running)
         before = scenario.jobs_after(index - 1) if index else []
@@ -699,8 +700,8 @@ def predictions(
             if arrival is not None:
                 alive[arrival.name] = arrival
             jobs = [model for job in alive.values() for model in job.model_jobs()]
-            prediction = fairshare.predict(model_policy, nodes, scenario.projects, jobs, running)
-            running = prediction.placements
+            prediction = fairshare.predict(model_policy, nodes, scenario.projects, jobs, running, waiting)
+            running, waiting = prediction.placements, prediction.waiting
         # What the step evicted: jobs that ran when it began and wait at its end (any arrival's doing).
         evicted = tuple(name for name in prediction.pending if name in at_start)
         results.append(dataclasses.replace(prediction, preempted=evicted))
