@@ -3,7 +3,8 @@
 settled state compared with the fair-share model of the engine's policy.
 
     .venv/bin/python bench/differential_bench.py [--scheduler kai|kueue] [--count 20] [--first-seed 1]
-        [--nodes 2] [--node-gpus 8] [--gangs] [--out DIR] [--parallel 1] [--kubeconfig PATH --state-dir DIR]
+        [--seeds 8,11,...] [--nodes 2] [--node-gpus 8] [--gangs] [--out DIR] [--parallel 1]
+        [--kubeconfig PATH --state-dir DIR]
 
 Each scenario comes from ``bench/scenario_generator.py`` (seeded: seed N is the same scenario on
 every machine) and runs through the ``validate_scenario`` module, as a site's validation runs it.
@@ -149,6 +150,10 @@ def main() -> None:
     parser.add_argument("--scheduler", choices=["kai", "kueue"], default="kai")
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument(
+        "--seeds",
+        help="comma-separated seeds to run instead of --first-seed/--count (replaying those that differed)",
+    )
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--node-gpus", type=int, default=8)
     parser.add_argument("--gangs", action="store_true", help="some jobs are gangs (KAI only); other scenarios per seed")
@@ -166,12 +171,16 @@ def main() -> None:
         parser.error("--parallel: expected 1 or more, and 1 with --kubeconfig, found %d" % args.parallel)
     if args.gangs and args.scheduler != "kai":
         parser.error("--gangs: gangs run on KAI scheduler only, not %s" % args.scheduler)
+    try:
+        chosen = [int(seed) for seed in args.seeds.split(",")] if args.seeds else []
+    except ValueError:
+        parser.error(f"--seeds: expected whole numbers separated by commas, found {args.seeds!r}")
     site = Site(args.nodes, args.node_gpus, fractions=args.scheduler == "kai", gangs=args.gangs)
 
     started = time.monotonic()
     results = []
     seeds: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for seed in range(args.first_seed, args.first_seed + args.count):
+    for seed in chosen or range(args.first_seed, args.first_seed + args.count):
         seeds.put(seed)
     printing = threading.Lock()
 

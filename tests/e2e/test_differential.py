@@ -1,14 +1,20 @@
 """A fixed sample of the differential bench (bench/differential_bench.py) on the session's KAI
-sandbox: random scenarios the real engine settles as the fair-share model of its policy predicts.
-The bench runs hundreds; these seeds are a few it drew, kept here so that a change to the model or
-to the engine's installation that breaks agreement shows in the tests."""
+sandbox and on a Kueue sandbox of this module's own: random scenarios the real engine settles as the
+fair-share model of its policy predicts. The bench runs hundreds; these seeds are a few it drew,
+kept here so that a change to the model or to the engine's installation that breaks agreement shows
+in the tests."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 
 from bench.differential_bench import run_one
+from bench.sandbox_bench import generated_inventory
 from bench.scenario_generator import Site, generate
+
+from .conftest import Sandbox, own_sandbox
 
 pytestmark = pytest.mark.sandbox
 
@@ -44,3 +50,34 @@ def test_kai_settles_random_scenarios_as_the_model_predicts(seed, sandbox, kai_s
     outcome = run_one(seed, Site(), "kai", sandbox.kubeconfig, sandbox.state_dir, tmp_path, ["dgx1-1", "dgx1-2"])
     assert outcome["verdict"] == "agrees", outcome["differences"]
     assert list(tmp_path.iterdir()) == []  # nothing written: no disagreement to replay
+
+
+# Kueue's seeds (whole GPUs, as the bench draws them for Kueue), each a rule of the kueue policy
+# (docs/fairshare.md) that the model once lacked.
+KUEUE_SAMPLE = {
+    # fair-sharing preemption: q2's interactive workload takes q2's own training workload first
+    8: lambda scenario: [project["gpu_quota"] for project in scenario["projects"]] == [5, 11],
+    # a workload admitted with no node free keeps its quota into the next step
+    152: lambda scenario: [project["gpu_quota"] for project in scenario["projects"]] == [14, 4],
+    # the room a preemption frees goes to the workload admitted first; the claimant waits
+    224: lambda scenario: [project["gpu_quota"] for project in scenario["projects"]] == [8, 5, 5, 5, 0],
+}
+
+
+@pytest.fixture(scope="module")
+def kueue_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """Kueue on a sandbox of the bench's default site: 2 nodes of 8 GPUs, gpu-0000 and gpu-0001."""
+    directory = tmp_path_factory.mktemp("kueue-differential")
+    inventory = generated_inventory(directory / "hosts.yml", 2, scheduler="kueue", site_name="kueue-differential")
+    with own_sandbox(inventory, directory / "state") as sandbox:
+        yield sandbox
+
+
+@pytest.mark.parametrize("seed", sorted(KUEUE_SAMPLE))
+def test_kueue_settles_random_scenarios_as_the_model_predicts(seed, kueue_sandbox, tmp_path):
+    site = Site(fractions=False)
+    scenario = generate(seed, site)
+    assert KUEUE_SAMPLE[seed](scenario), f"seed {seed} no longer draws the case it was kept for"
+    outcome = run_one(seed, site, "kueue", kueue_sandbox.kubeconfig, kueue_sandbox.state_dir, tmp_path)
+    assert outcome["verdict"] == "agrees", outcome["differences"]
+    assert list(tmp_path.iterdir()) == []

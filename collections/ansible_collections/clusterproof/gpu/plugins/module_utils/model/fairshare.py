@@ -454,8 +454,8 @@ class _Engine:
         # kueue: workloads admitted by quota whose pods wait for a node. They hold their quota (in
         # alloc and used) as Kueue counts them, run on no node, and go to a node when one has room.
         self.reserved: set[int] = set()
-        self.leaf_reserved: list[set[int]] = [set() for _ in range(count)]
         self.reserves = policy == "kueue" and self.flat
+        self.leaf_reserved: list[set[int]] = [set() for _ in range(count)] if self.reserves else []
 
         was_running: list[int] = []
         for j, job in enumerate(self.jobs):
@@ -645,8 +645,9 @@ class _Engine:
         if self.in_core[j]:
             self._recount_core(self.gang[j])
         self.node_jobs[n].add(j)
-        self.admissions += 1
-        self.admitted[j] = self.admissions
+        if self.reserves:  # only Kueue's preemption asks which was admitted last
+            self.admissions += 1
+            self.admitted[j] = self.admissions
         q = self.leaf[j]
         self.leaf_running[q].add(j)
         units = self.units[j]
@@ -1029,8 +1030,9 @@ class _Engine:
         gangs = bool(self.gang_pods)
         whole_fails = _INF  # idle capacity only shrinks in this pass: remember the smallest misfit
         fraction_fails = _INF
+        reserves = self.reserves
         for j in self._admission_order():
-            if not self.reserves and not self.free_whole and not self.partial_room:
+            if not reserves and not self.free_whole and not self.partial_room:
                 break
             g = self.whole[j]
             if (g and g >= whole_fails) or (not g and self.units[j] >= fraction_fails):
@@ -1064,8 +1066,9 @@ class _Engine:
         changed = False
         whole_fails = _INF
         fraction_fails = _INF
+        reserves = self.reserves
         while heap:
-            if not self.reserves and not self.free_whole and not self.partial_room:
+            if not reserves and not self.free_whole and not self.partial_room:
                 break
             _, q, position = heapq.heappop(heap)
             jobs = queues[q]
