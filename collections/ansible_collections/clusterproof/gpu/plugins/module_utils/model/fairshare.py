@@ -20,11 +20,16 @@ which wait, and how many GPUs each project holds once the scheduler has settled.
     ``min`` only, never towards an over-quota split, which is why the two engines differ on one tree.
 
 ``"kueue"`` (Kueue with fair sharing: ClusterQueues in a cohort, weights = quotas, reclaim within the cohort)
-    Admits no more in all than the cohort's quotas (the top-level projects') add up to. The runai
-    lending and two reclaim tiers, with fair shares water-filled in real numbers and
-    Kueue's own choice of victims: a workload may be taken from a ClusterQueue that is above the
-    level *before* it goes (Kueue reclaims from any queue that borrows), the most recently
-    submitted first. Kueue has no non-preemptible work: interactive jobs borrow and are
+    Admits no more in all than the cohort's quotas (the top-level projects') add up to, fair shares
+    water-filled in real numbers. One cohort (a flat tree), as Kueue v0.16 does it: a queue admits
+    its interactive work first; a workload is admitted by quota alone and, with no node free, holds
+    its quota while it waits (``Prediction.waiting``; the room a preemption frees goes to the
+    workloads waiting longest); a workload the quotas no longer cover preempts as Kueue's fair
+    sharing does (``kueue_fair_targets``: dominant resource shares, other queues' work before the
+    claimant's own lower-priority work, the most recently admitted first), at most once per
+    workload per prediction. Nested cohorts: the runai lending and reclaim tiers with Kueue's
+    choice of victims (a queue above its level *before* the victim goes, the most recently
+    submitted first). Kueue has no non-preemptible work: interactive jobs borrow and are
     reclaimed like the rest (their higher priority only orders victims inside their own queue).
 
 runai and elastic: interactive (non-preemptible) jobs start only within their project's quota
@@ -49,7 +54,8 @@ Rules that make the prediction deterministic (the documents leave them to "fairn
   victims there in rank order, preferring one whose removal lets it fit (4.9: c-4-gg rather than the
   newer 1-GPU c-5-g, which would not make room for a 2-GPU job), then releases those it turns out
   not to need. The first node where it fits wins. Admission and reclaim repeat until nothing
-  changes, so predicting again from the result changes nothing (the state is stable). runai runs
+  changes, so predicting again from the result changes nothing (the state is stable; kueue: about
+  1 % of random cases move again, docs/fairshare.md). runai runs
   each pass in KAI's order of actions: admission and lending, consolidation, reclaim, preemption
   inside a project.
 * Placement is bin packing: a whole-GPU job goes to the node with the fewest free GPUs that still
