@@ -700,23 +700,22 @@ class _Engine:
 
     def _reserve(self, j: int) -> None:
         """kueue: admit ``j`` by quota alone, its pods waiting for a node."""
-        q, units = self.leaf[j], self.units[j]
         self.reserved.add(j)
-        self.leaf_reserved[q].add(j)
-        self.used += units
-        for a in self.tree.path[q]:
-            self.alloc[a] += units
-        self.stamp[q] += 1
+        self.leaf_reserved[self.leaf[j]].add(j)
+        self._hold_quota(j, self.units[j])
         self.admissions += 1
         self.admitted[j] = self.admissions
 
     def _unreserve(self, j: int) -> None:
-        q, units = self.leaf[j], self.units[j]
         self.reserved.discard(j)
-        self.leaf_reserved[q].discard(j)
-        self.used -= units
+        self.leaf_reserved[self.leaf[j]].discard(j)
+        self._hold_quota(j, -self.units[j])
+
+    def _hold_quota(self, j: int, units: int) -> None:
+        q = self.leaf[j]
+        self.used += units
         for a in self.tree.path[q]:
-            self.alloc[a] -= units
+            self.alloc[a] += units
         self.stamp[q] += 1
 
     def _kueue_evict(self, j: int) -> None:
@@ -730,15 +729,16 @@ class _Engine:
     def _place_reserved(self) -> bool:
         """kueue: the admitted workloads whose pods wait go to nodes that have room now, first admitted first."""
         changed = False
-        for j in sorted(self.reserved, key=lambda v: self.admitted[v]):
-            self._unreserve(j)
+        for j in sorted(self.reserved, key=self.admitted.__getitem__):
+            if self.whole[j] and self._node_for_whole(self.whole[j]) < 0:
+                continue  # no node holds it yet: its quota stays held, its queue's heap entry current
+            admitted = self.admitted[j]
+            self._unreserve(j)  # placing counts the job's quota again
             if self._try_place(j):
                 changed = True
             else:
-                stamp = self.admitted[j]
                 self._reserve(j)
-                self.admissions -= 1
-                self.admitted[j] = stamp
+                self.admitted[j] = admitted
         return changed
 
     def _free_gpus(self, n: int, gpus: tuple[int, ...]) -> None:
@@ -1154,8 +1154,7 @@ class _Engine:
         """kueue, one cohort of ClusterQueues: each pending workload the cohort's quotas no longer
         cover, in submission order, preempts as Kueue's fair sharing does (``kueue_fair_targets``):
         from its own queue, work of lower priority; from other queues, work of those that borrow.
-        The victims go when the claimant also finds a node once they have gone (Kueue itself
-        admits by quota alone; the bench's sites have no node too small for a job they admit)."""
+        Preemption is for quota: the claimant is admitted and waits its turn for a node."""
         changed = False
         tree, alloc, quota, weight, stamp = self.tree, self.alloc, self.tree.quota, self.tree.weight, self.stamp
         lendable = self.cohort_cap
@@ -1205,7 +1204,7 @@ class _Engine:
             if j in self.reserved or self.place[j] is not None:
                 continue  # admitted, or placed since the pass began (a waiting workload given the room)
             p, units, priority = self.leaf[j], self.units[j], self.jobs[j].interactive
-            if self.used + units <= self.cohort_cap + _EPS and alloc[p] + units <= tree.limit[p] + _EPS:
+            if self._within_limits(j):
                 continue  # admitted: it waits for a node, preempting nothing (Kueue preempts for quota)
             if (p, units, priority) in failed:
                 continue  # as the claim that just found nothing
