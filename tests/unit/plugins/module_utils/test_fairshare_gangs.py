@@ -118,7 +118,7 @@ def test_a_pod_beyond_the_core_is_evicted_alone() -> None:
     [
         (
             [Job("g-0", "a", 2, gang="g", gang_min=2), Job("g-1", "a", 4, gang="g", gang_min=2)],
-            "job 'g-1': the pods of gang 'g' must share project, gpus, interactive and gang_min; 'g-0' has 'a', 2",
+            "job 'g-1': the pods of gang 'g' must share project, gpus, interactive, gang_min, cpu and memory; 'g-0' has 'a', 2",
         ),
         ([*fs.replicas("g", "a", 2, 1, min_members=3)], "gang 'g': gang_min must be 1 to its 2 pods, got 3"),
         ([*fs.replicas("g", "a", 2, 1, min_members=0)], "gang 'g': gang_min must be 1 to its 2 pods, got 0"),

@@ -70,11 +70,13 @@ is then the replica size and a node's "GPUs" its cores.
 from __future__ import annotations
 
 import bisect
+import copy
 import heapq
 import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 POLICIES = ("runai", "elastic", "kueue")
 # The policies that split spare capacity by fair share (runai's water-filling), as opposed to elastic's min/max.
@@ -84,6 +86,26 @@ CONSOLIDATION_NODES = 32
 UNITS_PER_GPU = 1000  # amounts are counted in thousandths of a GPU: 0.6 + 0.4 is exactly one GPU
 _EPS = 1e-6  # in units; fair shares are real numbers, allocations whole units
 _INF = float("inf")
+CPU_UNITS = 1000  # CPU is counted in millicores, as KAI counts it
+MEMORY_UNITS = 1024  # memory in MiB
+RESOURCES = ("cpu", "memory")  # beside the GPUs, in this order wherever the model keeps one per resource
+
+
+@dataclass(frozen=True)
+class _ResourceBounds:
+    """One resource's quota and limit per project, in its units (_INF: none)."""
+
+    quota: list[float]
+    limit: list[float]
+
+
+def _resource_units(value: float | None, per: int, what: str) -> float:
+    """A CPU (cores) or memory (GiB) amount in the model's units; None (none declared) is _INF."""
+    if value is None:
+        return _INF
+    if value < 0:
+        raise ValueError(f"{what} is {value}: must not be negative")
+    return round(value * per)
 
 
 @dataclass(frozen=True)
@@ -93,7 +115,9 @@ class Project:
     ``quota`` is what the project is guaranteed (Run:AI quota, elastic ``min``), ``limit`` the most it
     may hold (Run:AI limit, elastic ``max``; None for no limit), ``weight`` its over-quota weight
     (runai only; None means equal to the quota), ``parent`` the enclosing node (None: top level).
-    Jobs belong to projects without children.
+    Jobs belong to projects without children. ``cpu_quota``/``cpu_limit`` (cores) and
+    ``memory_quota``/``memory_limit`` (GiB) beside the GPUs: None for none (KAI's -1, unlimited);
+    policy runai only, flat projects (a KAI queue's cpu and memory resources).
     """
 
     name: str
@@ -101,6 +125,10 @@ class Project:
     limit: float | None = None
     weight: float | None = None
     parent: str | None = None
+    cpu_quota: float | None = None
+    cpu_limit: float | None = None
+    memory_quota: float | None = None
+    memory_limit: float | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +139,7 @@ class Job:
     ``gang`` names the gang (KAI's PodGroup) the job is one pod of: its first ``gang_min`` pods, in
     submission order, start together or not at all and are evicted together; the pods beyond them
     start and are evicted one by one, only while those run (``replicas`` builds a gang's pods).
+    ``cpu`` (cores) and ``memory`` (GiB) are what each pod requests beside its GPUs (policy runai).
     """
 
     name: str
@@ -119,6 +148,8 @@ class Job:
     interactive: bool = False
     gang: str | None = None
     gang_min: int = 0
+    cpu: float = 0.0
+    memory: float = 0.0
 
     @property
     def preemptible(self) -> bool:
@@ -127,8 +158,16 @@ class Job:
 
 @dataclass(frozen=True)
 class Node:
+    """A GPU node; ``cpu`` (cores) and ``memory`` (GiB) what it offers pods (None: not known).
+
+    CPU and memory enter the prediction only as the capacity their fair shares divide (policy
+    runai); a node is taken to hold any job its GPUs hold (the quota lint warns where requests
+    could fill a node's CPU or memory first)."""
+
     name: str
     gpus: int
+    cpu: float | None = None
+    memory: float | None = None
 
 
 @dataclass(frozen=True)
@@ -184,14 +223,21 @@ class Prediction:
 
 
 def replicas(
-    name: str, project: str, count: int, size: float, interactive: bool = False, min_members: int | None = None
+    name: str,
+    project: str,
+    count: int,
+    size: float,
+    interactive: bool = False,
+    min_members: int | None = None,
+    cpu: float = 0.0,
+    memory: float = 0.0,
 ) -> tuple[Job, ...]:
-    """The pods of a Deployment (or the workers of a job) as jobs: ``name-0`` … ``name-<count-1>``.
+    """The pods of a Deployment (or the workers of a job) as jobs: ``name-0`` … ``name-<count-1>``,
+    each asking ``cpu`` cores and ``memory`` GiB beside its ``size``.
 
     With ``min_members``, the pods are a gang named ``name`` of which that many start together."""
-    if min_members is None:
-        return tuple(Job(f"{name}-{index}", project, size, interactive) for index in range(count))
-    return tuple(Job(f"{name}-{index}", project, size, interactive, name, min_members) for index in range(count))
+    gang, least = (None, 0) if min_members is None else (name, min_members)
+    return tuple(Job(f"{name}-{index}", project, size, interactive, gang, least, cpu, memory) for index in range(count))
 
 
 def _units(value: float, what: str) -> int:
@@ -224,14 +270,17 @@ def _water_fill(amount: float, caps: Sequence[float], weights: Sequence[float]) 
     return out
 
 
-def _kai_over_quota(amount: float, requests: Sequence[float], weights: Sequence[float]) -> list[float]:
+def _kai_over_quota(
+    amount: float, requests: Sequence[float], weights: Sequence[float], grain: int = UNITS_PER_GPU
+) -> list[float]:
     """KAI's division of what is left once every queue has its quota (KAI v0.12.0,
     ``proportion/resource_division``): in rounds, each queue that still asks for more gets its
     share of the round's amount by over-quota weight: all it asks if that is no more than the share,
     else the share rounded down to whole GPUs, keeping the fraction it lost. A round that satisfied
     some queue is followed by another over what is left. Then the whole GPUs still left go one each
     to the queues with the largest lost fractions (ties: the older queue, which declaration order
-    stands for). Amounts in units; ``requests`` are what each asks beyond its quota."""
+    stands for). Amounts in units; ``requests`` are what each asks beyond its quota; ``grain`` the
+    units of one whole GPU (CPU and memory are divided in their own units: millicores, MiB)."""
     extra = [0.0] * len(requests)
     asking = [float(request) for request in requests]
     lost: dict[int, float] = {}
@@ -252,7 +301,7 @@ def _kai_over_quota(amount: float, requests: Sequence[float], weights: Sequence[
                 lost.pop(i, None)
                 another = True
             else:
-                give = math.floor(share / UNITS_PER_GPU + 1e-9) * UNITS_PER_GPU
+                give = math.floor(share / grain + 1e-9) * grain
                 if share - give > _EPS:
                     lost[i] = share - give
             if give <= 0:
@@ -265,7 +314,7 @@ def _kai_over_quota(amount: float, requests: Sequence[float], weights: Sequence[
     for i in sorted(lost, key=lambda i: (-lost[i], i)):
         if left <= _EPS:
             break
-        give = min(float(UNITS_PER_GPU), left)
+        give = min(float(grain), left)
         extra[i] += give
         left -= give
     return extra
@@ -308,6 +357,29 @@ class _Tree:
         self.quota = [p.quota * UNITS_PER_GPU for p in self.projects]
         self.limit = [_INF if p.limit is None else p.limit * UNITS_PER_GPU for p in self.projects]
         self.weight = [p.quota if p.weight is None else p.weight for p in self.projects]
+        self.grain = UNITS_PER_GPU
+        # CPU (millicores) and memory (MiB) quotas and limits, _INF where none is declared.
+        self.resources = [
+            _ResourceBounds(
+                [_resource_units(p.cpu_quota, CPU_UNITS, f"project {p.name!r}: cpu_quota") for p in projects],
+                [_resource_units(p.cpu_limit, CPU_UNITS, f"project {p.name!r}: cpu_limit") for p in projects],
+            ),
+            _ResourceBounds(
+                [_resource_units(p.memory_quota, MEMORY_UNITS, f"project {p.name!r}: memory_quota") for p in projects],
+                [_resource_units(p.memory_limit, MEMORY_UNITS, f"project {p.name!r}: memory_limit") for p in projects],
+            ),
+        ]
+        self.multi_resource = any(bound < _INF for bounds in self.resources for bound in bounds.quota + bounds.limit)
+
+    def for_resource(self, r: int) -> _Tree:
+        """This tree with CPU's (``r`` 0) or memory's (1) quotas and limits in place of the GPUs',
+        for dividing that resource's fair shares (weights stay: the KAI adapter writes a queue's
+        GPU over-quota weight for its CPU and memory too)."""
+        other = copy.copy(self)
+        other.quota = self.resources[r].quota
+        other.limit = self.resources[r].limit
+        other.grain = 1
+        return other
 
     def fair_shares(self, leaf_demand: Sequence[float], capacity: float, whole_units: bool = False) -> list[float]:
         """Hierarchical fair share in units: at each level quota first, then spare by weight.
@@ -347,7 +419,7 @@ class _Tree:
             extra = [0.0] * len(members)
             if sum(base) < amount:
                 requests = [demand[i] - b for i, b in zip(members, base, strict=True)]
-                extra = _kai_over_quota(amount - sum(base), requests, [self.weight[i] for i in members])
+                extra = _kai_over_quota(amount - sum(base), requests, [self.weight[i] for i in members], self.grain)
             for i, b, e in zip(members, base, extra, strict=True):
                 share[i] = b + e
             return
@@ -400,6 +472,13 @@ class _Engine:
                 raise ValueError(f"node {node.name!r} has a negative GPU count")
             node_index[node.name] = n
         self.node_size = [node.gpus for node in nodes]
+        cpus = [node.cpu for node in nodes]
+        memory = [node.memory for node in nodes]
+        # CPU and memory the nodes offer, in all (_INF when some node does not say)
+        self.res_capacity = [
+            _INF if None in cpus else sum(round(c * CPU_UNITS) for c in cpus),  # type: ignore[operator]
+            _INF if None in memory else sum(round(m * MEMORY_UNITS) for m in memory),  # type: ignore[operator]
+        ]
         self.capacity = sum(self.node_size) * UNITS_PER_GPU
         # What the engine admits in all, besides the nodes' room: for Kueue its cohort's quotas.
         self.cohort_cap = sum(tree.quota[t] for t in tree.top) if policy == "kueue" else _INF
@@ -453,6 +532,11 @@ class _Engine:
         self.over_heaps: list[list[tuple[float, int, int]]] | None = None  # set while reclaim runs
         self.node_heaps: list[list[tuple[int, int, int]]] | None = None  # built by the first claim of a pass
         self.flat = all(parent < 0 for parent in tree.parent)
+        # CPU and memory beside the GPUs (KAI's capacity policy and reclaim strategies compare
+        # every resource): kept only where a project declares a CPU or memory quota or limit.
+        self.multi = tree.multi_resource
+        if self.multi:
+            self._read_resources()
         # When each running job was (last) placed: Kueue takes the most recently admitted first.
         self.admitted = [0] * len(self.jobs)
         self.admissions = 0
@@ -504,10 +588,71 @@ class _Engine:
             # the quota part of the fair share: what KAI's second reclaim strategy protects
             self.guaranteed = [min(quota, share) for quota, share in zip(tree.quota, self.entitled, strict=True)]
             self.tiers = [self.entitled, self.guaranteed]
+            if self.multi:
+                self._resource_levels()
         else:
             self.entitled = list(tree.quota)
             self.guaranteed = self.entitled
             self.tiers = [self.entitled]
+
+    def _read_resources(self) -> None:
+        """Per job its CPU and memory requests, per project what its running jobs hold of them
+        (non-preemptible apart), and per resource the levels the reclaim tiers compare."""
+        if self.policy != "runai":
+            raise ValueError(
+                f"cpu and memory quotas and limits are modelled for policy runai only, found {self.policy}"
+            )
+        if not self.flat:
+            raise ValueError("cpu and memory quotas and limits are modelled for flat projects only, found a tree")
+        self.res_req: list[tuple[int, int]] = []
+        for job in self.jobs:
+            for amount, resource in ((job.cpu, "cpu"), (job.memory, "memory")):
+                if amount < 0:
+                    raise ValueError(f"job {job.name!r} asks for {amount} {resource}: must not be negative")
+            self.res_req.append((round(job.cpu * CPU_UNITS), round(job.memory * MEMORY_UNITS)))
+        count = len(self.tree.projects)
+        self.res_alloc = [[0] * count for _ in RESOURCES]
+        self.res_fixed = [[0] * count for _ in RESOURCES]  # held by non-preemptible jobs
+
+    def _resource_levels(self) -> None:
+        """Per resource, the fair share (tier 0) and the quota part of it (tier 1), as for the GPUs:
+        KAI lets a queue reclaim only while every resource stays within its fair share (and, by the
+        second strategy, its quota), and takes from a queue above either in any resource."""
+        count = len(self.tree.projects)
+        self.res_levels: list[list[list[float]]] = []
+        for r in range(len(RESOURCES)):
+            demand = [0.0] * count
+            for j, request in enumerate(self.res_req):
+                demand[self.leaf[j]] += request[r]
+            sub = self.tree.for_resource(r)
+            fair = sub.fair_shares(demand, self.res_capacity[r], whole_units=True)
+            self.res_levels.append([fair, [min(quota, share) for quota, share in zip(sub.quota, fair, strict=True)]])
+
+    def _start_res(self, j: int, r: int) -> int:
+        """What starting job ``j`` adds of resource ``r``: its pods to start (a gang's core pods share a size)."""
+        return self.res_req[j][r] * (self.start_units[j] // self.units[j])
+
+    def _res_over(self, q: int, level: list[float], removed: Mapping[Any, int] | None = None) -> bool:
+        """Whether project ``q`` (less what ``removed`` takes) is above the tier's CPU or memory level."""
+        t = 0 if level is self.entitled else 1
+        for r in range(len(RESOURCES)):
+            gone = removed.get((r, q), 0) if removed else 0
+            if self.res_alloc[r][q] - gone > self.res_levels[r][t][q] + _EPS:
+                return True
+        return False
+
+    def _res_within_limits(self, q: int, need: Sequence[int], removed: Mapping[Any, int] | None = None) -> bool:
+        for r, bounds in enumerate(self.tree.resources):
+            alloc = self.res_alloc[r]
+            for a in self.tree.path[q]:
+                gone = removed.get((r, a), 0) if removed else 0
+                if alloc[a] - gone + need[r] > bounds.limit[a] + _EPS:
+                    return False
+        return True
+
+    def _above(self, q: int, level: list[float]) -> bool:
+        """Whether project ``q`` is above ``level``: in GPUs, or (multi-resource) in CPU or memory."""
+        return self.alloc[q] > level[q] + _EPS or (self.multi and self._res_over(q, level))
 
     def _read_gangs(self) -> None:
         """Index the gangs: per job its gang (-1: none) and whether it is one of the gang's first
@@ -524,16 +669,18 @@ class _Engine:
                 gid = index[job.gang] = len(self.gang_pods)
                 self.gang_pods.append([])
             first = self.jobs[self.gang_pods[gid][0]] if self.gang_pods[gid] else job
-            if (job.project, job.gpus, job.interactive, job.gang_min) != (
+            if (job.project, job.gpus, job.interactive, job.gang_min, job.cpu, job.memory) != (
                 first.project,
                 first.gpus,
                 first.interactive,
                 first.gang_min,
+                first.cpu,
+                first.memory,
             ):
                 raise ValueError(
-                    f"job {job.name!r}: the pods of gang {job.gang!r} must share project, gpus, interactive "
-                    f"and gang_min; {first.name!r} has {first.project!r}, {first.gpus}, {first.interactive}, "
-                    f"{first.gang_min}"
+                    f"job {job.name!r}: the pods of gang {job.gang!r} must share project, gpus, interactive, "
+                    f"gang_min, cpu and memory; {first.name!r} has {first.project!r}, {first.gpus}, "
+                    f"{first.interactive}, {first.gang_min}, {first.cpu}, {first.memory}"
                 )
             if not self.whole[j]:
                 raise ValueError(f"job {job.name!r}: the pods of gang {job.gang!r} must ask for whole GPUs")
@@ -662,6 +809,8 @@ class _Engine:
             self.alloc[a] += units
         if not self.preemptible[j]:
             self.interactive_alloc[q] += units
+        if self.multi:
+            self._count_resources(j, 1)
         self.stamp[q] += 1
         if self.over_heaps is not None:
             self._note_alloc(q, n)
@@ -683,6 +832,8 @@ class _Engine:
             self.alloc[a] -= units
         if not self.preemptible[j]:
             self.interactive_alloc[q] -= units
+        if self.multi:
+            self._count_resources(j, -1)
         self.stamp[q] += 1
         if self.whole[j]:
             self._free_gpus(n, gpus)
@@ -697,6 +848,14 @@ class _Engine:
                 self._set_partial(n, gpu, used - units)
         if self.over_heaps is not None:
             self._note_alloc(q, n, gone=j)
+
+    def _count_resources(self, j: int, sign: int) -> None:
+        q = self.leaf[j]
+        for r, amount in enumerate(self.res_req[j]):
+            for a in self.tree.path[q]:
+                self.res_alloc[r][a] += sign * amount
+            if not self.preemptible[j]:
+                self.res_fixed[r][q] += sign * amount
 
     def _reserve(self, j: int) -> None:
         """kueue: admit ``j`` by quota alone, its pods waiting for a node."""
@@ -846,6 +1005,8 @@ class _Engine:
         for a in tree.path[self.leaf[j]]:
             if alloc[a] + units > tree.limit[a] + _EPS:
                 return False
+        if self.multi:
+            return self._res_within_limits(self.leaf[j], [self._start_res(j, r) for r in range(len(RESOURCES))])
         return True
 
     def _interactive_ok(self, j: int) -> bool:
@@ -853,7 +1014,13 @@ class _Engine:
         if self.preemptible[j]:
             return True
         q = self.leaf[j]
-        return self.interactive_alloc[q] + self.start_units[j] <= self.tree.quota[q] + _EPS
+        if self.interactive_alloc[q] + self.start_units[j] > self.tree.quota[q] + _EPS:
+            return False
+        if self.multi:  # KAI's capacity policy: every resource within its quota
+            for r, bounds in enumerate(self.tree.resources):
+                if self.res_fixed[r][q] + self._start_res(j, r) > bounds.quota[q] + _EPS:
+                    return False
+        return True
 
     def _may_start(self, j: int) -> bool:
         """Rules other than fair share: the limits on the path, the interactive rule, and a gang's
@@ -871,7 +1038,14 @@ class _Engine:
         bound = (self.entitled if level is None else level)[q]
         if self.gang_pods and self._gang_blocked(j):
             return False
-        return self.alloc[q] + self.start_units[j] <= bound + _EPS and self._interactive_ok(j)
+        if self.alloc[q] + self.start_units[j] > bound + _EPS or not self._interactive_ok(j):
+            return False
+        if self.multi:  # KAI's reclaimer: within the level in every resource
+            t = 0 if level is None or level is self.entitled else 1
+            for r in range(len(RESOURCES)):
+                if self.res_alloc[r][q] + self._start_res(j, r) > self.res_levels[r][t][q] + _EPS:
+                    return False
+        return True
 
     def settle(self) -> None:
         while True:
@@ -1135,7 +1309,8 @@ class _Engine:
                     key = (tier, self.leaf[j], bool(self.whole[j]))
                     room = (self.free_whole, self.room_total)
                     lifted = sum(successes[:tier])
-                    known = failed.get(key)
+                    # multi-resource: a job as big in GPUs may ask less CPU or memory, no memo
+                    known = None if self.multi else failed.get(key)
                     still = known is not None and _within(room, known[1]) and lifted == known[2]
                     if still and self.units[j] >= known[0]:  # type: ignore[index]
                         continue
@@ -1268,9 +1443,8 @@ class _Engine:
     def _over_heap(self, level: list[float]) -> list[tuple[float, int, int]]:
         """Leaf projects above ``level``, most above first: (-(excess), index, stamp), checked lazily."""
         alloc, children, stamp = self.alloc, self.tree.children, self.stamp
-        heap = [
-            (level[q] - alloc[q], self._heap_id(q), stamp[q]) for q in range(len(alloc)) if alloc[q] > level[q] + _EPS
-        ]
+        above = self._above if self.multi else lambda q, level: alloc[q] > level[q] + _EPS
+        heap = [(level[q] - alloc[q], self._heap_id(q), stamp[q]) for q in range(len(alloc)) if above(q, level)]
         heap = [entry for entry in heap if not children[_heap_q(entry[1])]]
         heapq.heapify(heap)
         return heap
@@ -1284,7 +1458,7 @@ class _Engine:
         """Keep the reclaim indexes current: leaf ``q``'s holding changed on node ``n`` (job ``gone`` left)."""
         alloc, units, whole = self.alloc, self.units, self.whole
         for heap, level in zip(self.over_heaps, self.tiers, strict=True):  # type: ignore[arg-type]
-            if alloc[q] > level[q] + _EPS:
+            if alloc[q] > level[q] + _EPS or (self.multi and self._res_over(q, level)):
                 heapq.heappush(heap, (level[q] - alloc[q], self._heap_id(q), self.stamp[q]))
         if self.node_heaps is None:
             return
@@ -1297,7 +1471,7 @@ class _Engine:
             for v in self.leaf_running[q]:
                 if not whole[v] or not self.preemptible[v]:
                     continue
-                now = self._losable(q, units[v], level)
+                now = self._losable(q, units[v], level) or (self.multi and self._res_over(q, level))
                 if now != flags[v]:
                     flags[v] = now
                     node = self.place[v][0]  # type: ignore[index]
@@ -1317,7 +1491,9 @@ class _Engine:
             # only a project above the level has jobs it can lose
             for q in {_heap_q(entry[1]) for entry in self.over_heaps[t]}:  # type: ignore[index]
                 for v in self.leaf_running[q]:
-                    if self.whole[v] and self.preemptible[v] and self._losable(q, self.units[v], level):
+                    if not (self.whole[v] and self.preemptible[v]):
+                        continue
+                    if self._losable(q, self.units[v], level) or (self.multi and self._res_over(q, level)):
                         flags[v] = 1
                         counts[self.place[v][0]] += self.whole[v]  # type: ignore[index]
         self.node_heaps = [[(-self._node_bound(t, n), n, 0) for n in range(nodes)] for t in range(len(self.tiers))]
@@ -1362,8 +1538,10 @@ class _Engine:
                 while heap:
                     entry = heapq.heappop(heap)
                     q = _heap_q(entry[1])
-                    if entry[2] != self.stamp[q] or self.alloc[q] <= level[q] + _EPS:
+                    if entry[2] != self.stamp[q]:
                         continue  # stale: the project's holding changed since
+                    if self.alloc[q] <= level[q] + _EPS and not (self.multi and self._res_over(q, level)):
+                        continue  # no longer above the level
                     taken.append(entry)
                     if q not in claimant_path:
                         yield q
@@ -1373,7 +1551,7 @@ class _Engine:
                         heapq.heappush(heap, entry)
             return
         alloc, children = self.alloc, self.tree.children
-        over = [q for q in range(len(alloc)) if not children[q] and alloc[q] > level[q] + _EPS]
+        over = [q for q in range(len(alloc)) if not children[q] and self._above(q, level)]
         over = [q for q in over if q not in claimant_path]
         over.sort(key=lambda q: self._leaf_rank(q, {}, claimant_path, level))
         yield from over
@@ -1437,7 +1615,7 @@ class _Engine:
         over = [
             q
             for q in range(len(self.alloc))
-            if not self.tree.children[q] and self.alloc[q] > level[q] + _EPS and q not in claimant_path
+            if not self.tree.children[q] and self._above(q, level) and q not in claimant_path
         ]
         left = [v for q in over for v in self.leaf_running[q] if self.preemptible[v]]
         chosen: list[int] = []
@@ -1468,6 +1646,10 @@ class _Engine:
         tree, alloc = self.tree, self.alloc
         for a in tree.path[self.leaf[core[0]]]:
             if alloc[a] - removed.get(a, 0) + need > tree.limit[a] + _EPS:
+                return False
+        if self.multi:
+            needs = [sum(self.res_req[m][r] for m in core) for r in range(len(RESOURCES))]
+            if not self._res_within_limits(self.leaf[core[0]], needs, removed):
                 return False
         free = list(self.free)
         shared: dict[tuple[int, int], int] = {}
@@ -1511,11 +1693,16 @@ class _Engine:
         units = self.units[j]
         return any(used - freed_shared.get(gpu, 0) + units <= UNITS_PER_GPU for gpu, used in partial.items())
 
-    def _removed_in(self, victims: list[int]) -> dict[int, int]:
-        removed: dict[int, int] = {}
+    def _removed_in(self, victims: list[int]) -> dict[Any, int]:
+        """Per project on the victims' paths, the GPU units they free; multi-resource, also per
+        (resource, project) the CPU or memory they free."""
+        removed: dict[Any, int] = {}
         for v in self._with_mates(victims):
             for a in self.tree.path[self.leaf[v]]:
                 removed[a] = removed.get(a, 0) + self.units[v]
+                if self.multi:
+                    for r, amount in enumerate(self.res_req[v]):
+                        removed[(r, a)] = removed.get((r, a), 0) + amount
         return removed
 
     def _eligible(self, v: int, removed: dict[int, int], claimant_path: set[int], level: list[float]) -> bool:
@@ -1526,6 +1713,8 @@ class _Engine:
             if a in claimant_path:
                 break
             if not self._losable(a, units, level, removed.get(a, 0)):
+                if self.multi and self._res_over(a, level, removed):
+                    continue  # KAI: a queue above its level in any resource may lose work
                 return False
         return True
 
@@ -1562,6 +1751,8 @@ class _Engine:
         for a in tree.path[self.leaf[j]]:
             if alloc[a] - removed.get(a, 0) + units > tree.limit[a] + _EPS:
                 return False
+        if self.multi and not self._res_within_limits(self.leaf[j], self.res_req[j], removed):
+            return False
         return self._gpus_fit(j, n, victims)
 
     def _victims_on(
