@@ -64,7 +64,11 @@ Rules that make the prediction deterministic (the documents leave them to "fairn
   way. Fractions on one GPU sum to at most 1. Amounts are counted in thousandths of a GPU.
 
 The model serves any single scalar resource (the Alibaba example counts CPU cores): ``Job.gpus``
-is then the replica size and a node's "GPUs" its cores.
+is then the replica size and a node's "GPUs" its cores. Beside the GPUs, policy runai also counts
+CPU and memory where flat projects declare CPU or memory quotas or limits, as KAI compares every
+resource: limits and the non-preemptible quota per resource, fair shares per resource, a reclaimer
+within its level in every resource, a reclaimee above its level in any (docs/fairshare.md, "CPU
+and memory beside the GPUs"); a node's CPU and memory are not room the model packs.
 """
 
 from __future__ import annotations
@@ -161,8 +165,7 @@ class Node:
     """A GPU node; ``cpu`` (cores) and ``memory`` (GiB) what it offers pods (None: not known).
 
     CPU and memory enter the prediction only as the capacity their fair shares divide (policy
-    runai); a node is taken to hold any job its GPUs hold (the quota lint warns where requests
-    could fill a node's CPU or memory first)."""
+    runai); a node is taken to hold any job its GPUs hold (docs/fairshare.md says so)."""
 
     name: str
     gpus: int
