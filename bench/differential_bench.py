@@ -3,7 +3,7 @@
 settled state compared with the fair-share model of the engine's policy.
 
     .venv/bin/python bench/differential_bench.py [--scheduler kai|kueue] [--count 20] [--first-seed 1]
-        [--seeds 8,11,...] [--nodes 2] [--node-gpus 8] [--gangs] [--out DIR] [--parallel 1]
+        [--seeds 8,11,...] [--nodes 2] [--node-gpus 8] [--gangs] [--resources] [--out DIR] [--parallel 1]
         [--kubeconfig PATH --state-dir DIR]
 
 Each scenario comes from ``bench/scenario_generator.py`` (seeded: seed N is the same scenario on
@@ -88,7 +88,9 @@ def run_one(
         yaml.safe_dump(scenario, file, sort_keys=False)
         path = Path(file.name)
     names = node_names or ["gpu-%04d" % index for index in range(site.nodes)]
-    nodes = [{"name": name, "gpu_count": site.node_gpus} for name in names]
+    nodes: list[dict[str, Any]] = [{"name": name, "gpu_count": site.node_gpus} for name in names]
+    if site.resources:  # the model divides CPU and memory fair shares over what the nodes offer
+        nodes = [{**node, "cpu_cores": site.node_cpus, "memory_gib": site.node_memory_gib} for node in nodes]
     args = {
         "scenario_file": str(path),
         "nodes": nodes,
@@ -139,6 +141,8 @@ def sandboxes_for(args: argparse.Namespace, site: Site, directory: Path) -> Iter
                 node_gpus=site.node_gpus,
                 scheduler=args.scheduler,
                 site_name=f"differential-{args.scheduler}-{index}",
+                node_cpus=site.node_cpus if site.resources else None,
+                node_memory_gib=site.node_memory_gib if site.resources else None,
             )
             sandbox = stack.enter_context(own_sandbox(inventory, own / "state"))
             found.append((sandbox.kubeconfig, sandbox.state_dir))
@@ -157,6 +161,11 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--node-gpus", type=int, default=8)
     parser.add_argument("--gangs", action="store_true", help="some jobs are gangs (KAI only); other scenarios per seed")
+    parser.add_argument(
+        "--resources",
+        action="store_true",
+        help="CPU and memory quotas and requests beside the GPUs (KAI only); other scenarios per seed",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "differences")
     parser.add_argument("--kubeconfig")
     parser.add_argument("--state-dir")
@@ -171,11 +180,15 @@ def main() -> None:
         parser.error("--parallel: expected 1 or more, and 1 with --kubeconfig, found %d" % args.parallel)
     if args.gangs and args.scheduler != "kai":
         parser.error("--gangs: gangs run on KAI scheduler only, not %s" % args.scheduler)
+    if args.resources and args.scheduler != "kai":
+        parser.error("--resources: CPU and memory quotas are modelled for KAI scheduler only, not %s" % args.scheduler)
     try:
         chosen = [int(seed) for seed in args.seeds.split(",")] if args.seeds else []
     except ValueError:
         parser.error(f"--seeds: expected whole numbers separated by commas, found {args.seeds!r}")
-    site = Site(args.nodes, args.node_gpus, fractions=args.scheduler == "kai", gangs=args.gangs)
+    site = Site(
+        args.nodes, args.node_gpus, fractions=args.scheduler == "kai", gangs=args.gangs, resources=args.resources
+    )
 
     started = time.monotonic()
     results = []

@@ -34,10 +34,18 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
 
 
 def generated_inventory(
-    path: Path, nodes: int, projects: int = 0, node_gpus: int = 8, scheduler: str = "", site_name: str = ""
+    path: Path,
+    nodes: int,
+    projects: int = 0,
+    node_gpus: int = 8,
+    scheduler: str = "",
+    site_name: str = "",
+    node_cpus: int | None = None,
+    node_memory_gib: int | None = None,
 ) -> Path:
     """A sandbox inventory of ``nodes`` GPU nodes (gpu-0000 ...) of ``node_gpus`` H100s each, and
-    ``projects`` projects sharing 8 GPUs per node; ``scheduler`` empty keeps the default."""
+    ``projects`` projects sharing 8 GPUs per node; ``scheduler`` empty keeps the default, as do
+    ``node_cpus`` and ``node_memory_gib`` None (the inventory's defaults)."""
     lines = [
         "all:",
         "  children:",
@@ -51,6 +59,8 @@ def generated_inventory(
         f"        gpu_count: {node_gpus}",
         "        gpu_product: NVIDIA-H100-80GB-HBM3",
         "        gpu_memory_mib: 81559",
+        *([f"        node_cpu_cores: {node_cpus}"] if node_cpus else []),
+        *([f"        node_memory_gib: {node_memory_gib}"] if node_memory_gib else []),
         "      hosts:",
     ]
     lines += ["        gpu-%04d:" % index for index in range(nodes)]

@@ -10,7 +10,9 @@ more than the site), sometimes a limit and an over-quota weight; 2 or 3 steps; j
 GPUs (no larger than a node) and, for engines that have them, fractions; train and interactive
 jobs; arrivals, and from the second step on, deletions of earlier jobs. With ``Site.gangs``, some
 jobs are gangs (2 to 4 pods of 1, 2 or 4 GPUs, most often all of them needed to start); those seeds
-are other scenarios than the same seeds without gangs.
+are other scenarios than the same seeds without gangs. With ``Site.resources``, queues may have CPU
+and memory quotas and limits beside their GPUs and every job asks for CPU and memory in proportion
+to its GPUs (KAI only; again other scenarios per seed), never more than a node holds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 SIZES = (1, 2, 4, 8)
 FRACTIONS = (0.5, 0.25)
+CPU_PER_GPU = (1, 2, 4, 8)  # cores a job asks per GPU, with Site.resources
+MEMORY_PER_GPU = (4, 8, 16, 32)  # GiB a job asks per GPU
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class Site:
     node_gpus: int = 8
     fractions: bool = True  # the engine runs fractional GPUs (KAI does, Kueue does not)
     gangs: bool = False  # some jobs are gangs (KAI's PodGroup minMember)
+    resources: bool = False  # CPU and memory quotas and requests beside the GPUs (KAI)
+    node_cpus: int = 80  # what a node offers pods, with resources: room for 8 cores per GPU
+    node_memory_gib: int = 512
 
     @property
     def gpus(self) -> int:
@@ -61,10 +68,29 @@ def _gang(rng: random.Random, number: int, projects: list[str], sizes: list[int]
     }
 
 
+def _resource_bounds(rng: random.Random, project: dict[str, Any]) -> None:
+    """CPU (cores) and memory (GiB) quotas and limits for a queue, each drawn or left unlimited."""
+    quota = project["gpu_quota"]
+    if rng.random() < 0.6:
+        project["cpu_quota"] = quota * rng.choice((1, 2, 4))
+    if rng.random() < 0.25:
+        project["cpu_limit"] = project.get("cpu_quota", 0) + rng.randint(1, 32)
+    if rng.random() < 0.3:
+        project["memory_quota"] = quota * rng.choice((8, 16, 32))
+    if rng.random() < 0.15:
+        project["memory_limit"] = project.get("memory_quota", 0) + rng.choice((32, 64, 128))
+
+
+def _requests(rng: random.Random, job: dict[str, Any]) -> None:
+    """CPU and memory per pod in proportion to the job's GPUs (a fraction asks a fraction)."""
+    job["cpu"] = job["gpus"] * rng.choice(CPU_PER_GPU)
+    job["memory"] = job["gpus"] * rng.choice(MEMORY_PER_GPU)
+
+
 def generate(seed: int, site: Site = Site()) -> dict[str, Any]:
     """One scenario, as the data of its YAML file."""
     key = f"clusterproof-differential-{seed}-{site.nodes}x{site.node_gpus}-{site.fractions}"
-    rng = random.Random(key + "-gangs" if site.gangs else key)
+    rng = random.Random(key + ("-gangs" if site.gangs else "") + ("-resources" if site.resources else ""))
     count = rng.randint(2, 5)
     names = [f"q{index + 1}" for index in range(count)]
     projects = []
@@ -74,6 +100,8 @@ def generate(seed: int, site: Site = Site()) -> dict[str, Any]:
             project["gpu_limit"] = quota + rng.randint(0, site.gpus)
         if rng.random() < 0.3:
             project["over_quota_weight"] = rng.choice((1, 2, 4))
+        if site.resources:
+            _resource_bounds(rng, project)
         projects.append(project)
     sizes = [size for size in SIZES if size <= site.node_gpus]
     steps, alive, number = [], [], 0
@@ -88,6 +116,8 @@ def generate(seed: int, site: Site = Site()) -> dict[str, Any]:
             number += 1
             if site.gangs and rng.random() < 0.3:
                 submit.append(_gang(rng, number, names, sizes))
+                if site.resources:
+                    _requests(rng, submit[-1])
                 alive.append(submit[-1]["name"])
                 continue
             fraction = site.fractions and rng.random() < 0.1
@@ -96,6 +126,8 @@ def generate(seed: int, site: Site = Site()) -> dict[str, Any]:
             label = str(gpus).replace(".", "") if fraction else str(gpus)
             name = f"j{number}-{label}g"
             submit.append({"name": name, "project": rng.choice(names), "kind": kind, "gpus": gpus})
+            if site.resources:
+                _requests(rng, submit[-1])
             alive.append(name)
         step["submit"] = submit
         steps.append(step)

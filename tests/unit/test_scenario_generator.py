@@ -20,7 +20,14 @@ def test_a_seed_gives_the_same_scenario_every_time():
 
 @pytest.mark.parametrize(
     "site",
-    [Site(), Site(nodes=4, node_gpus=4), Site(nodes=3, node_gpus=8, fractions=False), Site(gangs=True)],
+    [
+        Site(),
+        Site(nodes=4, node_gpus=4),
+        Site(nodes=3, node_gpus=8, fractions=False),
+        Site(gangs=True),
+        Site(resources=True),
+        Site(gangs=True, resources=True),
+    ],
 )
 def test_every_generated_scenario_is_accepted_and_within_the_promised_ranges(site):
     over_capacity = 0
@@ -54,3 +61,22 @@ def test_gangs_are_other_scenarios_and_leave_the_seeds_without_them_as_they_were
         assert 2 <= job["replicas"] <= 4 and 1 <= job["min_replicas"] <= job["replicas"]
         assert job["gpus"] in (1, 2, 4)
     assert any(job["min_replicas"] < job["replicas"] for job in gangs)
+
+
+def test_resources_are_other_scenarios_whose_jobs_never_ask_more_than_a_node_offers():
+    assert [job["name"] for job in generate(1)["steps"][0]["submit"]] == FIRST_STEP_OF_SEED_1
+    site = Site(resources=True)
+    declared = {"cpu_quota": 0, "cpu_limit": 0, "memory_quota": 0, "memory_limit": 0}
+    for seed in SEEDS:
+        data = generate(seed, site)
+        for project in data["projects"]:
+            for field in declared:
+                declared[field] += field in project
+            if "cpu_limit" in project:
+                assert project["cpu_limit"] >= project.get("cpu_quota", 0)
+        for job in (job for step in data["steps"] for job in step["submit"]):
+            # a node full of the job's kind of pods still has the CPU and memory for them
+            assert job["cpu"] / job["gpus"] * site.node_gpus <= site.node_cpus
+            assert job["memory"] / job["gpus"] * site.node_gpus <= site.node_memory_gib
+    # each kind of bound is drawn for some queues and left unlimited for others (some 700 queues)
+    assert all(20 <= count <= 600 for count in declared.values()), declared
