@@ -84,6 +84,24 @@ options:
       - With O(scheduler=kueue), the most of its quota the project lends to other projects; all of it when omitted.
       - At most O(gpu_quota).
     type: float
+  cpu_quota:
+    description:
+      - Guaranteed CPU cores (in thousandths), beside the GPUs; none when omitted (KAI's -1).
+      - Only with O(scheduler=kai), whose queues divide CPU and memory as they divide GPUs.
+    type: float
+  cpu_limit:
+    description:
+      - The most CPU cores the project may use, not below O(cpu_quota); unlimited when omitted.
+      - O(scheduler=kai) only.
+    type: float
+  memory_quota:
+    description: Guaranteed memory in GiB (in MiB steps), beside the GPUs; none when omitted. O(scheduler=kai) only.
+    type: float
+  memory_limit:
+    description:
+      - The most memory (GiB) the project may use, not below O(memory_quota); unlimited when omitted.
+      - O(scheduler=kai) only.
+    type: float
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 """
@@ -138,9 +156,19 @@ ARGUMENT_SPEC = {
     "groups": {"type": "list", "elements": "str", "default": []},
     "force": {"type": "bool", "default": False},
     "gpu_lending_limit": {"type": "float"},
+    "cpu_quota": {"type": "float"},
+    "cpu_limit": {"type": "float"},
+    "memory_quota": {"type": "float"},
+    "memory_limit": {"type": "float"},
 }
 # The project's fields its rules cover (tenancy/projects.py); gpu_quota is required when present.
-_RULED = ("gpu_limit", "over_quota_weight", "gpu_lending_limit", "interactive_time_limit_seconds")
+_RULED = (
+    "gpu_limit",
+    "over_quota_weight",
+    "gpu_lending_limit",
+    "interactive_time_limit_seconds",
+    *projects.RESOURCE_FIELDS,
+)
 
 
 def _bad_input(params):
@@ -155,7 +183,15 @@ def _bad_input(params):
         "gpu_quota": params["gpu_quota"],
         **{field: params[field] for field in _RULED if params[field] is not None},
     }
-    lenders = None if registry.backend(params["scheduler"]).lends_quota else registry.lenders()
+    backend = registry.backend(params["scheduler"])
+    lenders = None if backend.lends_quota else registry.lenders()
+    if not backend.cpu_memory_quotas:
+        errors += [
+            "project %s: %s: expected none with scheduler %s (CPU and memory quotas are for kai only), found %s"
+            % (params["name"], field, params["scheduler"], params[field])
+            for field in projects.RESOURCE_FIELDS
+            if params[field] is not None
+        ]
     return errors + projects.problem_messages(params["name"], values, lenders)
 
 

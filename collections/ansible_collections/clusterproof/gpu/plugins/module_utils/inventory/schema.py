@@ -88,6 +88,10 @@ PROJECT_FIELDS = {
     "users": "users who may submit workloads in the project",
     "groups": "groups whose members may submit workloads in the project",
     "gpu_lending_limit": "Kueue only: the most of the quota the project lends to other projects (all when unset)",
+    "cpu_quota": "KAI only: guaranteed CPU cores (in thousandths; unlimited when unset)",
+    "cpu_limit": "KAI only: the most CPU cores the project may use (in thousandths; unlimited when unset)",
+    "memory_quota": "KAI only: guaranteed memory in GiB (in MiB: multiples of 1/1024; unlimited when unset)",
+    "memory_limit": "KAI only: the most memory the project may use, in GiB (in MiB; unlimited when unset)",
 }
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -106,6 +110,11 @@ MAX_NODE_CPU_CORES = 4096
 MAX_NODE_MEMORY_GIB = 65536  # 64 TiB
 MAX_PROJECT_GPUS = 100_000  # quota, limit and lending limit of one project
 MAX_WEIGHT = 1_000_000
+# CPU and memory quotas and limits of one project: as much as MAX_PROJECT_GPUS nodes of the largest size.
+MAX_PROJECT_CPU_CORES = MAX_PROJECT_GPUS * MAX_NODE_CPU_CORES
+MAX_PROJECT_MEMORY_GIB = MAX_PROJECT_GPUS * MAX_NODE_MEMORY_GIB
+# The steps CPU (thousandths of a core: millicpus) and memory (MiB: 1/1024 GiB) are declared in.
+RESOURCE_STEPS = {"cpu": 1000, "memory": 1024}
 # What Ansible's ``bool`` filter reads as a boolean (a -e key=value gives a string).
 BOOLEAN_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # Site settings that are paths or text, and settings that are booleans.
@@ -158,6 +167,11 @@ class ProjectDeclaration:
     users: list[str] = dataclasses.field(default_factory=list)
     groups: list[str] = dataclasses.field(default_factory=list)
     gpu_lending_limit: float | None = None
+    # KAI only: CPU cores and memory GiB beside the GPUs (None: none, unlimited).
+    cpu_quota: float | None = None
+    cpu_limit: float | None = None
+    memory_quota: float | None = None
+    memory_limit: float | None = None
 
 
 @dataclasses.dataclass
@@ -397,6 +411,8 @@ def _check_projects(
         time_limit = project.get("interactive_time_limit_seconds")
         fields = {"gpu_quota": quota, "gpu_limit": limit, "gpu_lending_limit": lending}
         fields["interactive_time_limit_seconds"] = time_limit
+        resource_amounts = {field: project.get(field) for field in projects.RESOURCE_FIELDS}
+        fields.update(resource_amounts)
         if "over_quota_weight" in project:
             fields["over_quota_weight"] = weight
         rule_errors = {problem.field: problem for problem in projects.problems(fields, units=True)}
@@ -408,7 +424,7 @@ def _check_projects(
         if priority is not None and not (_is_int(priority) and -INT32_MAX - 1 <= priority <= INT32_MAX):
             check.error(where, "priority", "an integer from %d to %d" % (-INT32_MAX - 1, INT32_MAX), priority)
         affinity = _check_affinity(check, where, project.get("node_affinity"), node_names, faulty_nodes)
-        for field in ("gpu_lending_limit", "interactive_time_limit_seconds"):
+        for field in ("gpu_lending_limit", "interactive_time_limit_seconds", *projects.RESOURCE_FIELDS):
             if field in rule_errors:
                 check.error(where, field, rule_errors[field].expected, rule_errors[field].found)
         members = {}
@@ -431,6 +447,7 @@ def _check_projects(
                     members["users"],
                     members["groups"],
                     gpu_lending_limit=None if lending is None else float(lending),
+                    **{field: None if value is None else float(value) for field, value in resource_amounts.items()},
                 )
             )
     return declared
@@ -438,13 +455,28 @@ def _check_projects(
 
 def _check_amounts(check: _Checker, where: str, fields: Mapping[str, Any], rule_errors: Mapping[str, Any]) -> None:
     """Bounds beyond the project rules (tenancy/projects.py): GPUs in hundredths up to
-    MAX_PROJECT_GPUS, a weight up to MAX_WEIGHT, a time limit that fits Kubernetes' int32."""
+    MAX_PROJECT_GPUS, CPU cores in thousandths and memory GiB in MiB up to their bounds, a weight
+    up to MAX_WEIGHT, a time limit that fits Kubernetes' int32."""
     for field in ("gpu_quota", "gpu_limit", "gpu_lending_limit"):
         value = fields.get(field)
         if field in rule_errors or not _is_number(value):
             continue
         if value > MAX_PROJECT_GPUS or not _in_hundredths(value):
             check.error(where, field, "a number of GPUs of at most %d, in hundredths" % MAX_PROJECT_GPUS, value)
+    for field in projects.RESOURCE_FIELDS:
+        value = fields.get(field)
+        if field in rule_errors or not _is_number(value):
+            continue
+        resource = field.split("_")[0]
+        steps = RESOURCE_STEPS[resource]
+        most = MAX_PROJECT_CPU_CORES if resource == "cpu" else MAX_PROJECT_MEMORY_GIB
+        if value > most or abs(value * steps - round(value * steps)) > 1e-6:
+            expected = (
+                "a number of CPU cores of at most %d, in thousandths (millicpus)" % most
+                if resource == "cpu"
+                else "a number of GiB of at most %d, in MiB (multiples of 1/1024)" % most
+            )
+            check.error(where, field, expected, value)
     weight = fields.get("over_quota_weight")
     if "over_quota_weight" not in rule_errors and _is_number(weight) and weight > MAX_WEIGHT:
         check.error(where, "over_quota_weight", "a non-negative number of at most %d" % MAX_WEIGHT, weight)
@@ -623,6 +655,19 @@ def validate_site(
         lending_only = {"gpu_lending_limit": project.gpu_lending_limit}
         for problem in projects.problems(lending_only, None if lends_quota else registry.lenders()):
             check.error(f"project {project.name}", problem.field, problem.expected, problem.found)
+    # CPU and memory quotas are written on KAI's queues only: another engine would ignore them.
+    takers = tuple(name for name in registry.names() if registry.backend(name).cpu_memory_quotas)
+    if scheduler not in takers:
+        for project in declared_projects:
+            for field in projects.RESOURCE_FIELDS:
+                value = getattr(project, field)
+                if value is not None:
+                    expected = "no %s with clusterproof_scheduler %s: CPU and memory quotas are for %s only" % (
+                        field,
+                        scheduler,
+                        " or ".join(takers),
+                    )
+                    check.error(f"project {project.name}", field, expected, value)
     storage_classes, storage_problems = storage.check_storage_classes(site.get("clusterproof_storage_classes"), site)
     check.errors.extend(InventoryError(*problem) for problem in storage_problems)
     device_layer, layer_errors = gpu_device_layer.check_declaration(site, str(mode))

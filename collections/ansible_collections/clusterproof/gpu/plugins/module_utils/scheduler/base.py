@@ -78,6 +78,8 @@ class Backend(abc.ABC):
     gangs: ClassVar[bool] = False
     # Whether a project may declare how much of its quota it lends (``gpu_lending_limit``).
     lends_quota: ClassVar[bool]
+    # Whether a project may declare CPU and memory quotas and limits beside its GPUs (KAI's queues).
+    cpu_memory_quotas: ClassVar[bool] = False
     # Whether a waiting workload has a pod (KAI: a pending one) or none (Kueue: a suspended Job).
     waiting_workloads_have_pods: ClassVar[bool] = True
     # Seconds between two arrivals so that the engine sees them in the order they came.
@@ -130,8 +132,17 @@ class Backend(abc.ABC):
     def check_project(self, project: projects.Project) -> list[str]:
         """What of the project the engine cannot express, as sentences that name the field (the
         project rules; whether the engine takes a lending limit at all is the registry's
-        ``lenders``, which the inventory and the ``gpu_project`` module check)."""
-        return projects.problem_messages(project.name, _quota_fields(project))
+        ``lenders``, which the inventory and the ``gpu_project`` module check). An engine without
+        CPU and memory quotas (``cpu_memory_quotas`` False) refuses a project that declares them."""
+        messages = projects.problem_messages(project.name, _quota_fields(project))
+        if not self.cpu_memory_quotas:
+            messages += [
+                "project %s: %s: expected none (%s takes no CPU or memory quotas; KAI scheduler does), found %s"
+                % (project.name, field, self.display_name, shown(getattr(project, field)))
+                for field in projects.RESOURCE_FIELDS
+                if getattr(project, field) is not None
+            ]
+        return messages
 
     def project_manifests(self, project: projects.Project) -> list[Manifest]:
         """Everything the project is, in the order to create it."""
@@ -292,4 +303,5 @@ def _quota_fields(project: projects.Project) -> dict[str, Any]:
         "over_quota_weight": project.over_quota_weight,
         "gpu_lending_limit": project.gpu_lending_limit,
         "interactive_time_limit_seconds": project.interactive_time_limit_seconds,
+        **{field: getattr(project, field) for field in projects.RESOURCE_FIELDS},
     }

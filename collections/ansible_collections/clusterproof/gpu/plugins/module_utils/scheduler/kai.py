@@ -1,7 +1,8 @@
 """KAI scheduler (the open-source Run:AI scheduler) as clusterproof installs, drives and validates it.
 
 Pure. Its backend (``BACKEND``, see ``scheduler/base.py``): a project is a Queue under the
-department queue, a quota tree is Queues under their parent Queues (quota = min, limit = max,
+department queue (its GPUs, and CPU and memory where the project declares their quotas or limits),
+a quota tree is Queues under their parent Queues (quota = min, limit = max,
 over-quota weight = min unless a weight is given, CPU in millicpus, memory in megabytes; a pod goes
 to its leaf's queue by the ``kai.scheduler/queue`` label, as KAI v0.12 has no namespace default),
 a workload is a Job for ``kai-scheduler`` in its project's queue with KAI's priority classes
@@ -108,9 +109,15 @@ def queue_manifest(
     gpu_limit: float | None,
     parent: str | None,
     priority: int | None = None,
+    cpu_quota: float | None = None,
+    cpu_limit: float | None = None,
+    memory_quota: float | None = None,
+    memory_limit: float | None = None,
 ) -> dict[str, Any]:
-    """A KAI Queue. GPU quota, weight and limit as declared; CPU and memory are not limited by
-    clusterproof (quota -1 means unlimited in KAI's API)."""
+    """A KAI Queue. GPU quota, weight and limit as declared. CPU (cores) and memory (GiB) where a
+    quota or limit of theirs is declared: in KAI's units (millicpus, megabytes), with the GPUs'
+    over-quota weight, -1 for the one not declared; otherwise not limited by clusterproof (quota
+    -1 means unlimited in KAI's API)."""
     spec: dict[str, Any] = {
         "resources": {
             "gpu": {
@@ -118,8 +125,8 @@ def queue_manifest(
                 "overQuotaWeight": _number(over_quota_weight),
                 "limit": -1 if gpu_limit is None else _number(gpu_limit),
             },
-            "cpu": _unlimited(),
-            "memory": _unlimited(),
+            "cpu": _declared("cpu", cpu_quota, cpu_limit, over_quota_weight),
+            "memory": _declared("memory", memory_quota, memory_limit, over_quota_weight),
         }
     }
     if parent:
@@ -136,6 +143,24 @@ def queue_manifest(
 
 def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else float(value)
+
+
+def kai_amount(resource: str, amount: float) -> int | float:
+    """CPU cores as KAI's millicpus, memory GiB as its megabytes (10^6 bytes), GPUs as they are;
+    to a millionth, so that a MiB (1.048576 megabytes) is written exactly."""
+    return _number(round(amount * _TREE_SCALE[resource], 6))
+
+
+def _declared(resource: str, quota: float | None, limit: float | None, weight: float) -> dict[str, Any]:
+    """A queue's CPU or memory resource: the declared quota and limit in KAI's units (-1 for the one
+    not declared) with the GPUs' over-quota weight, or unlimited when neither is declared."""
+    if quota is None and limit is None:
+        return _unlimited()
+    return {
+        "quota": -1 if quota is None else kai_amount(resource, quota),
+        "overQuotaWeight": _number(weight),
+        "limit": -1 if limit is None else kai_amount(resource, limit),
+    }
 
 
 def cpu_queue_manifest(
@@ -294,6 +319,10 @@ def project_queue_manifest(project: projects.Project, department: str = DEPARTME
         project.gpu_limit,
         department,
         project.priority,
+        cpu_quota=project.cpu_quota,
+        cpu_limit=project.cpu_limit,
+        memory_quota=project.memory_quota,
+        memory_limit=project.memory_limit,
     )
 
 
@@ -302,7 +331,9 @@ def project_queue(project: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def project_readback(wanted: projects.Project, queue: Mapping[str, Any] | None) -> base.ProjectReadback:
-    """The declared project against its Queue: quota, over-quota weight, limit, parent, one check each."""
+    """The declared project against its Queue: quota, over-quota weight, limit, parent, one check
+    each; and where the project declares a CPU or memory quota or limit, that resource's quota and
+    limit (in cores and GiB, read back from KAI's millicpus and megabytes; none for -1)."""
     name = wanted.name
     if queue is None:
         missing = base.ConfigCheck(
@@ -345,9 +376,53 @@ def project_readback(wanted: projects.Project, queue: Mapping[str, Any] | None) 
                 "" if ok else "queue %s differs from the inventory; re-run playbooks/scheduler.yml" % name,
             )
         )
+    resources = (queue.get("spec") or {}).get("resources") or {}
+    for resource in ("cpu", "memory"):
+        if getattr(wanted, resource + "_quota") is None and getattr(wanted, resource + "_limit") is None:
+            continue
+        held = resources.get(resource) or {}
+        for key in ("quota", "limit"):
+            value = getattr(wanted, "%s_%s" % (resource, key))
+            raw = held.get(key)
+            seen = _declared_units(resource, raw)
+            want = None if value is None else kai_amount(resource, value)
+            ok = (
+                raw is not None
+                and _is_amount(raw)
+                and (float(raw) == -1 if want is None else abs(float(raw) - want) <= _KAI_TOLERANCE)
+            )
+            field = "%s %s" % (resource, key)
+            unit = " cores" if resource == "cpu" else " GiB"
+            checks.append(
+                base.ConfigCheck(
+                    field.replace(" ", "-"),
+                    "%s: queue %s is %s%s" % (name, field, base.shown(value), "" if value is None else unit),
+                    base.shown(value),
+                    "missing" if raw is None else (base.shown(seen) if _is_amount(raw) else repr(raw)),
+                    ok,
+                    "" if ok else "queue %s differs from the inventory; re-run playbooks/scheduler.yml" % name,
+                )
+            )
     return base.ProjectReadback(
         tuple(checks), base.shown(configured["quota"]), base.shown(configured["over-quota weight"])
     )
+
+
+# How far a queue's CPU or memory amount (KAI's units) may be from the declared one: the
+# rounding of a megabyte written to a millionth.
+_KAI_TOLERANCE = 1e-6
+
+
+def _is_amount(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _declared_units(resource: str, raw: Any) -> float | None:
+    """A queue's CPU or memory amount (millicpus, megabytes) in cores or GiB; None for -1 (none)
+    or a missing or unreadable one."""
+    if not _is_amount(raw) or float(raw) == -1:
+        return None
+    return round(float(raw) / _TREE_SCALE[resource], 6)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -509,6 +584,7 @@ class KaiBackend(base.Backend):
     fractions = True
     gangs = True
     lends_quota = False
+    cpu_memory_quotas = True
     project_apis = (QUEUE_API,)
     tree_apis = (QUEUE_API,)
     removed_kinds = ("Queue",)

@@ -590,7 +590,9 @@ def replica_jobs(
             amount = quantity(workload.gpus)
             container["resources"] = {"requests": {"cpu": amount}, "limits": {"cpu": amount}}
         else:
-            container["resources"] = {"limits": {GPU: quantity(workloads.check_gpus(workload.name, workload.gpus))}}
+            # The GPUs with the workload's CPU and memory beside them, as its Job's pod has them.
+            gpus = workloads.check_gpus(workload.name, workload.gpus)
+            container["resources"] = workloads.pod_resources(workload, gpus)
         jobs.append(job)
     return jobs
 

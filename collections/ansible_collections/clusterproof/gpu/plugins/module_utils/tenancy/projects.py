@@ -33,6 +33,9 @@ TRAINING_NODES_ANNOTATION = "clusterproof.io/node-affinity-training"
 INTERACTIVE_NODES_ANNOTATION = "clusterproof.io/node-affinity-interactive"
 INTERACTIVE_LIMIT_ANNOTATION = "clusterproof.io/interactive-time-limit-seconds"
 MEMBER_ROLE = "clusterproof-project-member"
+# A project's CPU (cores) and memory (GiB) quotas and limits beside its GPUs, and each one's unit.
+RESOURCE_FIELDS = ("cpu_quota", "cpu_limit", "memory_quota", "memory_limit")
+RESOURCE_UNITS = {"cpu": "CPU cores", "memory": "GiB of memory"}
 
 
 def valid_name(name: str) -> bool:
@@ -80,6 +83,17 @@ class Project:
     # Only on an engine that lends quota by a limit (``Backend.lends_quota``): the most of its
     # quota the project lends to others (all of it when None).
     gpu_lending_limit: float | None = None
+    # Only on an engine that takes them (``Backend.cpu_memory_quotas``: KAI): CPU cores and memory
+    # (GiB) guaranteed and at most, beside the GPUs (None: none, unlimited).
+    cpu_quota: float | None = None
+    cpu_limit: float | None = None
+    memory_quota: float | None = None
+    memory_limit: float | None = None
+
+    @property
+    def cpu_memory_declared(self) -> bool:
+        """Whether the project declares a CPU or memory quota or limit."""
+        return any(getattr(self, field) is not None for field in RESOURCE_FIELDS)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Project:
@@ -96,6 +110,7 @@ class Project:
             users=tuple(data.get("users") or ()),
             groups=tuple(data.get("groups") or ()),
             gpu_lending_limit=None if data.get("gpu_lending_limit") is None else float(data["gpu_lending_limit"]),
+            **{field: None if data.get(field) is None else float(data[field]) for field in RESOURCE_FIELDS},
         )
 
 
@@ -175,7 +190,8 @@ def problems(
     """The rules of a project's quota fields, written once: ``gpu_quota`` a non-negative number,
     ``gpu_limit`` not below it, ``over_quota_weight`` non-negative, ``gpu_lending_limit`` from 0
     to the quota (and, when ``lenders`` is given because the project's engine lends no quota by a
-    limit, not at all: ``lenders`` name the engines that do), a positive time limit.
+    limit, not at all: ``lenders`` name the engines that do), a positive time limit; ``cpu_quota``
+    and ``memory_quota`` non-negative, ``cpu_limit`` and ``memory_limit`` not below their quota.
 
     Fields left out are not checked (the inventory and the module say which they require); a
     ``gpu_quota`` or ``over_quota_weight`` given as None is a problem, other fields may be None.
@@ -199,6 +215,14 @@ def problems(
         found.append(
             ProjectProblem("gpu_lending_limit", "a number of GPUs from 0 to gpu_quota (%s)" % _shown(quota), lending)
         )
+    for resource, unit in RESOURCE_UNITS.items():
+        least = values.get(resource + "_quota")
+        if least is not None and (not _is_number(least) or least < 0):
+            found.append(ProjectProblem(resource + "_quota", "a non-negative number of %s" % unit, least))
+        most = values.get(resource + "_limit")
+        if most is not None and (not _is_number(most) or most < 0 or (_is_number(least) and most < least)):
+            floor = "" if least is None else " not below %s_quota (%s)" % (resource, _shown(least))
+            found.append(ProjectProblem(resource + "_limit", "a non-negative number of %s%s" % (unit, floor), most))
     time_limit = values.get("interactive_time_limit_seconds")
     if time_limit is not None and not (
         isinstance(time_limit, int) and not isinstance(time_limit, bool) and time_limit > 0

@@ -7,7 +7,9 @@ Two kinds, as in the Run:AI documents:
 - interactive (build sessions): the project's time limit ends it.
 
 Every workload is a Job in its project's namespace (``base_job``): its kind and name as labels,
-whole GPUs as ``nvidia.com/gpu``, the project's node affinity for the workload's kind as a
+whole GPUs as ``nvidia.com/gpu``, CPU cores and memory (GiB) per pod, where the workload asks
+for them, as ``cpu`` (millicores) and ``memory`` (Mi) requests and the same limits, the project's
+node affinity for the workload's kind as a
 required node affinity on ``kubernetes.io/hostname``, the time limit of interactive work as
 ``activeDeadlineSeconds``. A fraction of a GPU (0 < gpus < 1) gets no GPU resource here: an engine
 that shares GPUs says so its own way (KAI's ``gpu-fraction`` annotation), one that cannot refuses
@@ -33,6 +35,10 @@ WORKLOAD_NAME_LABEL = "clusterproof.io/workload"
 COMPLETE_AFTER_ANNOTATION = "clusterproof.io/complete-after"
 # GPU fractions are given in hundredths.
 FRACTION_STEP = Decimal("0.01")
+# A pod's CPU is written in millicores, its memory in MiB: the steps a workload's cpu (cores) and
+# memory (GiB) are given in.
+CPU_STEP = Decimal(1) / 1000
+MEMORY_STEP = Decimal(1) / 1024
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.01-py3"
 GPU_RESOURCE = "nvidia.com/gpu"
 # A test bed's simulated GPU nodes (KWOK beside a real cluster, sandbox.simulated_nodes) are tainted so
@@ -80,6 +86,9 @@ class Workload:
     # Sandbox only: how long the workload runs before it completes (a Go duration, e.g. "90s").
     complete_after: str | None = None
     image: str = DEFAULT_IMAGE
+    # What each pod asks beside its GPUs: CPU cores and memory in GiB (0: nothing written).
+    cpu: float = 0.0
+    memory: float = 0.0
 
 
 def check_gpus(name: str, gpus: Any) -> Decimal:
@@ -102,6 +111,48 @@ def check_gpus(name: str, gpus: Any) -> Decimal:
     return amount
 
 
+def check_amount(name: str, field: str, value: Any) -> Decimal:
+    """A workload's ``cpu`` (cores, in thousandths) or ``memory`` (GiB, in MiB: 1/1024 GiB) per pod:
+    a non-negative number in those steps."""
+    step, unit = (CPU_STEP, "CPU cores in thousandths (millicores)") if field == "cpu" else (MEMORY_STEP, "GiB in MiB")
+    where = "workload %s: %s" % (name, field)
+    if isinstance(value, bool):
+        raise WorkloadError("%s: expected a non-negative number of %s, found %r" % (where, unit, value))
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        raise WorkloadError("%s: expected a non-negative number of %s, found %r" % (where, unit, value)) from None
+    if not amount.is_finite() or amount < 0:
+        raise WorkloadError("%s: expected a non-negative number of %s, found %r" % (where, unit, value))
+    # A MiB is 0.0009765625 GiB: the amount is whole in steps when it is within a rounding of one.
+    if abs(amount / step - (amount / step).to_integral_value()) > Decimal("1e-6"):
+        raise WorkloadError("%s: expected a number of %s, found %s" % (where, unit, value))
+    return amount
+
+
+def pod_resources(workload: Workload, gpus: Decimal | None) -> dict[str, Any]:
+    """A container's resources: ``gpus`` whole GPUs as the ``nvidia.com/gpu`` limit (none for None
+    or a fraction), and the workload's CPU (``"1500m"``) and memory (``"16384Mi"``) as requests and
+    the same limits, where it asks for them; empty when it asks for nothing."""
+    limits: dict[str, str] = {}
+    if gpus is not None and gpus >= 1:
+        limits[GPU_RESOURCE] = str(int(gpus))
+    requests: dict[str, str] = {}
+    cpu = check_amount(workload.name, "cpu", workload.cpu)
+    memory = check_amount(workload.name, "memory", workload.memory)
+    if cpu > 0:
+        requests["cpu"] = "%dm" % (cpu / CPU_STEP).to_integral_value()
+    if memory > 0:
+        requests["memory"] = "%dMi" % (memory / MEMORY_STEP).to_integral_value()
+    limits.update(requests)
+    resources: dict[str, Any] = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return resources
+
+
 def base_job(workload: Workload, settings: ProjectSettings) -> dict[str, Any]:
     """The Job that runs ``workload`` in its project, before an engine labels it. Pure."""
     if workload.kind not in KINDS:
@@ -115,9 +166,7 @@ def base_job(workload: Workload, settings: ProjectSettings) -> dict[str, Any]:
     gpus = check_gpus(workload.name, workload.gpus)
     labels = {WORKLOAD_KIND_LABEL: workload.kind, WORKLOAD_NAME_LABEL: workload.name}
     annotations = {}
-    resources: dict[str, Any] = {}
-    if gpus >= 1:
-        resources = {"limits": {GPU_RESOURCE: str(int(gpus))}}
+    resources = pod_resources(workload, gpus)
     if workload.complete_after:
         annotations[COMPLETE_AFTER_ANNOTATION] = workload.complete_after
     pod_spec: dict[str, Any] = {
@@ -168,18 +217,24 @@ def deployment_from_job(
 ) -> dict[str, Any]:
     """A Deployment of ``replicas`` pods like the pod of ``job`` (an engine's Job of ``workload``
     at one GPU), each the size of ``workload`` in ``resource`` (GPUs, or CPU cores when
-    ``resource`` is cpu: the elastic quota tree's example). Pure."""
+    ``resource`` is cpu: the elastic quota tree's example), with the workload's CPU and memory
+    beside its GPUs (``pod_resources``). Pure."""
     template = job["spec"]["template"]
     template["spec"].pop("restartPolicy")  # a Deployment's pods always restart
     size = check_gpus(workload.name, workload.gpus)
     container = template["spec"]["containers"][0]
     if resource == "cpu":
+        if workload.cpu or workload.memory:
+            raise WorkloadError(
+                "workload %s: cpu and memory: pods sized in CPU cores (resource cpu) take nothing beside them, "
+                "found cpu %s, memory %s" % (workload.name, workload.cpu, workload.memory)
+            )
         amount = str(size.normalize()) if size >= 1 else "%dm" % int(size * 1000)
         container["resources"] = {"requests": {"cpu": amount}, "limits": {"cpu": amount}}
     elif size < 1:
         raise WorkloadError("workload %s: gpus: a Deployment's pods take whole GPUs, found %s" % (workload.name, size))
     else:
-        container["resources"] = {"limits": {GPU_RESOURCE: str(int(size))}}
+        container["resources"] = pod_resources(workload, size)
     selector = {WORKLOAD_NAME_LABEL: workload.name}
     return {
         "apiVersion": "apps/v1",

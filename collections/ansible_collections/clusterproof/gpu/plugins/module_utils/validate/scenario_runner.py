@@ -30,7 +30,7 @@ from typing import Any
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import yaml_file
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import base as kube_base
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
-from ansible_collections.clusterproof.gpu.plugins.module_utils.model import quota_lint
+from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare, quota_lint
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as report
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
@@ -293,6 +293,12 @@ def _run_loaded(
                 "%s has no fractional GPUs: %s left out, so the document's table does not apply to this step; "
                 "the model, without them, is checked" % (backend.display_name, ", ".join(names))
             )
+    if scenario.cpu_memory_quotas and not backend.cpu_memory_quotas:
+        reason = (
+            "%s takes no CPU or memory quotas, and this scenario's projects declare them (KAI scheduler's queues do)"
+            % (backend.display_name)
+        )
+        return _skipped(section, scenario, reason)
     gangs = sorted(job.name for step in scenario.steps for job in step.submit if job.min_replicas is not None)
     if gangs and not backend.gangs:
         reason = "%s is not given gangs by clusterproof, and this scenario has gangs (min_replicas: %s)" % (
@@ -464,9 +470,13 @@ class _Run:
             project.name: workloads.ProjectSettings(self.prefix + project.name, pinned, pinned)
             for project in scenario.projects
         }
-        # The engine is held to the model of its own policy; the tables to the scenario's.
-        model = scenarios.predictions(scenario, list(plan.nodes), backend.policy)
-        written_model = scenarios.predictions(scenario, list(plan.nodes))
+        # The engine is held to the model of its own policy; the tables to the scenario's. CPU and
+        # memory quotas divide what the live nodes offer pods.
+        nodes: list[fairshare.Node | tuple[str, int]] = list(plan.nodes)
+        if scenario.cpu_memory_quotas:
+            nodes = list(model_nodes(plan.nodes, kube.list_nodes(self.api)))
+        model = scenarios.predictions(scenario, nodes, backend.policy)
+        written_model = scenarios.predictions(scenario, nodes)
         states: list[scenarios.Observation] = []
         for index, step in enumerate(scenario.steps):
             step_started = time.monotonic()
@@ -497,7 +507,7 @@ class _Run:
 
     def _submit(self, job: scenarios.ScenarioJob, settings: workloads.ProjectSettings) -> None:
         namespace = self.prefix + job.project
-        workload = workloads.Workload(job.name, namespace, job.kind, job.gpus)
+        workload = workloads.Workload(job.name, namespace, job.kind, job.gpus, cpu=job.cpu, memory=job.memory)
         manifests = self.backend.workload_manifests(
             workload, settings, job.replicas, self.scenario.resource, job.min_replicas
         )
@@ -688,6 +698,38 @@ def _reach(connect: Callable[[], Any], name: str) -> tuple[Any, list[Any]]:
         ) from None
 
 
+def node_quantity(raw: Any, scale: float = 1.0) -> float | None:
+    """A Kubernetes quantity (``"80"``, ``"80000m"``, ``"512Gi"``) divided by ``scale``; None when
+    it is missing or not a quantity. Pure."""
+    from kubernetes.utils import parse_quantity  # the client library the runner talks through
+
+    if raw is None:
+        return None
+    try:
+        return float(parse_quantity(raw)) / scale
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+
+
+def model_nodes(plan_nodes: Sequence[tuple[str, int]], live: Iterable[Mapping[str, Any]]) -> list[fairshare.Node]:
+    """The model's nodes: each (name, GPUs) the scenario runs on, with the CPU cores and the memory
+    (GiB) its live Node (of ``live``, API objects as dicts) offers pods, its ``status.allocatable``;
+    None where the node or the amount is missing or unreadable (the model then takes CPU and memory
+    as unbounded). Pure."""
+    allocatable = {
+        (node.get("metadata") or {}).get("name"): (node.get("status") or {}).get("allocatable") or {} for node in live
+    }
+    return [
+        fairshare.Node(
+            name,
+            gpus,
+            node_quantity(allocatable.get(name, {}).get("cpu")),
+            node_quantity(allocatable.get(name, {}).get("memory"), 1024**3),
+        )
+        for name, gpus in plan_nodes
+    ]
+
+
 def daemonset_requests(pods: Iterable[Any], amount: Callable[[Any], float]) -> dict[str, float]:
     """What the running or pending pods of DaemonSets (the client's V1Pods) request, per node. Pure."""
     taken: dict[str, float] = {}
@@ -753,6 +795,10 @@ def project_objects(
             gpu_quota=project.quota,
             over_quota_weight=project.quota if project.weight is None else project.weight,
             gpu_limit=project.limit,
+            cpu_quota=project.cpu_quota,
+            cpu_limit=project.cpu_limit,
+            memory_quota=project.memory_quota,
+            memory_limit=project.memory_limit,
         )
         objects += backend.scenario_project_manifests(declared, group)
     return objects

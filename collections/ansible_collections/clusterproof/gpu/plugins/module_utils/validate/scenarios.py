@@ -39,6 +39,18 @@ MAX_STEPS = 100
 MAX_WORKLOADS = 1_000
 MAX_REPLICAS = 1_000
 TITLE_MAX = 200  # characters of a scenario's name (it names report sections and check ids)
+# CPU and memory beside the GPUs (KAI's queues; the model's policy runai, flat projects, resource
+# gpu only): a project's quotas and limits, a workload's requests per pod, in CPU cores and GiB.
+PROJECT_RESOURCE_FIELDS = ("cpu_quota", "cpu_limit", "memory_quota", "memory_limit")
+JOB_RESOURCE_FIELDS = ("cpu", "memory")
+# The steps they are given in (thousandths of a core: millicores; MiB: 1/1024 GiB), their bounds,
+# and how errors word them.
+RESOURCE_STEPS = {"cpu": 1000, "memory": 1024}
+RESOURCE_MAX = {"cpu": 1_000_000, "memory": 10_000_000}
+RESOURCE_RULES = {
+    "cpu": ("a non-negative number of CPU cores", ", at most %d, in thousandths (0.5, not 0.0005)"),
+    "memory": ("a non-negative number of GiB", ", at most %d, in MiB (multiples of 1/1024 GiB: 0.5, not 0.0001)"),
+}
 
 
 class ScenarioError(ValueError):
@@ -57,16 +69,33 @@ class ScenarioJob:
     gpus: float
     replicas: int | None = None
     min_replicas: int | None = None
+    # What each pod asks beside its GPUs: CPU cores and GiB of memory (policy runai).
+    cpu: float = 0.0
+    memory: float = 0.0
 
     def model_job(self) -> fairshare.Job:
-        return fairshare.Job(self.name, self.project, self.gpus, interactive=self.kind == "interactive")
+        return fairshare.Job(
+            self.name,
+            self.project,
+            self.gpus,
+            interactive=self.kind == "interactive",
+            cpu=self.cpu,
+            memory=self.memory,
+        )
 
     def model_jobs(self) -> tuple[fairshare.Job, ...]:
         """The model's jobs: this one, or one per replica (``name-0`` ...)."""
         if self.replicas is None:
             return (self.model_job(),)
         return fairshare.replicas(
-            self.name, self.project, self.replicas, self.gpus, self.kind == "interactive", self.min_replicas
+            self.name,
+            self.project,
+            self.replicas,
+            self.gpus,
+            self.kind == "interactive",
+            self.min_replicas,
+            cpu=self.cpu,
+            memory=self.memory,
         )
 
 
@@ -104,6 +133,13 @@ class Scenario:
     @property
     def unit(self) -> str:
         return "GPUs" if self.resource == "gpu" else "CPU cores"
+
+    @property
+    def cpu_memory_quotas(self) -> bool:
+        """Whether a project declares a CPU or memory quota or limit (only KAI's queues take them)."""
+        return any(
+            getattr(project, field) is not None for project in self.projects for field in PROJECT_RESOURCE_FIELDS
+        )
 
     @property
     def parents(self) -> set[str]:
@@ -188,6 +224,57 @@ def _hundredths(value: Any, most: float = MAX_CAPACITY) -> bool:
     return _number(value) and 0 <= value <= most and abs(value * 100 - round(value * 100)) < 1e-6
 
 
+def _in_steps(value: Any, resource: str) -> bool:
+    """A CPU (cores) or memory (GiB) amount from 0 to its bound in its steps (RESOURCE_STEPS)."""
+    per = RESOURCE_STEPS[resource]
+    return _number(value) and 0 <= value <= RESOURCE_MAX[resource] and abs(value * per - round(value * per)) < 1e-6
+
+
+def _cpu_memory_rule(resource: str, policy: Any, flat: bool) -> str | None:
+    """Why a scenario may not give CPU or memory beside the GPUs (words for an error), or None when
+    it may: only with resource gpu, policy runai, and flat projects (the model and KAI's queues)."""
+    if resource != "gpu":
+        return "resource gpu, not %s" % resource
+    if policy != "runai":
+        return "policy runai, not %s" % policy
+    if not flat:
+        return "flat projects, not a quota tree (a project with parent)"
+    return None
+
+
+def _cpu_memory(
+    errors: _Errors, where: str, data: Mapping[str, Any], fields: Sequence[str], rule: str | None
+) -> dict[str, float] | None:
+    """The CPU and memory amounts of ``fields`` that ``data`` gives, checked (each a non-negative
+    number in its steps, a limit at least its quota); None when one is wrong. ``rule``: why the
+    scenario may give none (``_cpu_memory_rule``)."""
+    amounts: dict[str, float] = {}
+    wrong = False
+    for key in fields:
+        value = data.get(key)
+        if value is None:
+            continue
+        if rule is not None:
+            errors.add("%s.%s" % (where, key), "no %s: CPU and memory beside the GPUs take %s" % (key, rule), value)
+            wrong = True
+            continue
+        resource = key.split("_")[0]
+        if not _in_steps(value, resource):
+            text, bound = RESOURCE_RULES[resource]
+            kept = _number(value) and value >= 0
+            errors.add("%s.%s" % (where, key), _expected(text, kept, bound % RESOURCE_MAX[resource]), value)
+            wrong = True
+            continue
+        amounts[key] = float(value)
+    for resource in RESOURCE_STEPS:
+        quota, limit = amounts.get(resource + "_quota"), amounts.get(resource + "_limit")
+        if quota is not None and limit is not None and limit < quota:
+            expected = "a number at least %s_quota (%s)" % (resource, _fmt(quota))
+            errors.add("%s.%s_limit" % (where, resource), expected, limit)
+            wrong = True
+    return None if wrong else amounts
+
+
 def _count(value: Any, most: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= most
 
@@ -235,7 +322,12 @@ def load(data: Any, where: str = "scenario") -> Scenario:
     if _count(reference, MAX_CAPACITY) and _count(node_gpus, MAX_CAPACITY) and node_gpus > reference:
         errors.add("capacity." + node_field, "at most capacity.%s (%d)" % (amount_field, reference), node_gpus)
     node_size = node_gpus if _count(node_gpus, MAX_CAPACITY) else MAX_CAPACITY
-    projects = _load_projects(errors, data.get("projects"), resource)
+    raw_projects = data.get("projects")
+    tree = isinstance(raw_projects, list) and any(
+        isinstance(project, Mapping) and project.get("parent") is not None for project in raw_projects
+    )
+    cpu_memory = _cpu_memory_rule(resource, policy, not tree)
+    projects = _load_projects(errors, raw_projects, resource, cpu_memory)
     known_projects = {project.name for project in projects}
     leaves = known_projects - {project.parent for project in projects if project.parent}
     steps = []
@@ -246,7 +338,7 @@ def load(data: Any, where: str = "scenario") -> Scenario:
         errors.add("steps", "a list of 1 to %d steps" % MAX_STEPS, shown)
         raw_steps = []
     for index, step in enumerate(raw_steps):
-        parsed = _load_step(errors, index, step, leaves, submitted, resource, known_projects, node_size)
+        parsed = _load_step(errors, index, step, leaves, submitted, resource, known_projects, node_size, cpu_memory)
         if parsed is not None:
             steps.append(parsed)
     if not steps and isinstance(data.get("steps") or [], list):
@@ -273,7 +365,8 @@ def load(data: Any, where: str = "scenario") -> Scenario:
 PROJECT_FIELDS = ("name", "parent", "gpu_quota", "gpu_limit", "min", "max", "over_quota_weight")
 
 
-def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.Project]:
+def _load_projects(errors: _Errors, data: Any, resource: str, cpu_memory: str | None = None) -> list[fairshare.Project]:
+    """The scenario's projects; ``cpu_memory``: why they may declare no CPU or memory quotas (None: they may)."""
     projects: list[fairshare.Project] = []
     names: set[str] = set()
     if data is not None and (not isinstance(data, list) or len(data) > MAX_PROJECTS):
@@ -286,7 +379,10 @@ def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.
             errors.add(field, "a mapping with name and gpu_quota (or min)", project)
             continue
         allowed = PROJECT_FIELDS if resource == "gpu" else tuple(f for f in PROJECT_FIELDS if not f.startswith("gpu_"))
-        for key in sorted(set(project) - set(allowed), key=str):
+        if cpu_memory is None:
+            allowed += PROJECT_RESOURCE_FIELDS
+        # CPU and memory fields where they may not be are named by _cpu_memory, not as unknown.
+        for key in sorted(set(project) - set(allowed) - set(PROJECT_RESOURCE_FIELDS), key=str):
             errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(allowed), "an unknown field")
         name = project["name"]
         if not _dns_label(name) or name in names:
@@ -316,6 +412,9 @@ def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.
             declared = ", ".join(sorted(names)) or "none yet"
             errors.add(field + ".parent", "a project declared before it (%s)" % declared, parent)
             continue
+        amounts = _cpu_memory(errors, field, project, PROJECT_RESOURCE_FIELDS, cpu_memory)
+        if amounts is None:
+            continue
         names.add(name)
         projects.append(
             fairshare.Project(
@@ -324,6 +423,7 @@ def _load_projects(errors: _Errors, data: Any, resource: str) -> list[fairshare.
                 None if limit is None else float(limit),
                 None if weight is None else float(weight),
                 parent,
+                **amounts,
             )
         )
     if not projects:
@@ -348,6 +448,7 @@ def _load_step(
     resource: str,
     all_projects: set[str],
     node_size: int = MAX_CAPACITY,
+    cpu_memory: str | None = None,
 ) -> Step | None:
     amount_field = RESOURCES[resource][0]
     plural, one = UNIT_WORDS[resource]
@@ -359,6 +460,7 @@ def _load_step(
         errors.add("%s.%s" % (field, key), "one of %s" % ", ".join(STEP_FIELDS), "an unknown field")
     jobs = []
     job_fields = ("name", "project", "kind", amount_field, "replicas", "min_replicas")
+    allowed = job_fields + (JOB_RESOURCE_FIELDS if cpu_memory is None else ())
     submit = step.get("submit") or []
     if not isinstance(submit, list):
         errors.add(field + ".submit", "a list of workloads", submit)
@@ -368,8 +470,8 @@ def _load_step(
         if not isinstance(job, Mapping):
             errors.add(where, "a mapping with %s" % ", ".join(job_fields), job)
             continue
-        for key in sorted(set(job) - set(job_fields), key=str):
-            errors.add("%s.%s" % (where, key), "one of %s" % ", ".join(job_fields), "an unknown field")
+        for key in sorted(set(job) - set(allowed) - set(JOB_RESOURCE_FIELDS), key=str):
+            errors.add("%s.%s" % (where, key), "one of %s" % ", ".join(allowed), "an unknown field")
         name, project, kind, gpus, replicas, min_replicas = (job.get(key) for key in job_fields)
         if not isinstance(name, str) or not _dns_label(name) or name in submitted:
             errors.add(where + ".name", "a workload name (a DNS label) not used before in the scenario", name)
@@ -416,9 +518,12 @@ def _load_step(
                 gpus,
             )
             continue
+        amounts = _cpu_memory(errors, where, job, JOB_RESOURCE_FIELDS, cpu_memory)
+        if amounts is None:
+            continue
         if isinstance(name, str):
             submitted.add(name)
-        jobs.append(ScenarioJob(str(name), str(project), str(kind), float(gpus), replicas, min_replicas))
+        jobs.append(ScenarioJob(str(name), str(project), str(kind), float(gpus), replicas, min_replicas, **amounts))
     delete = step.get("delete") or []
     if not _names(delete):
         errors.add(field + ".delete", "a list of workload names", delete)
@@ -592,7 +697,9 @@ def fit_to_site(scenario: Scenario, nodes: Sequence[tuple[str, int]]) -> SitePla
     whole-GPU jobs and written allocations scale with the capacity, fractions are repeated
     (``name``, ``name-x2``, ...) or resized (fairshare.scale_scenario says how). Written shared-GPU
     groups are repeated with their fractions, and dropped when fractions are resized (the model
-    still predicts them). Returns the reason, as a sentence, when the site cannot hold the scenario.
+    still predicts them). CPU and memory beside the GPUs scale as the GPUs do: quotas and limits,
+    and the requests of whole-GPU and resized workloads (a repeated fraction keeps its own), to a
+    millicore and a MiB. Returns the reason, as a sentence, when the site cannot hold the scenario.
     """
     by_size: dict[int, list[str]] = {}
     for name, gpus in nodes:
@@ -617,21 +724,48 @@ def fit_to_site(scenario: Scenario, nodes: Sequence[tuple[str, int]]) -> SitePla
     used = by_size[size][: scaled.nodes]
     unused = tuple(name for name, gpus in nodes if gpus > 0 and name not in used)
     scale = Fraction(scaled.gpus, scenario.reference_gpus)
+    written_projects = {project.name: project for project in scenario.projects}
+    scaled_projects = tuple(
+        dataclasses.replace(
+            project,
+            **{
+                field: _scaled_amount(getattr(written_projects[project.name], field), scale, field)
+                for field in PROJECT_RESOURCE_FIELDS
+            },
+        )
+        for project in scaled.projects
+    )
     scaled_scenario = dataclasses.replace(
         scenario,
         reference_gpus=scaled.gpus,
         node_gpus=size,
-        projects=scaled.projects,
+        projects=scaled_projects,
         steps=_scaled_steps(scenario, scale),
     )
     return SitePlan(scenario, scaled_scenario, tuple((name, size) for name in used), unused, scale)
+
+
+def _scaled_amount(value: float | None, scale: Fraction, field: str) -> float | None:
+    """A CPU (cores) or memory (GiB) amount times ``scale``, to its step (a millicore, a MiB)."""
+    if value is None:
+        return None
+    per = RESOURCE_STEPS[field.split("_")[0]]
+    return round(value * scale * per) / per
 
 
 def _copies(job: ScenarioJob, scale: Fraction) -> list[ScenarioJob]:
     scaled = fairshare.scaled_jobs_for([job.model_job()], scale)
     if scaled is None:  # fit_to_site picked a scale at which every job scales
         raise ValueError("workload %s does not scale by %s" % (job.name, scale))
-    return [ScenarioJob(copy.name, job.project, job.kind, copy.gpus, job.replicas, job.min_replicas) for copy in scaled]
+    # A fraction repeated keeps its size, and its CPU and memory; a resized job scales them too.
+    same = len(scaled) > 1 or (scaled and scaled[0].gpus == job.gpus and job.gpus < 1 and scale.denominator == 1)
+    factor = Fraction(1) if same else scale
+    cpu = _scaled_amount(job.cpu, factor, "cpu") or 0.0
+    memory = _scaled_amount(job.memory, factor, "memory") or 0.0
+    return [
+        ScenarioJob(copy.name, job.project, job.kind, copy.gpus, job.replicas, job.min_replicas, cpu, memory)
+        for copy in scaled
+    ]
 
 
 def _scaled_steps(scenario: Scenario, scale: Fraction) -> tuple[Step, ...]:
@@ -678,14 +812,16 @@ def _times(gpus: float, scale: Fraction) -> float:
 
 
 def predictions(
-    scenario: Scenario, nodes: Sequence[tuple[str, int]], policy: str | None = None
+    scenario: Scenario, nodes: Sequence[fairshare.Node | tuple[str, int]], policy: str | None = None
 ) -> list[fairshare.Prediction]:
     """The fair-share model's stable state after each step, for ``policy`` (the installed
     engine's; by default the one the scenario's tables were written for), chained as the runner
     runs a step: the step's deletions settle first, then its workloads arrive one at a time, each
     settled before the next (the runner waits for each to run, ``arrival_seconds``), so that an
     early arrival takes idle GPUs before a later one is known (a differential scenario showed KAI
-    lending a whole node to the first arrival of a queue with no share)."""
+    lending a whole node to the first arrival of a queue with no share). ``nodes``: (name, GPUs),
+    or fairshare.Node with the CPU cores and memory the node offers, whose fair shares CPU and
+    memory quotas divide (``scenario_runner.model_nodes``)."""
     model_policy = policy or scenario.policy
     results = []
     running: Mapping[str, fairshare.Placement] = {}
