@@ -730,6 +730,19 @@ def test_kueue_admits_no_more_than_its_cohorts_quotas():
     assert fs.predict("runai", [("n1", 8), ("n2", 8)], projects, more).allocated["q2"] == 4
 
 
+def test_kai_interactive_work_at_its_project_s_limit_preempts_its_own_training_jobs():
+    # Differential seed 2 with --resources, step 3: q1 (quota 11, limit 15) runs 8 + 1 GPUs of
+    # training; its 8-GPU interactive job would take it to 17, but KAI's preempt action checks the
+    # limit with the victims gone: the 8-GPU training job goes and the interactive job starts.
+    projects = [Project("a", quota=10, limit=10), Project("b", quota=6)]
+    jobs = [Job("t1", "a", 8), Job("t2", "a", 1), Job("b1", "b", 6)]
+    first = fs.predict("runai", [("n1", 16)], projects, jobs)
+    assert first.pending == () and first.allocated == {"a": 9.0, "b": 6.0}
+    result = fs.predict("runai", [("n1", 16)], projects, [*jobs, Job("i1", "a", 8, interactive=True)], first.placements)
+    assert result.preempted == ("t1",)
+    assert result.allocated == {"a": 9.0, "b": 6.0}
+
+
 def test_kueue_preempts_for_quota_not_for_room_on_the_nodes():
     # Differential seed 12 on Kueue: quotas add up to 25 on 16 GPUs. q4's 4-GPU workload is within
     # q4's quota and the cohort's: Kueue admits it and it waits for a node; nothing is preempted,

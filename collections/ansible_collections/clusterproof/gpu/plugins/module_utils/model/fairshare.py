@@ -1143,15 +1143,17 @@ class _Engine:
         return None
 
     def _preempt_within_projects(self) -> bool:
-        """runai: a pending interactive job that may start (within its project's quota and limits)
-        but finds no room preempts its own project's training jobs (KAI's preempt action: a build
-        or inference job outranks training in its queue). On each node it takes the project's
-        training jobs there, the most recently submitted first, until it fits, then puts back those
-        it did not need; the node where that evicts the least wins (ties: node order). The project
-        holds no more than before (or its fair share)."""
+        """runai: a pending interactive job within its project's quota that finds no room preempts
+        its own project's training jobs (KAI's preempt action: a build or inference job outranks
+        training in its queue). On each node it takes the project's training jobs there, the most
+        recently submitted first, until it fits there and within its project's limits counted
+        without them (KAI checks the preemptor's queue with its victims gone: a project at its
+        limit makes room from its own work, differential seed 2 with --resources), then puts back
+        those it did not need; the node where that evicts the least wins (ties: node order). The
+        project holds no more than before (or its fair share)."""
         changed = False
         for j in self._pending():
-            if self.preemptible[j] or self.gang[j] >= 0 or not self._may_start(j):
+            if self.preemptible[j] or self.gang[j] >= 0 or not self._interactive_ok(j):
                 continue  # an interactive gang preempting its own project: not modelled
             q = self.leaf[j]
             own = sorted((v for v in self.leaf_running[q] if self.preemptible[v] and self.gang[v] < 0), reverse=True)
@@ -1164,12 +1166,14 @@ class _Engine:
             for n, candidates in sorted(by_node.items()):
                 chosen: list[int] = []
                 for v in candidates:
-                    if self._gpus_fit(j, n, chosen):
+                    if self._fits(j, n, chosen, self._removed_in(chosen)):
                         break
                     chosen.append(v)
-                if not chosen or not self._gpus_fit(j, n, chosen):
+                if not chosen or not self._fits(j, n, chosen, self._removed_in(chosen)):
                     continue
-                chosen = _without_unneeded(chosen, lambda trial, j=j, n=n: self._gpus_fit(j, n, trial))
+                chosen = _without_unneeded(
+                    chosen, lambda trial, j=j, n=n: self._fits(j, n, trial, self._removed_in(trial))
+                )
                 freed = sum(self.units[v] for v in chosen)
                 if best is None or freed < best[0]:
                     best = (freed, n, chosen)
