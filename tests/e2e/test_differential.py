@@ -52,6 +52,31 @@ def test_kai_settles_random_scenarios_as_the_model_predicts(seed, sandbox, kai_s
     assert list(tmp_path.iterdir()) == []  # nothing written: no disagreement to replay
 
 
+# Seeds of the bench's site with CPU and memory beside the GPUs (--resources; the session's nodes
+# offer 80 cores and 512 GiB, as the bench's do), each a rule of docs/fairshare.md, "CPU and memory
+# beside the GPUs".
+RESOURCE_SAMPLE = {
+    # q5's CPU limit of 6 cores keeps its 8-GPU job pending though the GPUs are free
+    8: lambda scenario: scenario["projects"][4].get("cpu_limit") == 6,
+    # q1 above its CPU quota only (49 of 36 cores) keeps its work against q2's claim
+    12: lambda scenario: [project.get("cpu_quota") for project in scenario["projects"]] == [36, 20],
+    # q5 at its GPU limit: its interactive job preempts q5's own 8-GPU training job
+    36: lambda scenario: [project["gpu_quota"] for project in scenario["projects"]] == [3, 7, 5, 1, 8],
+}
+
+
+@pytest.mark.parametrize("seed", sorted(RESOURCE_SAMPLE))
+def test_kai_settles_random_scenarios_with_cpu_and_memory_quotas_as_the_model_predicts(
+    seed, sandbox, kai_site, tmp_path
+):
+    site = Site(resources=True)
+    scenario = generate(seed, site)
+    assert RESOURCE_SAMPLE[seed](scenario), f"seed {seed} no longer draws the case it was kept for"
+    outcome = run_one(seed, site, "kai", sandbox.kubeconfig, sandbox.state_dir, tmp_path, ["dgx1-1", "dgx1-2"])
+    assert outcome["verdict"] == "agrees", outcome["differences"]
+    assert list(tmp_path.iterdir()) == []
+
+
 # Kueue's seeds (whole GPUs, as the bench draws them for Kueue), each a rule of the kueue policy
 # (docs/fairshare.md) that the model once lacked.
 KUEUE_SAMPLE = {

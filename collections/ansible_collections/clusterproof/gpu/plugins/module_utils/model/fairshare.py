@@ -1151,17 +1151,23 @@ class _Engine:
             for v in own:
                 by_node.setdefault(self.place[v][0], []).append(v)  # type: ignore[index]
             best: tuple[int, int, list[int]] | None = None  # (units freed, node, victims)
+            # Within its limits already, the job needs only GPUs (victims lower what the project holds).
+            within = self._within_limits(j)
             for n, candidates in sorted(by_node.items()):
+
+                def fits(trial: list[int], j: int = j, n: int = n, within: bool = within) -> bool:
+                    if within:
+                        return self._gpus_fit(j, n, trial)
+                    return self._fits(j, n, trial, self._removed_in(trial))
+
                 chosen: list[int] = []
                 for v in candidates:
-                    if self._fits(j, n, chosen, self._removed_in(chosen)):
+                    if fits(chosen):
                         break
                     chosen.append(v)
-                if not chosen or not self._fits(j, n, chosen, self._removed_in(chosen)):
+                if not chosen or not fits(chosen):
                     continue
-                chosen = _without_unneeded(
-                    chosen, lambda trial, j=j, n=n: self._fits(j, n, trial, self._removed_in(trial))
-                )
+                chosen = _without_unneeded(chosen, fits)
                 freed = sum(self.units[v] for v in chosen)
                 if best is None or freed < best[0]:
                     best = (freed, n, chosen)
