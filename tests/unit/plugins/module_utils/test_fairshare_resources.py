@@ -179,12 +179,18 @@ def _held(result: fs.Prediction, jobs: list[Job], interactive_only: bool) -> dic
     return held
 
 
+def _two_steps(case) -> tuple[fs.Prediction, fs.Prediction]:
+    """The first step's prediction and the second's, chained as the scenario runner chains them."""
+    nodes, projects, first_jobs, second_jobs = case
+    first = fs.predict("runai", nodes, projects, first_jobs)
+    return first, fs.predict("runai", nodes, projects, second_jobs, first.placements)
+
+
 @PROPERTY
 @given(case=resource_sites())
 def test_runai_keeps_every_queue_within_its_cpu_and_memory_limits_and_interactive_work_within_its_quotas(case):
-    nodes, projects, first_jobs, second_jobs = case
-    first = fs.predict("runai", nodes, projects, first_jobs)
-    second = fs.predict("runai", nodes, projects, second_jobs, first.placements)
+    _, projects, first_jobs, second_jobs = case
+    first, second = _two_steps(case)
     for result, jobs in ((first, first_jobs), (second, second_jobs)):
         held, fixed = _held(result, jobs, False), _held(result, jobs, True)
         for project in projects:
@@ -201,8 +207,7 @@ def test_runai_keeps_every_queue_within_its_cpu_and_memory_limits_and_interactiv
 @PROPERTY
 @given(case=resource_sites())
 def test_runai_with_cpu_and_memory_a_stable_state_is_a_fixed_point(case):
-    nodes, projects, first_jobs, second_jobs = case
-    first = fs.predict("runai", nodes, projects, first_jobs)
-    second = fs.predict("runai", nodes, projects, second_jobs, first.placements)
+    nodes, projects, _, second_jobs = case
+    _, second = _two_steps(case)
     again = fs.predict("runai", nodes, projects, second_jobs, second.placements)
     assert again.placements == second.placements and again.pending == second.pending and again.preempted == ()
