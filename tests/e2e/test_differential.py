@@ -58,8 +58,8 @@ def test_kai_settles_random_scenarios_as_the_model_predicts(seed, sandbox, kai_s
 RESOURCE_SAMPLE = {
     # q5's CPU limit of 6 cores keeps its 8-GPU job pending though the GPUs are free
     8: lambda scenario: scenario["projects"][4].get("cpu_limit") == 6,
-    # q1 above its CPU quota only (49 of 36 cores) keeps its work against q2's claim
-    12: lambda scenario: [project.get("cpu_quota") for project in scenario["projects"]] == [36, 20],
+    # q1 above its CPU quota only (20 of 16 cores) loses its 8-GPU job to q2's interactive claim
+    297: lambda scenario: [project.get("cpu_quota") for project in scenario["projects"]] == [16, 32, 8],
     # q5 at its GPU limit: its interactive job preempts q5's own 8-GPU training job
     36: lambda scenario: [project["gpu_quota"] for project in scenario["projects"]] == [3, 7, 5, 1, 8],
 }

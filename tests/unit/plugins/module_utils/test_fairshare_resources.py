@@ -53,13 +53,16 @@ def _over_cpu_quota_case(b_cpu_quota: float | None) -> fs.Prediction:
     return fs.predict("runai", nodes, projects, [*jobs, Job("a3", "a", 1)], first.placements)
 
 
-@pytest.mark.parametrize("b_cpu_quota", [2, None])
-def test_runai_a_queue_above_its_cpu_quota_only_keeps_its_work(b_cpu_quota):
-    # b is at its GPU quota and fair share, above its CPU quota (16 of 2 cores) or with none. KAI's
-    # strategies would take b's job, but its solver then places the evicted job and the claimant
-    # again in queue order and b's job takes its node back (differential seed 12 with --resources;
-    # docs/fairshare.md): a waits either way.
-    result = _over_cpu_quota_case(b_cpu_quota)
+def test_runai_a_queue_above_its_cpu_quota_loses_work_to_a_queue_below_its_quota():
+    # KAI's second strategy: the reclaimee is over its quota in at least one resource (b: 16 of 2
+    # cores), the reclaimer within its quota in all
+    result = _over_cpu_quota_case(2)
+    assert result.allocated == {"a": 3.0, "b": 3.0}
+    assert result.preempted == ("b3",)
+
+
+def test_runai_a_queue_within_every_quota_keeps_its_work():
+    result = _over_cpu_quota_case(None)
     assert result.pending == ("a3",)
     assert result.preempted == ()
 

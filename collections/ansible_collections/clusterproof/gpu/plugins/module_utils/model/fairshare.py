@@ -67,9 +67,8 @@ The model serves any single scalar resource (the Alibaba example counts CPU core
 is then the replica size and a node's "GPUs" its cores. Beside the GPUs, policy runai also counts
 CPU and memory where flat projects declare CPU or memory quotas or limits, as KAI compares every
 resource: limits and the non-preemptible quota per resource, fair shares per resource, a reclaimer
-within its level in every resource; victims are still taken from queues above their level in GPUs
-(docs/fairshare.md, "CPU and memory beside the GPUs", says why); a node's CPU and memory are not
-room the model packs.
+within its level in every resource, a reclaimee above its level in any (docs/fairshare.md, "CPU
+and memory beside the GPUs"); a node's CPU and memory are not room the model packs.
 """
 
 from __future__ import annotations
@@ -621,7 +620,7 @@ class _Engine:
     def _resource_levels(self) -> None:
         """Per resource, the fair share (tier 0) and the quota part of it (tier 1), as for the GPUs:
         KAI lets a queue reclaim only while every resource stays within its fair share (and, by the
-        second strategy, its quota)."""
+        second strategy, its quota), and takes from a queue above either in any resource."""
         count = len(self.tree.projects)
         self.res_levels: list[list[list[float]]] = []
         for r in range(len(RESOURCES)):
@@ -636,6 +635,15 @@ class _Engine:
         """What starting job ``j`` adds of resource ``r``: its pods to start (a gang's core pods share a size)."""
         return self.res_req[j][r] * (self.start_units[j] // self.units[j])
 
+    def _res_over(self, q: int, level: list[float], removed: Mapping[Any, int] | None = None) -> bool:
+        """Whether project ``q`` (less what ``removed`` takes) is above the tier's CPU or memory level."""
+        t = 0 if level is self.entitled else 1
+        for r in range(len(RESOURCES)):
+            gone = removed.get((r, q), 0) if removed else 0
+            if self.res_alloc[r][q] - gone > self.res_levels[r][t][q] + _EPS:
+                return True
+        return False
+
     def _res_within_limits(self, q: int, need: Sequence[int], removed: Mapping[Any, int] | None = None) -> bool:
         for r, bounds in enumerate(self.tree.resources):
             alloc = self.res_alloc[r]
@@ -644,6 +652,10 @@ class _Engine:
                 if alloc[a] - gone + need[r] > bounds.limit[a] + _EPS:
                     return False
         return True
+
+    def _above(self, q: int, level: list[float]) -> bool:
+        """Whether project ``q`` is above ``level``: in GPUs, or (multi-resource) in CPU or memory."""
+        return self.alloc[q] > level[q] + _EPS or (self.multi and self._res_over(q, level))
 
     def _read_gangs(self) -> None:
         """Index the gangs: per job its gang (-1: none) and whether it is one of the gang's first
@@ -1444,9 +1456,8 @@ class _Engine:
     def _over_heap(self, level: list[float]) -> list[tuple[float, int, int]]:
         """Leaf projects above ``level``, most above first: (-(excess), index, stamp), checked lazily."""
         alloc, children, stamp = self.alloc, self.tree.children, self.stamp
-        heap = [
-            (level[q] - alloc[q], self._heap_id(q), stamp[q]) for q in range(len(alloc)) if alloc[q] > level[q] + _EPS
-        ]
+        above = self._above if self.multi else lambda q, level: alloc[q] > level[q] + _EPS
+        heap = [(level[q] - alloc[q], self._heap_id(q), stamp[q]) for q in range(len(alloc)) if above(q, level)]
         heap = [entry for entry in heap if not children[_heap_q(entry[1])]]
         heapq.heapify(heap)
         return heap
@@ -1460,7 +1471,7 @@ class _Engine:
         """Keep the reclaim indexes current: leaf ``q``'s holding changed on node ``n`` (job ``gone`` left)."""
         alloc, units, whole = self.alloc, self.units, self.whole
         for heap, level in zip(self.over_heaps, self.tiers, strict=True):  # type: ignore[arg-type]
-            if alloc[q] > level[q] + _EPS:
+            if alloc[q] > level[q] + _EPS or (self.multi and self._res_over(q, level)):
                 heapq.heappush(heap, (level[q] - alloc[q], self._heap_id(q), self.stamp[q]))
         if self.node_heaps is None:
             return
@@ -1473,7 +1484,7 @@ class _Engine:
             for v in self.leaf_running[q]:
                 if not whole[v] or not self.preemptible[v]:
                     continue
-                now = self._losable(q, units[v], level)
+                now = self._losable(q, units[v], level) or (self.multi and self._res_over(q, level))
                 if now != flags[v]:
                     flags[v] = now
                     node = self.place[v][0]  # type: ignore[index]
@@ -1493,7 +1504,9 @@ class _Engine:
             # only a project above the level has jobs it can lose
             for q in {_heap_q(entry[1]) for entry in self.over_heaps[t]}:  # type: ignore[index]
                 for v in self.leaf_running[q]:
-                    if self.whole[v] and self.preemptible[v] and self._losable(q, self.units[v], level):
+                    if not (self.whole[v] and self.preemptible[v]):
+                        continue
+                    if self._losable(q, self.units[v], level) or (self.multi and self._res_over(q, level)):
                         flags[v] = 1
                         counts[self.place[v][0]] += self.whole[v]  # type: ignore[index]
         self.node_heaps = [[(-self._node_bound(t, n), n, 0) for n in range(nodes)] for t in range(len(self.tiers))]
@@ -1538,8 +1551,10 @@ class _Engine:
                 while heap:
                     entry = heapq.heappop(heap)
                     q = _heap_q(entry[1])
-                    if entry[2] != self.stamp[q] or self.alloc[q] <= level[q] + _EPS:
+                    if entry[2] != self.stamp[q]:
                         continue  # stale: the project's holding changed since
+                    if self.alloc[q] <= level[q] + _EPS and not (self.multi and self._res_over(q, level)):
+                        continue  # no longer above the level
                     taken.append(entry)
                     if q not in claimant_path:
                         yield q
@@ -1549,7 +1564,7 @@ class _Engine:
                         heapq.heappush(heap, entry)
             return
         alloc, children = self.alloc, self.tree.children
-        over = [q for q in range(len(alloc)) if not children[q] and alloc[q] > level[q] + _EPS]
+        over = [q for q in range(len(alloc)) if not children[q] and self._above(q, level)]
         over = [q for q in over if q not in claimant_path]
         over.sort(key=lambda q: self._leaf_rank(q, {}, claimant_path, level))
         yield from over
@@ -1613,7 +1628,7 @@ class _Engine:
         over = [
             q
             for q in range(len(self.alloc))
-            if not self.tree.children[q] and self.alloc[q] > level[q] + _EPS and q not in claimant_path
+            if not self.tree.children[q] and self._above(q, level) and q not in claimant_path
         ]
         left = [v for q in over for v in self.leaf_running[q] if self.preemptible[v]]
         chosen: list[int] = []
@@ -1711,6 +1726,8 @@ class _Engine:
             if a in claimant_path:
                 break
             if not self._losable(a, units, level, removed.get(a, 0)):
+                if self.multi and self._res_over(a, level, removed):
+                    continue  # KAI: a queue above its level in any resource may lose work
                 return False
         return True
 
