@@ -70,10 +70,7 @@ def test_projects_exist_with_their_quota_and_weight(kai_site, api_client, sandbo
         gpu = by_name[team]["resources"]["gpu"]
         assert (gpu["quota"], gpu["overQuotaWeight"]) == (quota, quota)
         assert by_name[team]["parentQueue"] == kai.DEPARTMENT_QUEUE
-    # team-d declares CPU and memory (cores, GiB): KAI's millicpus and megabytes, the GPU weight
-    resources = by_name["team-d"]["resources"]
-    assert resources["cpu"] == {"quota": 80_000, "overQuotaWeight": 8, "limit": 128_000}
-    assert resources["memory"] == {"quota": 512 * 1024**3 / 10**6, "overQuotaWeight": 8, "limit": -1}
+    # no project declares CPU or memory: KAI's queues leave them unlimited
     assert by_name["team-a"]["resources"]["cpu"] == {"quota": -1, "overQuotaWeight": 1, "limit": -1}
     again = run_playbook("playbooks/scheduler.yml", *sandbox.vars())
     assert again.returncode == 0 and again.recap()["changed"] == 0, again.output[-3000:]
