@@ -364,13 +364,12 @@ class _Tree:
         # CPU (millicores) and memory (MiB) quotas and limits, _INF where none is declared.
         self.resources = [
             _ResourceBounds(
-                [_resource_units(p.cpu_quota, CPU_UNITS, f"project {p.name!r}: cpu_quota") for p in projects],
-                [_resource_units(p.cpu_limit, CPU_UNITS, f"project {p.name!r}: cpu_limit") for p in projects],
-            ),
-            _ResourceBounds(
-                [_resource_units(p.memory_quota, MEMORY_UNITS, f"project {p.name!r}: memory_quota") for p in projects],
-                [_resource_units(p.memory_limit, MEMORY_UNITS, f"project {p.name!r}: memory_limit") for p in projects],
-            ),
+                *(
+                    [_resource_units(getattr(p, field), per, f"project {p.name!r}: {field}") for p in projects]
+                    for field in (f"{resource}_quota", f"{resource}_limit")
+                )
+            )
+            for resource, per in zip(RESOURCES, (CPU_UNITS, MEMORY_UNITS), strict=True)
         ]
         self.multi_resource = any(bound < _INF for bounds in self.resources for bound in bounds.quota + bounds.limit)
 
@@ -599,8 +598,8 @@ class _Engine:
             self.tiers = [self.entitled]
 
     def _read_resources(self) -> None:
-        """Per job its CPU and memory requests, per project what its running jobs hold of them
-        (non-preemptible apart), and per resource the levels the reclaim tiers compare."""
+        """Per job its CPU and memory requests, and per project what its running jobs hold of them
+        (non-preemptible apart)."""
         if self.policy != "runai":
             raise ValueError(
                 f"cpu and memory quotas and limits are modelled for policy runai only, found {self.policy}"
@@ -631,13 +630,17 @@ class _Engine:
             fair = sub.fair_shares(demand, self.res_capacity[r], whole_units=True)
             self.res_levels.append([fair, [min(quota, share) for quota, share in zip(sub.quota, fair, strict=True)]])
 
+    def _tier(self, level: list[float] | None) -> int:
+        """The reclaim tier of a GPU level (None: the fair share), to find the CPU and memory levels beside it."""
+        return 0 if level is None or level is self.entitled else 1
+
     def _start_res(self, j: int, r: int) -> int:
         """What starting job ``j`` adds of resource ``r``: its pods to start (a gang's core pods share a size)."""
         return self.res_req[j][r] * (self.start_units[j] // self.units[j])
 
     def _res_over(self, q: int, level: list[float], removed: Mapping[Any, int] | None = None) -> bool:
         """Whether project ``q`` (less what ``removed`` takes) is above the tier's CPU or memory level."""
-        t = 0 if level is self.entitled else 1
+        t = self._tier(level)
         for r in range(len(RESOURCES)):
             gone = removed.get((r, q), 0) if removed else 0
             if self.res_alloc[r][q] - gone > self.res_levels[r][t][q] + _EPS:
@@ -1044,7 +1047,7 @@ class _Engine:
         if self.alloc[q] + self.start_units[j] > bound + _EPS or not self._interactive_ok(j):
             return False
         if self.multi:  # KAI's reclaimer: within the level in every resource
-            t = 0 if level is None or level is self.entitled else 1
+            t = self._tier(level)
             for r in range(len(RESOURCES)):
                 if self.res_alloc[r][q] + self._start_res(j, r) > self.res_levels[r][t][q] + _EPS:
                     return False
