@@ -3,17 +3,19 @@ node affinity, time limits and access. Every observation comes from the real sch
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from collections import Counter
 
 import pytest
+import yaml
 from kubernetes import client
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 
-from .conftest import ansible_module, run_playbook, settled, wait_for
+from .conftest import REPO, ansible_module, module_result, run_playbook, settled, wait_for
 
 pytestmark = pytest.mark.sandbox
 TEAMS = ("team-a", "team-b", "team-c", "team-d")
@@ -74,6 +76,95 @@ def test_projects_exist_with_their_quota_and_weight(kai_site, api_client, sandbo
     assert by_name["team-a"]["resources"]["cpu"] == {"quota": -1, "overQuotaWeight": 1, "limit": -1}
     again = run_playbook("playbooks/scheduler.yml", *sandbox.vars())
     assert again.returncode == 0 and again.recap()["changed"] == 0, again.output[-3000:]
+
+
+def projects_changed(run) -> list[str]:
+    """The projects whose item of the gpu_projects role's loop changed something."""
+    return [
+        data["res"][data["res"]["ansible_loop_var"]]["name"]
+        for data in (event.get("event_data") or {} for event in run.events if event.get("event") == "runner_item_on_ok")
+        if data["res"].get("changed") and data["res"].get("ansible_loop_var") == "gpu_project"
+    ]
+
+
+def test_cpu_and_memory_quotas_from_the_inventory_reach_the_queue_and_bound_the_project(
+    kai_site, api_client, sandbox, tmp_path
+):
+    # An inventory of the test's own: the sandbox's, with one more project that declares CPU
+    # (cores) and memory (GiB) beside its GPUs. The sandbox inventory declares none (the lab
+    # switches its projects to Kueue, which refuses them); the role leaves the shared teams as they are.
+    name = "e2e-cpu-" + uuid.uuid4().hex[:6]
+    declared = {
+        "name": name,
+        "gpu_quota": 0,
+        "over_quota_weight": 3,
+        "cpu_quota": 6,
+        "cpu_limit": 12.5,
+        "memory_quota": 64,
+    }
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "sandbox", inventory)
+    projects_file = inventory / "group_vars" / "all" / "projects.yml"
+    site_projects = yaml.safe_load(projects_file.read_text())
+    site_projects["clusterproof_projects"].append(declared)
+    projects_file.write_text(yaml.safe_dump(site_projects))
+    custom = client.CustomObjectsApi(api_client)
+    queues_before = {
+        q["metadata"]["name"]: q["spec"] for q in custom.list_cluster_custom_object(*kai.QUEUE_API)["items"]
+    }
+    try:
+        first = run_playbook("playbooks/scheduler.yml", *sandbox.vars(), inventory=inventory)
+        assert first.returncode == 0, first.output[-3000:]
+        assert projects_changed(first) == [name], first.output[-3000:]
+        again = run_playbook("playbooks/scheduler.yml", *sandbox.vars(), inventory=inventory)
+        assert again.returncode == 0 and again.recap()["changed"] == 0, again.output[-3000:]
+
+        # KAI's units: millicpus and megabytes (10^6 bytes; 64 GiB = 68,719.476736 MB), the GPUs'
+        # over-quota weight, -1 for the memory limit that is not declared.
+        spec = custom.get_cluster_custom_object(*kai.QUEUE_API, name)["spec"]
+        assert spec["parentQueue"] == kai.DEPARTMENT_QUEUE
+        assert spec["resources"]["gpu"] == {"quota": 0, "overQuotaWeight": 3, "limit": -1}
+        assert spec["resources"]["cpu"] == {"quota": 6000, "overQuotaWeight": 3, "limit": 12500}
+        assert spec["resources"]["memory"] == {"quota": 68719.476736, "overQuotaWeight": 3, "limit": -1}
+
+        # The validator reads them back in cores and GiB, and passes them.
+        done = ansible_module("clusterproof.gpu.validate_projects", {"projects": [declared]}, sandbox)
+        result = module_result(done)
+        assert done.returncode == 0 and result["failed_checks"] == 0, result.get("msg") or result["section"]["checks"]
+        observed = {check["id"]: check["observed"] for check in result["section"]["checks"]}
+        resource_checks = {
+            key: observed.get("projects/%s/%s" % (name, key))
+            for key in ("cpu-quota", "cpu-limit", "memory-quota", "memory-limit")
+        }
+        assert resource_checks == {"cpu-quota": "6", "cpu-limit": "12.5", "memory-quota": "64", "memory-limit": "none"}
+
+        # KAI bounds the project at its CPU limit: three 5-core training pods, room for two of them
+        # (10 of 12.5 cores, over the quota of 6 on idle nodes), the third waits.
+        settings = workloads.ProjectSettings.from_namespace(
+            api_client.sanitize_for_serialization(client.CoreV1Api(api_client).read_namespace(name))
+        )
+        deployment = kai.deployment_manifest(
+            workloads.Workload("cpu-5", name, workloads.TRAINING, 5), settings, 3, "cpu"
+        )
+        client.AppsV1Api(api_client).create_namespaced_deployment(name, deployment)
+
+        def placed() -> int:
+            return sum(1 for pod in pods_of(api_client, name) if pod.status.phase == "Running" and pod.spec.node_name)
+
+        assert wait_for(lambda: placed() == 2, 60), [pod.status.phase for pod in pods_of(api_client, name)]
+        assert wait_for(lambda: placed() > 2, 8) is False, "the project's CPU limit of 12.5 cores was not enforced"
+        assert len(pods_of(api_client, name)) == 3
+    finally:
+        removed = ansible_module(
+            "clusterproof.gpu.gpu_project", {"name": name, "state": "absent", "force": True}, sandbox
+        )
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+    core = client.CoreV1Api(api_client)
+    assert wait_for(lambda: name not in {ns.metadata.name for ns in core.list_namespace().items}, 90)
+    queues_after = {
+        q["metadata"]["name"]: q["spec"] for q in custom.list_cluster_custom_object(*kai.QUEUE_API)["items"]
+    }
+    assert queues_after == queues_before
 
 
 def test_borrow_over_quota_then_reclaim_but_never_interactive(cluster):
