@@ -69,12 +69,17 @@ CPU and memory where flat projects declare CPU or memory quotas or limits, as KA
 resource: limits and the non-preemptible quota per resource, fair shares per resource, a reclaimer
 within its level in every resource, a reclaimee above its level in any (docs/fairshare.md, "CPU
 and memory beside the GPUs"); a node's CPU and memory are not room the model packs.
+
+Touches nothing outside its arguments but Python's cyclic garbage collector, which ``predict``
+pauses while it runs and restores after (``_cycle_collector_paused``).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import copy
+import gc
 import heapq
 import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
@@ -173,7 +178,7 @@ class Node:
     memory: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a prediction of 100,000 jobs builds most of them anew
 class Placement:
     """Where a running job sits: its node and GPU indices (for a fraction, the one shared GPU)."""
 
@@ -499,23 +504,24 @@ class _Engine:
         self.whole: list[int] = []
         self.leaf: list[int] = []
         seen: set[str] = set()
-        sizes: dict[float, int] = {}
+        sizes: dict[float, int] = {}  # units per GPU amount, each amount checked the first time it comes
+        project_index, children = tree.index, tree.children
         for job in self.jobs:
             if job.name in seen:
                 raise ValueError(f"job {job.name!r} is listed twice")
             seen.add(job.name)
-            if job.project not in tree.index:
+            q = project_index.get(job.project, -1)
+            if q < 0:
                 raise ValueError(f"job {job.name!r}: project {job.project!r} is not declared")
-            q = tree.index[job.project]
-            if tree.children[q]:
+            if children[q]:
                 raise ValueError(f"job {job.name!r}: project {job.project!r} has sub-projects; use a leaf")
             units = sizes.get(job.gpus, -1)
             if units < 0:
                 units = sizes[job.gpus] = _units(job.gpus, f"job {job.name!r} gpus")
-            if units <= 0:
-                raise ValueError(f"job {job.name!r} asks for {job.gpus} GPUs: must be more than 0")
-            if units >= UNITS_PER_GPU and units % UNITS_PER_GPU:
-                raise ValueError(f"job {job.name!r} asks for {job.gpus} GPUs: a fraction must be below 1")
+                if units <= 0:
+                    raise ValueError(f"job {job.name!r} asks for {job.gpus} GPUs: must be more than 0")
+                if units >= UNITS_PER_GPU and units % UNITS_PER_GPU:
+                    raise ValueError(f"job {job.name!r} asks for {job.gpus} GPUs: a fraction must be below 1")
             self.units.append(units)
             self.whole.append(units // UNITS_PER_GPU)
             self.leaf.append(q)
@@ -527,6 +533,10 @@ class _Engine:
         # the 10,000-project step).
         self._pending_list: list[int] = list(range(len(self.jobs)))
         self._released: list[int] = []
+        # Bumped whenever a job is placed or released: _pending() hands back its last list while
+        # nothing moved (most phases of a settled pass change nothing).
+        self.moves = 0
+        self._pending_moves = -1
         self.alloc = [0] * count
         self.interactive_alloc = [0] * count
         self.leaf_running: list[set[int]] = [set() for _ in range(count)]
@@ -539,6 +549,12 @@ class _Engine:
         self.multi = tree.multi_resource
         if self.multi:
             self._read_resources()
+        # Whether only fair share may keep preemptible work from starting: no limit on any project,
+        # no cohort's quotas, no CPU or memory, no gangs (the common site: admission then skips
+        # the other rules, a quarter of the first pass over 100,000 jobs).
+        self.only_fair_share = (
+            not self.gang_pods and not self.multi and self.cohort_cap == _INF and all(b == _INF for b in tree.limit)
+        )
         # When each running job was (last) placed: Kueue takes the most recently admitted first.
         self.admitted = [0] * len(self.jobs)
         self.admissions = 0
@@ -550,6 +566,9 @@ class _Engine:
         self.leaf_reserved: list[set[int]] = [set() for _ in range(count)] if self.reserves else []
 
         was_running: list[int] = []
+        # The placements given that the engine keeps as they were, by job: (its place, the placement
+        # given), handed back as they are (building 80,000 new ones cost a tenth of the follow-up step).
+        self.given: dict[int, tuple[tuple[int, tuple[int, ...]], Placement]] = {}
         for j, job in enumerate(self.jobs):
             placement = running.get(job.name)
             if placement is None:
@@ -557,6 +576,9 @@ class _Engine:
             if placement.node not in node_index:
                 raise ValueError(f"running job {job.name!r} is on node {placement.node!r}, which is not listed")
             self._restore(j, node_index[placement.node], placement)
+            place = self.place[j]
+            if place is not None and place[1] == placement.gpus and placement.shared == (not self.whole[j]):
+                self.given[j] = (place, placement)
             was_running.append(j)
         self.was_running = was_running
         if self.reserves and waiting:
@@ -573,11 +595,11 @@ class _Engine:
 
         demand = [0.0] * count
         interactive_demand = [0.0] * count
-        for j, job in enumerate(self.jobs):
+        for job, q, units in zip(self.jobs, self.leaf, self.units, strict=True):
             if job.interactive:
-                interactive_demand[self.leaf[j]] += self.units[j]
+                interactive_demand[q] += units
             else:
-                demand[self.leaf[j]] += self.units[j]
+                demand[q] += units
         if policy in _FAIR_SHARE_POLICIES:
             # interactive work beyond the quota never starts, so it claims no share
             for q in range(count):
@@ -801,6 +823,7 @@ class _Engine:
 
     def _occupy(self, j: int, n: int, gpus: tuple[int, ...]) -> None:
         self.place[j] = (n, gpus)
+        self.moves += 1
         if self.in_core[j]:
             self._recount_core(self.gang[j])
         self.node_jobs[n].add(j)
@@ -826,6 +849,7 @@ class _Engine:
         assert placement is not None
         n, gpus = placement
         self.place[j] = None
+        self.moves += 1
         if self.in_core[j]:
             self._recount_core(self.gang[j])
         self._released.append(j)
@@ -1031,6 +1055,8 @@ class _Engine:
     def _may_start(self, j: int) -> bool:
         """Rules other than fair share: the limits on the path, the interactive rule, and a gang's
         pods starting with their gang."""
+        if self.only_fair_share and self.preemptible[j]:
+            return True
         if self.gang_pods and self._gang_blocked(j):
             return False
         return self._interactive_ok(j) and self._within_limits(j)
@@ -1198,14 +1224,17 @@ class _Engine:
         return changed
 
     def _pending(self) -> list[int]:
-        """The jobs not placed, in submission order: a new list each call, never changed after (callers
-        place jobs while they walk it)."""
+        """The jobs not placed, in submission order: a list never changed after it is handed out
+        (callers place jobs while they walk it), the same one while no job moved."""
+        if self.moves == self._pending_moves and not self._released:
+            return self._pending_list
         place = self.place
         pending = [j for j in self._pending_list if place[j] is None]
         if self._released:
             pending = sorted(set(pending).union(j for j in self._released if place[j] is None))
             self._released = []
         self._pending_list = pending
+        self._pending_moves = self.moves
         return pending
 
     def _admission_order(self) -> list[int]:
@@ -1227,6 +1256,7 @@ class _Engine:
         whole_fails = _INF  # idle capacity only shrinks in this pass: remember the smallest misfit
         fraction_fails = _INF
         reserves = self.reserves
+        only_fair_share, preemptible = self.only_fair_share, self.preemptible
         for j in self._admission_order():
             if not reserves and not self.free_whole and not self.partial_room:
                 break
@@ -1235,7 +1265,7 @@ class _Engine:
                 continue
             if fair and alloc[self.leaf[j]] + start_units[j] > entitled[self.leaf[j]] + _EPS:
                 continue
-            if not self._may_start(j):
+            if not (only_fair_share and preemptible[j]) and not self._may_start(j):
                 continue
             if gangs and self.in_core[j]:
                 changed = self._start_gang(j) or changed  # a gang that does not fit says nothing of one pod
@@ -1303,6 +1333,7 @@ class _Engine:
         # claim of an earlier tier lifted some project above a later tier's level (its quota).
         failed: dict[tuple[int, int, bool], tuple[int, tuple[int, int], int]] = {}
         successes = [0] * len(self.tiers)
+        alloc, start_units = self.alloc, self.start_units
         try:
             for j in self._pending():
                 if not any(self.over_heaps):
@@ -1313,7 +1344,10 @@ class _Engine:
                     # Kueue preempts for quota, not for room on the nodes: a workload its cohort's
                     # quotas still cover is admitted and waits for the scheduler to find it a node.
                     continue
+                q = self.leaf[j]
                 for tier, level in enumerate(self.tiers):
+                    if alloc[q] + start_units[j] > level[q] + _EPS:
+                        continue  # above the level once started (_entitled's first test, inline: most fail it)
                     if not self.over_heaps[tier] or not self._entitled(j, level):
                         continue
                     if self.in_core[j]:
@@ -1484,10 +1518,15 @@ class _Engine:
             if gone >= 0 and flags[gone]:
                 flags[gone] = 0
                 counts[n] -= whole[gone]
+            over = self.multi and self._res_over(q, level)
+            losable: dict[int, bool] = {}  # by job size, as in _start_node_bounds
             for v in self.leaf_running[q]:
                 if not whole[v] or not self.preemptible[v]:
                     continue
-                now = self._losable(q, units[v], level) or (self.multi and self._res_over(q, level))
+                size = units[v]
+                if size not in losable:
+                    losable[size] = over or self._losable(q, size, level)
+                now = losable[size]
                 if now != flags[v]:
                     flags[v] = now
                     node = self.place[v][0]  # type: ignore[index]
@@ -1506,10 +1545,15 @@ class _Engine:
             flags, counts = self.eligible_flags[t], self.eligible_whole[t]
             # only a project above the level has jobs it can lose
             for q in {_heap_q(entry[1]) for entry in self.over_heaps[t]}:  # type: ignore[index]
+                over = self.multi and self._res_over(q, level)
+                losable: dict[int, bool] = {}  # by job size: the rule looks at the size, not the job
                 for v in self.leaf_running[q]:
                     if not (self.whole[v] and self.preemptible[v]):
                         continue
-                    if self._losable(q, self.units[v], level) or (self.multi and self._res_over(q, level)):
+                    units = self.units[v]
+                    if units not in losable:
+                        losable[units] = over or self._losable(q, units, level)
+                    if losable[units]:
                         flags[v] = 1
                         counts[self.place[v][0]] += self.whole[v]  # type: ignore[index]
         self.node_heaps = [[(-self._node_bound(t, n), n, 0) for n in range(nodes)] for t in range(len(self.tiers))]
@@ -1792,10 +1836,15 @@ class _Engine:
         tree = self.tree
         placements = {}
         pending = []
+        given = self.given
         for j, job in enumerate(self.jobs):
             placement = self.place[j]
             if placement is None:
                 pending.append(job.name)
+                continue
+            kept = given.get(j)
+            if kept is not None and kept[0] is placement:  # the same place object: never moved
+                placements[job.name] = kept[1]
                 continue
             n, gpus = placement
             placements[job.name] = Placement(self.node_names[n], gpus, shared=not self.whole[j])
@@ -1988,9 +2037,26 @@ def predict(
     """
     if policy not in POLICIES:
         raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
-    engine = _Engine(policy, _nodes(nodes), _Tree(projects), jobs, running or {}, waiting)
-    engine.settle()
-    return engine.result()
+    with _cycle_collector_paused():
+        engine = _Engine(policy, _nodes(nodes), _Tree(projects), jobs, running or {}, waiting)
+        engine.settle()
+        return engine.result()
+
+
+@contextlib.contextmanager
+def _cycle_collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for one prediction, as it was after. The engine
+    makes hundreds of thousands of small tuples, lists and sets and no reference cycles it relies
+    on freeing (reference counting frees them), while each of the collector's full passes walks
+    every object alive, the caller's too: a quarter of the CPU time of a 100,000-job step
+    (bench/fairshare_bench.py, measured with and without)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # scaling a scenario to a site ------------------------------------------------------------------
