@@ -6,6 +6,7 @@ quota table), never computed by the model under test.
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
 
 import pytest
@@ -398,6 +399,30 @@ def test_inconsistent_input_is_refused(projects, jobs, running, words):
 def test_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="policy"):
         fs.predict("fifo", DGX, TEAMS, [])
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_prediction_leaves_the_garbage_collector_as_it_found_it(enabled):
+    # predict pauses the cyclic collector while it runs (bench/fairshare_bench.py: a quarter of the step)
+    was = gc.isenabled()
+    try:
+        if not enabled:
+            gc.disable()
+        fs.predict("runai", DGX, TEAMS, [Job("x", "team-a", 1)])
+        assert gc.isenabled() is enabled
+        with pytest.raises(ValueError, match="not declared"):
+            fs.predict("runai", DGX, TEAMS, [Job("x", "team-z", 1)])
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def test_a_running_job_kept_in_place_comes_back_as_given_and_a_fraction_comes_back_shared():
+    kept = Placement("dgx1-2", (3, 4))
+    running = {"x": kept, "y": Placement("dgx1-1", (0,), shared=False)}
+    prediction = fs.predict("runai", DGX, TEAMS, [Job("x", "team-a", 2), Job("y", "team-b", 0.5)], running)
+    assert prediction.placements["x"] is kept
+    assert prediction.placements["y"] == Placement("dgx1-1", (0,), shared=True)
 
 
 # --- properties --------------------------------------------------------------------------------------
