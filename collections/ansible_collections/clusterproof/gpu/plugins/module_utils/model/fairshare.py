@@ -577,7 +577,8 @@ class _Engine:
                 raise ValueError(f"running job {job.name!r} is on node {placement.node!r}, which is not listed")
             self._restore(j, node_index[placement.node], placement)
             place = self.place[j]
-            if place is not None and place[1] == placement.gpus and placement.shared == (not self.whole[j]):
+            assert place is not None  # _restore placed it, or raised
+            if place[1] == placement.gpus and placement.shared == (not self.whole[j]):
                 self.given[j] = (place, placement)
             was_running.append(j)
         self.was_running = was_running
@@ -1256,7 +1257,6 @@ class _Engine:
         whole_fails = _INF  # idle capacity only shrinks in this pass: remember the smallest misfit
         fraction_fails = _INF
         reserves = self.reserves
-        only_fair_share, preemptible = self.only_fair_share, self.preemptible
         for j in self._admission_order():
             if not reserves and not self.free_whole and not self.partial_room:
                 break
@@ -1265,7 +1265,7 @@ class _Engine:
                 continue
             if fair and alloc[self.leaf[j]] + start_units[j] > entitled[self.leaf[j]] + _EPS:
                 continue
-            if not (only_fair_share and preemptible[j]) and not self._may_start(j):
+            if not self._may_start(j):
                 continue
             if gangs and self.in_core[j]:
                 changed = self._start_gang(j) or changed  # a gang that does not fit says nothing of one pod
@@ -1506,9 +1506,9 @@ class _Engine:
 
     def _note_alloc(self, q: int, n: int, gone: int = -1) -> None:
         """Keep the reclaim indexes current: leaf ``q``'s holding changed on node ``n`` (job ``gone`` left)."""
-        alloc, units, whole = self.alloc, self.units, self.whole
+        alloc, whole = self.alloc, self.whole
         for heap, level in zip(self.over_heaps, self.tiers, strict=True):  # type: ignore[arg-type]
-            if alloc[q] > level[q] + _EPS or (self.multi and self._res_over(q, level)):
+            if self._above(q, level):
                 heapq.heappush(heap, (level[q] - alloc[q], self._heap_id(q), self.stamp[q]))
         if self.node_heaps is None:
             return
@@ -1518,15 +1518,7 @@ class _Engine:
             if gone >= 0 and flags[gone]:
                 flags[gone] = 0
                 counts[n] -= whole[gone]
-            over = self.multi and self._res_over(q, level)
-            losable: dict[int, bool] = {}  # by job size, as in _start_node_bounds
-            for v in self.leaf_running[q]:
-                if not whole[v] or not self.preemptible[v]:
-                    continue
-                size = units[v]
-                if size not in losable:
-                    losable[size] = over or self._losable(q, size, level)
-                now = losable[size]
+            for v, now in self._losable_jobs(q, level):
                 if now != flags[v]:
                     flags[v] = now
                     node = self.place[v][0]  # type: ignore[index]
@@ -1545,20 +1537,26 @@ class _Engine:
             flags, counts = self.eligible_flags[t], self.eligible_whole[t]
             # only a project above the level has jobs it can lose
             for q in {_heap_q(entry[1]) for entry in self.over_heaps[t]}:  # type: ignore[index]
-                over = self.multi and self._res_over(q, level)
-                losable: dict[int, bool] = {}  # by job size: the rule looks at the size, not the job
-                for v in self.leaf_running[q]:
-                    if not (self.whole[v] and self.preemptible[v]):
-                        continue
-                    units = self.units[v]
-                    if units not in losable:
-                        losable[units] = over or self._losable(q, units, level)
-                    if losable[units]:
+                for v, losable in self._losable_jobs(q, level):
+                    if losable:
                         flags[v] = 1
                         counts[self.place[v][0]] += self.whole[v]  # type: ignore[index]
         self.node_heaps = [[(-self._node_bound(t, n), n, 0) for n in range(nodes)] for t in range(len(self.tiers))]
         for heap in self.node_heaps:
             heapq.heapify(heap)
+
+    def _losable_jobs(self, q: int, level: list[float]) -> Iterator[tuple[int, bool]]:
+        """Leaf ``q``'s running whole-GPU preemptible jobs, each with whether it may go at this level
+        (the node bounds count them). The rule looks at a job's size, not the job: asked once per size."""
+        over = self.multi and self._res_over(q, level)
+        by_size: dict[int, bool] = {}
+        for v in self.leaf_running[q]:
+            if not (self.whole[v] and self.preemptible[v]):
+                continue
+            size = self.units[v]
+            if size not in by_size:
+                by_size[size] = over or self._losable(q, size, level)
+            yield v, by_size[size]
 
     def _losable(self, q: int, units: int, level: list[float], removed: int = 0) -> bool:
         """Whether project ``q``, less ``removed`` units already taken for the same claim, may lose
@@ -1600,7 +1598,7 @@ class _Engine:
                     q = _heap_q(entry[1])
                     if entry[2] != self.stamp[q]:
                         continue  # stale: the project's holding changed since
-                    if self.alloc[q] <= level[q] + _EPS and not (self.multi and self._res_over(q, level)):
+                    if not self._above(q, level):
                         continue  # no longer above the level
                     taken.append(entry)
                     if q not in claimant_path:
