@@ -386,6 +386,16 @@ def test_scale_the_elastic_tree_to_a_smaller_pool():
             {"x": Placement("dgx1-1", (0,), True), "y": Placement("dgx1-1", (0,), True)},
             "over-shared",
         ),
+        (
+            # the second of its GPUs is the busy one: the error names that one, not the first
+            TEAMS,
+            [Job("x", "team-a", 1), Job("y", "team-a", 2)],
+            {"x": Placement("dgx1-1", (0,)), "y": Placement("dgx1-1", (1, 0))},
+            "GPU 0 of dgx1-1 is not free",
+        ),
+        (TEAMS, [Job("y", "team-a", 2)], {"y": Placement("dgx1-1", (1, 1))}, "needs 2 whole GPUs"),
+        (TEAMS, [Job("y", "team-a", 2)], {"y": Placement("dgx1-1", (1,))}, "needs 2 whole GPUs"),
+        (TEAMS, [Job("y", "team-a", 1)], {"y": Placement("dgx1-1", (1,), True)}, "needs 1 whole GPUs"),
         (TEAMS, [Job("x", "team-a", 1)], {"x": Placement("nowhere", (0,))}, "not listed"),
         ([Project("p", parent="q")], [], {}, "not declared"),
         (TREE, [Job("x", "root.a", 1)], {}, "sub-projects"),
@@ -423,6 +433,18 @@ def test_a_running_job_kept_in_place_comes_back_as_given_and_a_fraction_comes_ba
     prediction = fs.predict("runai", DGX, TEAMS, [Job("x", "team-a", 2), Job("y", "team-b", 0.5)], running)
     assert prediction.placements["x"] is kept
     assert prediction.placements["y"] == Placement("dgx1-1", (0,), shared=True)
+
+
+def test_fractions_put_back_leave_their_gpu_the_room_that_is_left():
+    # x (0.5) and y (0.25) share GPU 1 of n2: its last quarter takes z (0.25); a half does not fit there
+    nodes, teams = [("n1", 2), ("n2", 2)], [Project("a", quota=4)]
+    running = {"w": Placement("n1", (0,)), "x": Placement("n2", (1,), True), "y": Placement("n2", (1,), True)}
+    kept = [Job("w", "a", 1), Job("x", "a", 0.5), Job("y", "a", 0.25)]
+    quarter = fs.predict("runai", nodes, teams, [*kept, Job("z", "a", 0.25)], running)
+    assert quarter.placements["z"] == Placement("n2", (1,), True)
+    half = fs.predict("runai", nodes, teams, [*kept, Job("z", "a", 0.5)], running)
+    assert half.placements["z"] != Placement("n2", (1,), True)
+    assert {name: half.placements[name] for name in running} == running
 
 
 # --- properties --------------------------------------------------------------------------------------
