@@ -3,7 +3,7 @@
 settled state compared with the fair-share model of the engine's policy.
 
     .venv/bin/python bench/differential_bench.py [--scheduler kai|kueue] [--count 20] [--first-seed 1]
-        [--seeds 8,11,...] [--nodes 2] [--node-gpus 8] [--gangs] [--resources] [--out DIR] [--parallel 1]
+        [--seeds 8,11,...] [--nodes 2] [--node-gpus 8] [--gangs] [--resources] [--trees] [--out DIR] [--parallel 1]
         [--kubeconfig PATH --state-dir DIR]
 
 Each scenario comes from ``bench/scenario_generator.py`` (seeded: seed N is the same scenario on
@@ -166,6 +166,11 @@ def main() -> None:
         action="store_true",
         help="CPU and memory quotas and requests beside the GPUs (KAI only); other scenarios per seed",
     )
+    parser.add_argument(
+        "--trees",
+        action="store_true",
+        help="the queues are leaves under departments (KAI only); other scenarios per seed",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "differences")
     parser.add_argument("--kubeconfig")
     parser.add_argument("--state-dir")
@@ -182,12 +187,21 @@ def main() -> None:
         parser.error("--gangs: gangs run on KAI scheduler only, not %s" % args.scheduler)
     if args.resources and args.scheduler != "kai":
         parser.error("--resources: CPU and memory quotas are modelled for KAI scheduler only, not %s" % args.scheduler)
+    if args.trees and args.scheduler != "kai":
+        parser.error("--trees: departments run on KAI scheduler only, not %s" % args.scheduler)
+    if args.trees and args.resources:
+        parser.error("--trees with --resources: CPU and memory quotas are modelled for flat projects only")
     try:
         chosen = [int(seed) for seed in args.seeds.split(",")] if args.seeds else []
     except ValueError:
         parser.error(f"--seeds: expected whole numbers separated by commas, found {args.seeds!r}")
     site = Site(
-        args.nodes, args.node_gpus, fractions=args.scheduler == "kai", gangs=args.gangs, resources=args.resources
+        args.nodes,
+        args.node_gpus,
+        fractions=args.scheduler == "kai",
+        gangs=args.gangs,
+        resources=args.resources,
+        trees=args.trees,
     )
 
     started = time.monotonic()

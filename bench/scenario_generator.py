@@ -12,7 +12,10 @@ jobs; arrivals, and from the second step on, deletions of earlier jobs. With ``S
 jobs are gangs (2 to 4 pods of 1, 2 or 4 GPUs, most often all of them needed to start); those seeds
 are other scenarios than the same seeds without gangs. With ``Site.resources``, queues may have CPU
 and memory quotas and limits beside their GPUs and every job asks for CPU and memory in proportion
-to its GPUs (KAI only; again other scenarios per seed), never more than a node holds.
+to its GPUs (KAI only; again other scenarios per seed), never more than a node holds. With
+``Site.trees``, the queues are leaves of 1 to 3 departments (parent queues with a quota, sometimes
+a limit and a weight, their children's quotas sometimes adding up to more than theirs); jobs go to
+the leaves (KAI's hierarchical queues; again other scenarios per seed).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class Site:
     fractions: bool = True  # the engine runs fractional GPUs (KAI does, Kueue does not)
     gangs: bool = False  # some jobs are gangs (KAI's PodGroup minMember)
     resources: bool = False  # CPU and memory quotas and requests beside the GPUs (KAI)
+    trees: bool = False  # the queues are leaves under departments (KAI's parent queues)
     node_cpus: int = 80  # what a node offers pods, with resources: room for 8 cores per GPU
     node_memory_gib: int = 512
 
@@ -50,6 +54,35 @@ def _quotas(rng: random.Random, count: int, capacity: int) -> list[int]:
     total = rng.randint(capacity + 1, 2 * capacity) if over else rng.randint(count, capacity)
     cuts = sorted(rng.randint(0, total) for _ in range(count - 1))
     return [high - low for low, high in zip([0, *cuts], [*cuts, total], strict=True)]
+
+
+def _bounds(rng: random.Random, project: dict[str, Any], gpus: int) -> None:
+    """Sometimes a GPU limit above the quota, sometimes an over-quota weight."""
+    if rng.random() < 0.2:
+        project["gpu_limit"] = project["gpu_quota"] + rng.randint(0, gpus)
+    if rng.random() < 0.3:
+        project["over_quota_weight"] = rng.choice((1, 2, 4))
+
+
+def _departments(rng: random.Random, names: list[str], gpus: int) -> list[dict[str, Any]]:
+    """1 to 3 departments (no more than the queues), their quotas drawn as the queues' are."""
+    count = rng.randint(1, min(3, len(names)))
+    departments = []
+    for index, quota in enumerate(_quotas(rng, count, gpus)):
+        department: dict[str, Any] = {"name": f"d{index + 1}", "gpu_quota": quota}
+        _bounds(rng, department, gpus)
+        departments.append(department)
+    return departments
+
+
+def _leaf_parents(rng: random.Random, names: list[str], departments: list[str]) -> dict[str, str | None]:
+    """Each queue's department (None without departments): every department gets one, the rest at random."""
+    if not departments:
+        return {name: None for name in names}
+    shuffled = rng.sample(names, len(names))
+    chosen = {name: departments[index] for index, name in enumerate(shuffled[: len(departments)])}
+    chosen.update({name: rng.choice(departments) for name in shuffled[len(departments) :]})
+    return {name: chosen[name] for name in names}
 
 
 def _gang(rng: random.Random, number: int, projects: list[str], sizes: list[int]) -> dict[str, Any]:
@@ -90,16 +123,31 @@ def _requests(rng: random.Random, job: dict[str, Any]) -> None:
 def generate(seed: int, site: Site = Site()) -> dict[str, Any]:
     """One scenario, as the data of its YAML file."""
     key = f"clusterproof-differential-{seed}-{site.nodes}x{site.node_gpus}-{site.fractions}"
-    rng = random.Random(key + ("-gangs" if site.gangs else "") + ("-resources" if site.resources else ""))
+    rng = random.Random(
+        key
+        + ("-gangs" if site.gangs else "")
+        + ("-resources" if site.resources else "")
+        + ("-trees" if site.trees else "")
+    )
     count = rng.randint(2, 5)
     names = [f"q{index + 1}" for index in range(count)]
-    projects = []
-    for name, quota in zip(names, _quotas(rng, count, site.gpus), strict=True):
+    projects = _departments(rng, names, site.gpus) if site.trees else []
+    parents = {project["name"]: project for project in projects}
+    leaves = _leaf_parents(rng, names, list(parents))
+    quotas: list[int] = []
+    if site.trees:  # each department's quota divided among its children, as the site's among the queues
+        for department, project in parents.items():
+            children = [name for name in names if leaves[name] == department]
+            quotas += _quotas(rng, len(children), max(project["gpu_quota"], len(children)))
+        order = [name for department in parents for name in names if leaves[name] == department]
+        quotas = [quotas[order.index(name)] for name in names]
+    else:
+        quotas = _quotas(rng, count, site.gpus)
+    for name, quota in zip(names, quotas, strict=True):
         project: dict[str, Any] = {"name": name, "gpu_quota": quota}
-        if rng.random() < 0.2:
-            project["gpu_limit"] = quota + rng.randint(0, site.gpus)
-        if rng.random() < 0.3:
-            project["over_quota_weight"] = rng.choice((1, 2, 4))
+        if leaves[name] is not None:
+            project["parent"] = leaves[name]
+        _bounds(rng, project, site.gpus)
         if site.resources:
             _resource_bounds(rng, project)
         projects.append(project)

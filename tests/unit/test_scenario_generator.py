@@ -80,3 +80,23 @@ def test_resources_are_other_scenarios_whose_jobs_never_ask_more_than_a_node_off
             assert job["memory"] / job["gpus"] * site.node_gpus <= site.node_memory_gib
     # each kind of bound is drawn for some queues and left unlimited for others (some 700 queues)
     assert all(20 <= count <= 600 for count in declared.values()), declared
+
+
+def test_trees_put_every_queue_under_a_department_and_leave_the_seeds_without_them_as_they_were():
+    assert [job["name"] for job in generate(1)["steps"][0]["submit"]] == FIRST_STEP_OF_SEED_1
+    site = Site(trees=True)
+    children_above_parent = 0
+    for seed in SEEDS:
+        data = generate(seed, site)
+        scenario = scenarios.load(data, where=f"seed {seed}")
+        departments = {p.name: p for p in scenario.projects if p.parent is None}
+        leaves = [p for p in scenario.projects if p.parent is not None]
+        assert 1 <= len(departments) <= 3 and set(departments) == scenario.parents
+        assert 2 <= len(leaves) <= 5 and all(leaf.parent in departments for leaf in leaves)
+        # jobs run in the leaves only (KAI schedules to queues that have a parent)
+        assert {job["project"] for step in data["steps"] for job in step["submit"]} <= {leaf.name for leaf in leaves}
+        for name, department in departments.items():
+            children = sum(leaf.quota for leaf in leaves if leaf.parent == name)
+            children_above_parent += children > department.quota
+    # children whose quotas add up to more than their department's: a case the quota lint names
+    assert 20 <= children_above_parent <= 200

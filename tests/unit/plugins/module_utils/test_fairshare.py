@@ -231,6 +231,20 @@ def test_interactive_work_starts_only_within_quota():
     assert result.allocated["x"] == 2 and result.pending == ("i2", "i3")
 
 
+def test_non_preemptible_work_under_a_department_is_checked_against_the_quota_of_every_ancestor():
+    # KAI v0.12.0 resultsWithNonPreemptibleOverQuota walks the queue's parents: d's quota of 2 holds
+    # a's interactive 2 GPUs, so b's interactive GPU waits though b is within its own quota of 2.
+    projects = [Project("d", quota=2), Project("a", quota=2, parent="d"), Project("b", quota=2, parent="d")]
+    jobs = [Job("a-session", "a", 2, interactive=True), Job("b-session", "b", 1, interactive=True)]
+    jobs.append(Job("b-train", "b", 1))
+    result = fs.predict("runai", DGX, projects, jobs)
+    assert result.pending == ("b-session",)
+    assert result.allocated == {"d": 3, "a": 2, "b": 1}
+    # with a's session gone, d holds none of it and b's session starts
+    later = fs.predict("runai", DGX, projects, jobs[1:], result.placements)
+    assert later.pending == () and later.allocated["b"] == 2
+
+
 def test_whole_jobs_fit_on_one_node():
     result = fs.predict("runai", [("n1", 4), ("n2", 4)], [Project("x", quota=8)], [Job("big", "x", 6)])
     assert result.pending == ("big",)

@@ -538,6 +538,7 @@ class _Engine:
         self.moves = 0
         self._pending_moves = -1
         self.alloc = [0] * count
+        # held by non-preemptible jobs, per project, up the tree (KAI checks every ancestor's quota)
         self.interactive_alloc = [0] * count
         self.leaf_running: list[set[int]] = [set() for _ in range(count)]
         self.stamp = [0] * count  # bumped whenever a leaf's holding changes: marks stale heap entries
@@ -791,6 +792,7 @@ class _Engine:
         preemptible, free_idx, free, given = self.preemptible, self.free_idx, self.free, self.given
         node_jobs, leaf_running, stamp, node_partial = self.node_jobs, self.leaf_running, self.stamp, self.node_partial
         leaf_units = [0] * len(self.alloc)  # held by the jobs put back inline, per leaf
+        leaf_fixed = [0] * len(self.alloc)  # of which non-preemptible
         inline_jobs = inline_gpus = 0
         was_running: list[int] = []
         for j, job in enumerate(self.jobs):
@@ -839,7 +841,7 @@ class _Engine:
                 leaf_running[q].add(j)
                 leaf_units[q] += units
                 if not preemptible[j]:
-                    self.interactive_alloc[q] += units
+                    leaf_fixed[q] += units
                 stamp[q] += 1
                 inline_jobs += 1
             else:
@@ -850,12 +852,13 @@ class _Engine:
                 assert spot is not None  # _restore placed it, or raised
             if spot[1] == gpus and placement.shared == (not whole):
                 given[j] = (spot, placement)
-        path, alloc = self.tree.path, self.alloc
+        path, alloc, fixed = self.tree.path, self.alloc, self.interactive_alloc
         for q, units in enumerate(leaf_units):
             if units:
                 self.used += units
                 for a in path[q]:
                     alloc[a] += units
+                    fixed[a] += leaf_fixed[q]
         self.free_whole -= inline_gpus
         self.moves += inline_jobs
         self._rebuild_room()
@@ -919,7 +922,8 @@ class _Engine:
         for a in self.tree.path[q]:
             self.alloc[a] += units
         if not self.preemptible[j]:
-            self.interactive_alloc[q] += units
+            for a in self.tree.path[q]:
+                self.interactive_alloc[a] += units
         if self.multi:
             self._count_resources(j, 1)
         self.stamp[q] += 1
@@ -943,7 +947,8 @@ class _Engine:
         for a in self.tree.path[q]:
             self.alloc[a] -= units
         if not self.preemptible[j]:
-            self.interactive_alloc[q] -= units
+            for a in self.tree.path[q]:
+                self.interactive_alloc[a] -= units
         if self.multi:
             self._count_resources(j, -1)
         self.stamp[q] += 1
@@ -1122,12 +1127,16 @@ class _Engine:
         return True
 
     def _interactive_ok(self, j: int) -> bool:
-        """Non-preemptible work starts only within the project's quota (KAI; Koordinator's non-preemptible)."""
+        """Non-preemptible work starts only within the project's quota (KAI; Koordinator's non-preemptible);
+        on KAI within the quota of every ancestor too, each holding its children's non-preemptible
+        work (v0.12.0, ``resultsWithNonPreemptibleOverQuota`` walks the queue's parents)."""
         if self.preemptible[j]:
             return True
         q = self.leaf[j]
-        if self.interactive_alloc[q] + self.start_units[j] > self.tree.quota[q] + _EPS:
-            return False
+        quota, fixed, units = self.tree.quota, self.interactive_alloc, self.start_units[j]
+        for a in self.tree.path[q] if self.policy == "runai" else (q,):
+            if fixed[a] + units > quota[a] + _EPS:
+                return False
         if self.multi:  # KAI's capacity policy: every resource within its quota
             for r, bounds in enumerate(self.tree.resources):
                 if self.res_fixed[r][q] + self._start_res(j, r) > bounds.quota[q] + _EPS:
