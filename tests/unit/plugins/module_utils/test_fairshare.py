@@ -245,6 +245,19 @@ def test_non_preemptible_work_under_a_department_is_checked_against_the_quota_of
     assert later.pending == () and later.allocated["b"] == 2
 
 
+def test_kai_lends_idle_gpus_to_the_department_furthest_below_its_share_before_the_project_furthest_below():
+    # KAI orders departments first, then their queues (JobsOrderByQueues; differential tree seed 27).
+    # a is 1 below its share, but its department d1 is at its share of 0; d2 is 4 below its share
+    # of 6, so its project b, at its share of 0, borrows the idle GPUs and a's job waits.
+    projects = [Project("d1", quota=0), Project("a", quota=1, parent="d1"), Project("d2", quota=4)]
+    projects += [Project("b", quota=0, parent="d2"), Project("c", quota=4, parent="d2")]
+    jobs = [Job("c-1", "c", 2), Job("a-1", "a", 4), Job("b-1", "b", 4)]
+    result = fs.predict("runai", [("n", 8)], projects, jobs)
+    assert (result.deserved["d1"], result.deserved["a"], result.deserved["d2"], result.deserved["b"]) == (0, 1, 6, 0)
+    assert result.allocated == {"d1": 0, "a": 0, "d2": 6, "b": 4, "c": 2}
+    assert result.pending == ("a-1",)
+
+
 def test_whole_jobs_fit_on_one_node():
     result = fs.predict("runai", [("n1", 4), ("n2", 4)], [Project("x", quota=8)], [Job("big", "x", 6)])
     assert result.pending == ("big",)

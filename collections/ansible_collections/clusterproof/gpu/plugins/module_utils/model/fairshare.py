@@ -1371,13 +1371,27 @@ class _Engine:
         return changed
 
     def _lend_idle(self) -> bool:
-        """runai: lend what fair shares leave idle, to the project furthest below its fair share."""
+        """runai: lend what fair shares leave idle, to the project furthest below its fair share;
+        in a tree, as KAI orders its queues (``JobsOrderByQueues``), first the department furthest
+        below its fair share, then its project furthest below (the key is the gap at each level
+        from the top down). Keys only grow as jobs start, so a popped entry whose key is stale goes
+        back with its key as it is now (lazily: a department's start moves its children's keys)."""
         queues: dict[int, list[int]] = {}
         for j in self._admission_order():
             queues.setdefault(self.leaf[j], []).append(j)
         if not queues:
             return False
-        heap = [(self.alloc[q] - self.entitled[q], q, 0) for q in queues]
+        alloc, entitled = self.alloc, self.entitled
+        tree_order = self.policy == "runai" and not self.flat
+        top_down = {q: self.tree.path[q][::-1] for q in queues} if tree_order else {}
+
+        def gap(q: int) -> Any:
+            """The key: the gap of each level from the top down (a tree under runai), else the project's."""
+            if tree_order:
+                return tuple([alloc[a] - entitled[a] for a in top_down[q]])
+            return alloc[q] - entitled[q]
+
+        heap = [(gap(q), q, 0) for q in queues]
         heapq.heapify(heap)
         changed = False
         whole_fails = _INF
@@ -1386,7 +1400,10 @@ class _Engine:
         while heap:
             if not reserves and not self.free_whole and not self.partial_room:
                 break
-            _, q, position = heapq.heappop(heap)
+            key, q, position = heapq.heappop(heap)
+            if tree_order and (now := gap(q)) != key:  # flat, only q's own start moves q's key
+                heapq.heappush(heap, (now, q, position))
+                continue
             jobs = queues[q]
             j = jobs[position]
             g = self.whole[j]
@@ -1403,7 +1420,7 @@ class _Engine:
                         fraction_fails = self.units[j]
             changed = changed or placed
             if position + 1 < len(jobs):
-                heapq.heappush(heap, (self.alloc[q] - self.entitled[q], q, position + 1))
+                heapq.heappush(heap, (gap(q), q, position + 1))
         return changed
 
     def _reclaim(self) -> bool:
