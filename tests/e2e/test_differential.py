@@ -77,6 +77,29 @@ def test_kai_settles_random_scenarios_with_cpu_and_memory_quotas_as_the_model_pr
     assert list(tmp_path.iterdir()) == []
 
 
+# Seeds of the bench's site with departments (--trees: the queues are leaves of KAI parent queues),
+# each a rule of docs/fairshare.md that KAI's queue hierarchy needs.
+TREE_SAMPLE = {
+    # q2's 0.25-GPU interactive job is within q2's quota of 1, not within its department d2's of 0: it waits
+    6: lambda scenario: (
+        [project["gpu_quota"] for project in scenario["projects"]] == [3, 0, 1, 1]
+        and any(job["kind"] == "interactive" and job["project"] == "q2" for job in _jobs(scenario))
+    ),
+    # idle GPUs go to the department furthest below its share (d2, to q4), not to q2 under a d1 at its share
+    27: lambda scenario: [project["gpu_quota"] for project in scenario["projects"]] == [0, 1, 6, 4, 1, 2, 0],
+}
+
+
+@pytest.mark.parametrize("seed", sorted(TREE_SAMPLE))
+def test_kai_settles_random_scenarios_with_departments_as_the_model_predicts(seed, sandbox, kai_site, tmp_path):
+    site = Site(trees=True)
+    scenario = generate(seed, site)
+    assert TREE_SAMPLE[seed](scenario), f"seed {seed} no longer draws the case it was kept for"
+    outcome = run_one(seed, site, "kai", sandbox.kubeconfig, sandbox.state_dir, tmp_path, ["dgx1-1", "dgx1-2"])
+    assert outcome["verdict"] == "agrees", outcome["differences"]
+    assert list(tmp_path.iterdir()) == []
+
+
 # Kueue's seeds (whole GPUs, as the bench draws them for Kueue), each a rule of the kueue policy
 # (docs/fairshare.md) that the model once lacked.
 KUEUE_SAMPLE = {
