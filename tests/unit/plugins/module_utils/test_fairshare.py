@@ -258,6 +258,21 @@ def test_kai_lends_idle_gpus_to_the_department_furthest_below_its_share_before_t
     assert result.pending == ("a-1",)
 
 
+def test_kai_keeps_a_department_that_would_pass_its_fair_share_from_reclaiming_of_a_less_saturated_sibling():
+    # KAI v0.12.0 reclaimingQueuesRemainWithinBoundaries (differential tree seed 125): a's 8-GPU job
+    # is within a's share of 8, but da would hold 8 of its share of 6 (saturation 1.33), more than db
+    # at 8 of 10 once b's job went (0.8): no reclaim. A 4-GPU job keeps da within its share and reclaims.
+    projects = [Project("da", quota=6, weight=1), Project("a", quota=12, parent="da")]
+    projects += [Project("db", quota=8), Project("b", quota=2, parent="db")]
+    nodes = [("n1", 8), ("n2", 8)]
+    running = fs.predict("runai", nodes, projects, [Job("b-1", "b", 8), Job("b-2", "b", 8)]).placements
+    big = fs.predict("runai", nodes, projects, [Job("b-1", "b", 8), Job("b-2", "b", 8), Job("a-1", "a", 8)], running)
+    assert (big.deserved["da"], big.deserved["a"], big.deserved["db"]) == (6, 8, 10)
+    assert big.preempted == () and big.pending == ("a-1",) and big.allocated["b"] == 16
+    small = fs.predict("runai", nodes, projects, [Job("b-1", "b", 8), Job("b-2", "b", 8), Job("a-1", "a", 4)], running)
+    assert small.preempted == ("b-2",) and small.allocated["a"] == 4
+
+
 def test_whole_jobs_fit_on_one_node():
     result = fs.predict("runai", [("n1", 4), ("n2", 4)], [Project("x", quota=8)], [Job("big", "x", 6)])
     assert result.pending == ("big",)

@@ -545,6 +545,9 @@ class _Engine:
         self.over_heaps: list[list[tuple[float, int, int]]] | None = None  # set while reclaim runs
         self.node_heaps: list[list[tuple[int, int, int]]] | None = None  # built by the first claim of a pass
         self.flat = all(parent < 0 for parent in tree.parent)
+        # KAI's saturation test between sibling queues: it can refuse a claim only where some
+        # ancestor of the claimant may go above its fair share, so only in a tree
+        self.saturation_test = policy == "runai" and not self.flat
         # CPU and memory beside the GPUs (KAI's capacity policy and reclaim strategies compare
         # every resource): kept only where a project declares a CPU or memory quota or limit.
         self.multi = tree.multi_resource
@@ -1820,6 +1823,8 @@ class _Engine:
         gone = self._with_mates(victims)
         if self.cohort_cap < _INF and self.used - sum(self.units[v] for v in gone) + need > self.cohort_cap + _EPS:
             return False
+        if self.saturation_test and not self._saturation_ok(core[0], need, removed):
+            return False
         tree, alloc = self.tree, self.alloc
         for a in tree.path[self.leaf[core[0]]]:
             if alloc[a] - removed.get(a, 0) + need > tree.limit[a] + _EPS:
@@ -1930,7 +1935,30 @@ class _Engine:
                 return False
         if self.multi and not self._res_within_limits(self.leaf[j], self.res_req[j], removed):
             return False
+        if self.saturation_test and not self._saturation_ok(j, units, removed):
+            return False
         return self._gpus_fit(j, n, victims)
+
+    def _saturation_ok(self, j: int, units: int, removed: Mapping[Any, int]) -> bool:
+        """runai in a tree: whether KAI lets job ``j`` (``units`` to start) take ``removed``. At each
+        level of the claimant's path, a queue that would go above its fair share must stay less
+        saturated (held over fair share) than every sibling that loses work, the victims gone (v0.12.0,
+        ``reclaimingQueuesRemainWithinBoundaries``, multiplier 1): a department whose share is 6
+        does not take 8 GPUs from a sibling at 7 of its 10, though the claimant's own queue is
+        within its share (differential tree seed 125)."""
+        alloc, fair, tree = self.alloc, self.entitled, self.tree
+        for a in tree.path[self.leaf[j]]:
+            held = alloc[a] - removed.get(a, 0) + units
+            if held <= fair[a] + _EPS:
+                continue  # at or below its fair share: a ratio of 1 at most never refuses
+            ratio = held / fair[a] if fair[a] > _EPS else _INF
+            parent = tree.parent[a]
+            for s in tree.children[parent] if parent >= 0 else tree.top:
+                if s == a or s not in removed or fair[s] <= _EPS:
+                    continue
+                if ratio >= (alloc[s] - removed[s]) / fair[s]:
+                    return False
+        return True
 
     def _victims_on(
         self, j: int, n: int, candidates: list[int], claimant_path: set[int], level: list[float]
