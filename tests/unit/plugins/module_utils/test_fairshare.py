@@ -273,6 +273,20 @@ def test_kai_keeps_a_department_that_would_pass_its_fair_share_from_reclaiming_o
     assert small.preempted == ("b-2",) and small.allocated["a"] == 4
 
 
+def test_kai_sums_a_department_s_request_from_its_children_s_whole_requests_past_their_limits():
+    # KAI v0.12.0 adds every pod's request to each queue up the tree; only a queue's own limit caps
+    # what it asks (differential seed 8 of --trees --gangs). q3 asks 21 but may take 6, and its
+    # department d2 still asks 21: d2's quota of 14 and the spare go to d2, and d1 (quota 0) gets none.
+    projects = [Project("d1", quota=0, weight=4), Project("d2", quota=14)]
+    projects += [Project("q1", quota=2, parent="d1", weight=2), Project("q2", quota=0, parent="d1", weight=1)]
+    projects.append(Project("q3", quota=2, parent="d2", limit=6))
+    shares = fs.fair_shares(projects, {"q1": 11, "q2": 7, "q3": 21}, 16)
+    assert (shares["d1"], shares["d2"], shares["q3"]) == (0, 16, 6)
+    # under kueue (nested cohorts) a parent asks what its children may take: d2 asks 6, d1 gets the rest
+    water = fs.fair_shares(projects, {"q1": 11, "q2": 7, "q3": 21}, 16, policy="kueue")
+    assert water["d2"] == pytest.approx(6) and water["d1"] == pytest.approx(10)
+
+
 def test_whole_jobs_fit_on_one_node():
     result = fs.predict("runai", [("n1", 4), ("n2", 4)], [Project("x", quota=8)], [Job("big", "x", 6)])
     assert result.pending == ("big",)

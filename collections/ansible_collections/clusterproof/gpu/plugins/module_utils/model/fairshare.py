@@ -390,12 +390,20 @@ class _Tree:
 
     def fair_shares(self, leaf_demand: Sequence[float], capacity: float, whole_units: bool = False) -> list[float]:
         """Hierarchical fair share in units: at each level quota first, then spare by weight.
-        ``whole_units``: KAI's division (runai), else a water-fill in real numbers (kueue)."""
+        ``whole_units``: KAI's division (runai), else a water-fill in real numbers (kueue).
+
+        A project asks for its demand up to its limit. KAI sums a parent's request from its
+        children's whole requests, their limits aside (v0.12.0 ``updateQueuesResourceUsageFor*``
+        adds every pod to each queue up the tree; only a queue's own limit caps what it may ask):
+        a department whose child is limited to 6 but asks 21 asks 21. Elsewhere a parent asks what
+        its children may take."""
         count = len(self.projects)
         demand = list(leaf_demand)
+        asked = list(leaf_demand)  # KAI: uncapped, summed up the tree
         for i in self._bottom_up():
             if self.children[i]:
-                demand[i] = sum(demand[c] for c in self.children[i])
+                asked[i] = sum(asked[c] for c in self.children[i])
+                demand[i] = asked[i] if whole_units else sum(demand[c] for c in self.children[i])
             demand[i] = min(demand[i], self.limit[i])
         share = [0.0] * count
         self._split(capacity, self.top, demand, share, whole_units)
