@@ -7,6 +7,7 @@ in the tests."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,15 @@ pytestmark = pytest.mark.sandbox
 
 def _jobs(scenario: dict) -> list[dict]:
     return [job for step in scenario["steps"] for job in step["submit"]]
+
+
+def _kai_agrees(seed: int, site: Site, sample: dict, sandbox: Sandbox, out: Path) -> None:
+    """Seed ``seed`` of ``site`` still draws the case ``sample`` keeps it for, and the session's KAI
+    settles it as the model predicts, writing no disagreement to replay into ``out``."""
+    assert sample[seed](generate(seed, site)), f"seed {seed} no longer draws the case it was kept for"
+    outcome = run_one(seed, site, "kai", sandbox.kubeconfig, sandbox.state_dir, out, ["dgx1-1", "dgx1-2"])
+    assert outcome["verdict"] == "agrees", outcome["differences"]
+    assert list(out.iterdir()) == []  # nothing written: no disagreement to replay
 
 
 # Seeds of the bench's default site (2 nodes of 8 GPUs), each kept for the case it draws: four the
@@ -45,11 +55,7 @@ SAMPLE = {
 
 @pytest.mark.parametrize("seed", sorted(SAMPLE))
 def test_kai_settles_random_scenarios_as_the_model_predicts(seed, sandbox, kai_site, tmp_path):
-    scenario = generate(seed)
-    assert SAMPLE[seed](scenario), f"seed {seed} no longer draws the case it was kept for"
-    outcome = run_one(seed, Site(), "kai", sandbox.kubeconfig, sandbox.state_dir, tmp_path, ["dgx1-1", "dgx1-2"])
-    assert outcome["verdict"] == "agrees", outcome["differences"]
-    assert list(tmp_path.iterdir()) == []  # nothing written: no disagreement to replay
+    _kai_agrees(seed, Site(), SAMPLE, sandbox, tmp_path)
 
 
 # Seeds of the bench's site with CPU and memory beside the GPUs (--resources; the session's nodes
@@ -69,12 +75,7 @@ RESOURCE_SAMPLE = {
 def test_kai_settles_random_scenarios_with_cpu_and_memory_quotas_as_the_model_predicts(
     seed, sandbox, kai_site, tmp_path
 ):
-    site = Site(resources=True)
-    scenario = generate(seed, site)
-    assert RESOURCE_SAMPLE[seed](scenario), f"seed {seed} no longer draws the case it was kept for"
-    outcome = run_one(seed, site, "kai", sandbox.kubeconfig, sandbox.state_dir, tmp_path, ["dgx1-1", "dgx1-2"])
-    assert outcome["verdict"] == "agrees", outcome["differences"]
-    assert list(tmp_path.iterdir()) == []
+    _kai_agrees(seed, Site(resources=True), RESOURCE_SAMPLE, sandbox, tmp_path)
 
 
 # Seeds of the bench's site with departments (--trees: the queues are leaves of KAI parent queues),
@@ -92,12 +93,7 @@ TREE_SAMPLE = {
 
 @pytest.mark.parametrize("seed", sorted(TREE_SAMPLE))
 def test_kai_settles_random_scenarios_with_departments_as_the_model_predicts(seed, sandbox, kai_site, tmp_path):
-    site = Site(trees=True)
-    scenario = generate(seed, site)
-    assert TREE_SAMPLE[seed](scenario), f"seed {seed} no longer draws the case it was kept for"
-    outcome = run_one(seed, site, "kai", sandbox.kubeconfig, sandbox.state_dir, tmp_path, ["dgx1-1", "dgx1-2"])
-    assert outcome["verdict"] == "agrees", outcome["differences"]
-    assert list(tmp_path.iterdir()) == []
+    _kai_agrees(seed, Site(trees=True), TREE_SAMPLE, sandbox, tmp_path)
 
 
 # Kueue's seeds (whole GPUs, as the bench draws them for Kueue), each a rule of the kueue policy
