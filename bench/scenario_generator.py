@@ -134,13 +134,13 @@ def generate(seed: int, site: Site = Site()) -> dict[str, Any]:
     projects = _departments(rng, names, site.gpus) if site.trees else []
     parents = {project["name"]: project for project in projects}
     leaves = _leaf_parents(rng, names, list(parents))
-    quotas: list[int] = []
     if site.trees:  # each department's quota divided among its children, as the site's among the queues
+        quota_of: dict[str, int] = {}
         for department, project in parents.items():
             children = [name for name in names if leaves[name] == department]
-            quotas += _quotas(rng, len(children), max(project["gpu_quota"], len(children)))
-        order = [name for department in parents for name in names if leaves[name] == department]
-        quotas = [quotas[order.index(name)] for name in names]
+            split = _quotas(rng, len(children), max(project["gpu_quota"], len(children)))
+            quota_of.update(zip(children, split, strict=True))
+        quotas = [quota_of[name] for name in names]
     else:
         quotas = _quotas(rng, count, site.gpus)
     for name, quota in zip(names, quotas, strict=True):

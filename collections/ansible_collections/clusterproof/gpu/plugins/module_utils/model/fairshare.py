@@ -793,18 +793,16 @@ class _Engine:
         """Put the running jobs back where ``running`` says, in job order; the jobs put back.
 
         Where no job is part of a gang, none asks CPU or memory and Kueue's admission order is not
-        kept, each job goes back inline: its project's hold is added up the tree once at the end,
-        the room on shared GPUs sorted once at the end (_restore and _occupy called per job cost
-        a quarter of the follow-up step of 80,000 running jobs). Any other job, and any placement
-        that does not check out, goes through _restore, which says what is wrong.
+        kept, each job goes back inline (``_seat_inline``): its project's hold is added up the tree
+        once at the end, the room on shared GPUs sorted once at the end (_restore and _occupy called
+        per job cost a quarter of the follow-up step of 80,000 running jobs). Any other job, and any
+        placement that does not check out, goes through _restore, which says what is wrong.
         """
         inline = not self.gang_pods and not self.multi and not self.reserves
-        place, whole_of, units_of, leaf_of = self.place, self.whole, self.units, self.leaf
-        preemptible, free_idx, free, given = self.preemptible, self.free_idx, self.free, self.given
-        node_jobs, leaf_running, stamp, node_partial = self.node_jobs, self.leaf_running, self.stamp, self.node_partial
+        place, units_of, leaf_of, preemptible, given = self.place, self.units, self.leaf, self.preemptible, self.given
+        node_jobs, leaf_running, stamp = self.node_jobs, self.leaf_running, self.stamp
         leaf_units = [0] * len(self.alloc)  # held by the jobs put back inline, per leaf
         leaf_fixed = [0] * len(self.alloc)  # of which non-preemptible
-        inline_jobs = inline_gpus = 0
         was_running: list[int] = []
         for j, job in enumerate(self.jobs):
             placement = running.get(job.name)
@@ -814,37 +812,8 @@ class _Engine:
             if n < 0:
                 raise ValueError(f"running job {job.name!r} is on node {placement.node!r}, which is not listed")
             was_running.append(j)
-            whole, gpus, units = whole_of[j], placement.gpus, units_of[j]
-            spot = None
-            if not inline:
-                pass
-            elif whole:
-                if not placement.shared and len(gpus) == whole:
-                    free_n = free_idx[n]
-                    taken = 0
-                    for gpu in gpus:
-                        if gpu not in free_n:
-                            break
-                        free_n.remove(gpu)
-                        taken += 1
-                    if taken == whole:
-                        free[n] -= whole
-                        inline_gpus += whole
-                        spot = (n, tuple(sorted(gpus)))
-                    else:
-                        free_n.extend(gpus[:taken])  # as it was, for _restore to find what is wrong
-                        free_n.sort()
-            elif len(gpus) == 1:
-                gpu = gpus[0]
-                used = node_partial[n].get(gpu)
-                if used is None and gpu in free_idx[n]:
-                    free_idx[n].remove(gpu)
-                    free[n] -= 1
-                    inline_gpus += 1
-                    used = 0
-                if used is not None and used + units <= UNITS_PER_GPU:
-                    node_partial[n][gpu] = used + units
-                    spot = (n, (gpu,))
+            whole, units = self.whole[j], units_of[j]
+            spot = self._seat_inline(n, placement, whole, units) if inline else None
             if spot is not None:
                 place[j] = spot
                 node_jobs[n].add(j)
@@ -854,14 +823,13 @@ class _Engine:
                 if not preemptible[j]:
                     leaf_fixed[q] += units
                 stamp[q] += 1
-                inline_jobs += 1
             else:
                 if inline:
                     self._rebuild_room()  # what _restore expects to find
                 self._restore(j, n, placement)
                 spot = place[j]
                 assert spot is not None  # _restore placed it, or raised
-            if spot[1] == gpus and placement.shared == (not whole):
+            if spot[1] == placement.gpus and placement.shared == (not whole):
                 given[j] = (spot, placement)
         path, alloc, fixed = self.tree.path, self.alloc, self.interactive_alloc
         for q, units in enumerate(leaf_units):
@@ -870,10 +838,43 @@ class _Engine:
                 for a in path[q]:
                     alloc[a] += units
                     fixed[a] += leaf_fixed[q]
-        self.free_whole -= inline_gpus
-        self.moves += inline_jobs
-        self._rebuild_room()
+        self.free_whole = sum(self.free)
+        if inline:
+            self._rebuild_room()
         return was_running
+
+    def _seat_inline(self, n: int, placement: Placement, whole: int, units: int) -> tuple[int, tuple[int, ...]] | None:
+        """Take the GPUs ``placement`` names on node ``n`` for a job of ``whole`` GPUs (0: a fraction
+        of ``units``), and return the job's place; None, the node left as it was, where they are not
+        free or not what the job asks. Counts nothing else (``_restore_running`` does)."""
+        gpus, free_n = placement.gpus, self.free_idx[n]
+        if whole:
+            if placement.shared or len(gpus) != whole:
+                return None
+            taken = 0
+            for gpu in gpus:
+                if gpu not in free_n:
+                    free_n.extend(gpus[:taken])  # as it was, for _restore to find what is wrong
+                    free_n.sort()
+                    return None
+                free_n.remove(gpu)
+                taken += 1
+            self.free[n] -= whole
+            return (n, tuple(sorted(gpus)))
+        if len(gpus) != 1:
+            return None
+        gpu = gpus[0]
+        used = self.node_partial[n].get(gpu)
+        if used is None:
+            if gpu not in free_n:
+                return None
+            free_n.remove(gpu)
+            self.free[n] -= 1
+            used = 0
+        elif used + units > UNITS_PER_GPU:
+            return None
+        self.node_partial[n][gpu] = used + units
+        return (n, (gpu,))
 
     def _rebuild_room(self) -> None:
         """The room on shared GPUs from ``node_partial``: (units free, node, gpu) sorted, and its sum."""
@@ -1394,13 +1395,17 @@ class _Engine:
             return False
         alloc, entitled = self.alloc, self.entitled
         tree_order = self.policy == "runai" and not self.flat
-        top_down = {q: self.tree.path[q][::-1] for q in queues} if tree_order else {}
+        if tree_order:
+            top_down = {q: self.tree.path[q][::-1] for q in queues}
 
-        def gap(q: int) -> Any:
-            """The key: the gap of each level from the top down (a tree under runai), else the project's."""
-            if tree_order:
+            def gap(q: int) -> Any:
+                """The key: the gap of each level from the top down."""
                 return tuple([alloc[a] - entitled[a] for a in top_down[q]])
-            return alloc[q] - entitled[q]
+        else:
+
+            def gap(q: int) -> Any:
+                """The key: the project's gap."""
+                return alloc[q] - entitled[q]
 
         heap = [(gap(q), q, 0) for q in queues]
         heapq.heapify(heap)
