@@ -9,7 +9,9 @@ Every ``site`` and ``validate`` run ends in a report: when the playbook stopped 
 validation tasks had returned, with the failed check ``run/stopped`` naming where and why. SIGINT
 (Ctrl-C) and SIGTERM are passed on to ansible-playbook as the SIGINT a terminal sends, so that a
 scenario under way removes what it created. The exit status: 0 every check passed, 1 a check
-failed or the run stopped, 2 bad input (the inventory check failed, or ansible-playbook's arguments).
+failed or the run stopped, 2 bad input (the inventory check failed, an inventory file that is not
+UTF-8, or ansible-playbook's arguments). The inventory's files are checked to be UTF-8 before
+ansible-playbook starts: its YAML loader fails on other bytes naming no file.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import progress
-from .playbook import EVENTS_FILE, LOG_FILE, REPO, run_playbook
+from .playbook import DEFAULT_INVENTORY, EVENTS_FILE, LOG_FILE, REPO, inventory_sources, run_playbook
 
 PLAYBOOKS = {
     "site": ("playbooks/site.yml", []),
@@ -113,6 +115,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("args", nargs=argparse.REMAINDER, help="passed to ansible-playbook (-i, -e, --check)")
     options = parser.parse_args(argv)
     playbook, fixed_args = PLAYBOOKS[options.command]
+    refused = inventory_encoding_errors([*fixed_args, *options.args])
+    if refused:
+        # Ansible's YAML loader would fail on these naming no file: refused before anything runs.
+        print(
+            "the inventory has %d error(s); nothing was changed:\n%s"
+            % (len(refused), "\n".join("  - " + error for error in refused)),
+            file=sys.stderr,
+        )
+        return progress.EXIT_BAD_INPUT
 
     # The report directory is known only when site_report has run: keep the log in a run directory
     # of its own until then, and move it beside the report at the end.
@@ -152,6 +163,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return returncode
 
 
+def _collections_importable() -> None:
+    collections = str(REPO / "collections")
+    if collections not in sys.path:
+        sys.path.insert(0, collections)
+
+
+def inventory_encoding_errors(args: Sequence[str]) -> list[str]:
+    """The files of the inventory ansible-playbook's ``args`` name (the sandbox's when they name
+    none) that are not UTF-8, each with its line, byte and the byte's value."""
+    _collections_importable()
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import files
+
+    sources = inventory_sources(args) or [str(DEFAULT_INVENTORY.relative_to(REPO))]
+    return files.encoding_errors(sources, root=REPO)
+
+
 def write_stopped_report(events: list[dict[str, Any]], interrupted_by: str) -> dict[str, str]:
     """The report of a run that stopped before writing its own: the sections gathered so far and
     the failed check run/stopped. Nothing (``{}``) when the run got no site settings (it stopped
@@ -160,9 +187,7 @@ def write_stopped_report(events: list[dict[str, Any]], interrupted_by: str) -> d
     site, reports_dir = facts.get("clusterproof_site") or {}, facts.get("clusterproof_reports_dir")
     if not site.get("site_name") or not reports_dir:
         return {}
-    collections = str(REPO / "collections")
-    if collections not in sys.path:
-        sys.path.insert(0, collections)
+    _collections_importable()
     from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model, render
 
     now = datetime.now(UTC)

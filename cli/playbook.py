@@ -20,6 +20,7 @@ from typing import Any
 from . import progress
 
 REPO = Path(__file__).resolve().parents[1]
+DEFAULT_INVENTORY = REPO / "inventories" / "sandbox"
 EVENTS_FILE = "ansible-events.jsonl"
 LOG_FILE = "ansible.log"
 
@@ -77,8 +78,8 @@ def run_playbook(
     import ansible_runner  # imported here so that `--help` and the unit tests of `progress` stay light
 
     args = list(args)
-    if inventory is not None or not any(arg in ("-i", "--inventory") or arg.startswith("-i") for arg in args):
-        args = ["-i", str(inventory or REPO / "inventories" / "sandbox"), *args]
+    if inventory is not None or not inventory_sources(args):
+        args = ["-i", str(inventory or DEFAULT_INVENTORY), *args]
     events: list[dict[str, Any]] = []
 
     def keep(event: dict[str, Any]) -> bool:
@@ -106,6 +107,22 @@ def run_playbook(
         return PlaybookRun(returncode, output, events, runner.status)
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+def inventory_sources(args: Sequence[str]) -> list[str]:
+    """The inventory sources ansible-playbook's ``args`` name (``-i X``, ``-iX``, ``--inventory X``,
+    ``--inventory=X``, ``--inventory-file``), in order; none when they name none."""
+    sources = []
+    for index, arg in enumerate(args):
+        option, equals, value = arg.partition("=")
+        if arg in ("-i", "--inventory", "--inventory-file"):
+            if index + 1 < len(args):
+                sources.append(args[index + 1])
+        elif equals and option in ("--inventory", "--inventory-file"):
+            sources.append(value)
+        elif arg.startswith("-i") and len(arg) > 2:
+            sources.append(arg[2:])
+    return sources
 
 
 def _environment() -> dict[str, str]:

@@ -63,7 +63,7 @@ CASES = {
     "not-utf8": (
         lambda inv: (inv / GPUS).write_bytes((inv / GPUS).read_bytes().replace(b"Tesla", b"T\xe9sla", 1)),
         (),
-        ["hosts dgx1-1, dgx1-2: variables: expected files Ansible can read, found bytes that are not UTF-8", GPUS],
+        [GPUS + ": line 2, byte 98: expected UTF-8 text, found the byte 0xe9; save the file as UTF-8"],
     ),
     "empty-control-plane": (
         lambda inv: _replace(

@@ -12,10 +12,14 @@ checks. bench/bad_input_bench.py runs every case here and reports its time (the 
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import importlib
+import json
 import math
+import shutil
+import types
 import unittest.mock
 from collections.abc import Callable
 from functools import cache
@@ -28,15 +32,16 @@ from ansible.errors import AnsibleParserError
 from ansible.module_utils import basic
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import trust_as_template
+from ansible.template import Templar, trust_as_template
 
 from ansible_collections.clusterproof.gpu.plugins.action import site_inventory as site_inventory_action
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import bounds, yaml_file
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import schema
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner, scenarios
-from ansible_collections.clusterproof.gpu.plugins.modules import gpu_project
+from ansible_collections.clusterproof.gpu.plugins.modules import gpu_project, sandbox_cluster, validate_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 SANDBOX = REPO / "inventories" / "sandbox"
@@ -177,6 +182,7 @@ INVENTORY_CASES = [
     # Names, labels and taints within Kubernetes' limits and syntax.
     inv("node-name-300", node_set(node_name="a" * 300), HOST + "node_name: expected a Kubernetes node name", "at most 253", "(300 characters)"),
     inv("node-name-label-64", node_set(node_name="a" * 64 + ".site"), HOST + "node_name:", "found 'aaaa"),
+    inv("node-name-80", node_set(node_name="a" * 80), HOST + "node_name: expected a Kubernetes node name whose dot-separated DNS labels have at most 63 characters each (one has 80)", "found 'aaaa"),
     inv("node-name-upper", node_set(node_name="DGX1-1"), HOST + "node_name:", "found 'DGX1-1'"),
     inv("node-name-underscore", node_set(node_name="dgx_1"), HOST + "node_name:", "found 'dgx_1'"),
     inv("node-name-newline", node_set(node_name="dgx1-1\n"), HOST + "node_name:", "found 'dgx1-1\\n'"),
@@ -210,6 +216,10 @@ INVENTORY_CASES = [
     inv("quota-string", project_set(gpu_quota="4"), TEAM_A + "gpu_quota:", "found '4'"),
     inv("quota-huge", project_set(gpu_quota=10**9), TEAM_A + "gpu_quota: expected a number of GPUs of at most 100000", "found 1000000000"),
     inv("quota-thousandths", project_set(gpu_quota=0.001), TEAM_A + "gpu_quota:", "in hundredths", "found 0.001"),
+    inv("quota-1e-9", project_set(gpu_quota=1e-9), TEAM_A + "gpu_quota: expected a number of GPUs of at most 100000, in hundredths", "found 1e-09"),
+    inv("limit-1e-9-over-a-hundredth", project_set(gpu_limit=4 + 1e-9), TEAM_A + "gpu_limit:", "in hundredths", "found 4.000000001"),
+    inv("cpu-quota-1e-10", project_set(cpu_quota=1e-10), TEAM_A + "cpu_quota: expected a number of CPU cores", "in thousandths (millicpus)", "found 1e-10"),
+    inv("memory-quota-1e-10", project_set(memory_quota=1e-10), TEAM_A + "memory_quota: expected a number of GiB", "in MiB", "found 1e-10"),
     inv("limit-below-quota", project_set(gpu_limit=2), TEAM_A + "gpu_limit: expected a number of GPUs not below gpu_quota (4)", "found 2"),
     inv("limit-nan", project_set(gpu_limit=NAN), TEAM_A + "gpu_limit:", "found nan"),
     inv("limit-inf", project_set(gpu_limit=INF), TEAM_A + "gpu_limit:", "found inf"),
@@ -517,6 +527,31 @@ def test_the_loader_answers_for_the_file_it_names(tmp_path):
         yaml_file.loads(b"a: &x [1]\nb: *x\n", "x.yml")
 
 
+def test_the_role_hands_the_module_a_scenario_file_s_bytes_for_the_project_s_loader(tmp_path):
+    """validate_scenarios reads each file on the controller as bytes (slurp) for the module, which may
+    run on a host without the project: a file that is not UTF-8 reaches the project's loader, which
+    names it, and not Ansible's module setup, where text holding escaped bytes cannot be encoded."""
+    bad = tmp_path / "scenario.yml"
+    bad.write_bytes(b"name: caf\xe9\n" + BASE_TEXT.encode())
+    tasks = yaml.safe_load((REPO / "roles" / "validate_scenarios" / "tasks" / "main.yml").read_text())
+    read = next(task for task in tasks if "ansible.builtin.slurp" in task)
+    run = next(task for task in tasks if "clusterproof.gpu.validate_scenario" in task)
+    assert "lookup(" not in repr(run)
+    file_var = read["loop_control"]["loop_var"]
+    assert read["ansible.builtin.slurp"]["src"] == "{{ %s }}" % file_var and read["delegate_to"] == "localhost"
+    # What slurp registers for the file, as the module task's loop gives it.
+    result = {file_var: str(bad), "content": base64.b64encode(bad.read_bytes()).decode(), "encoding": "base64"}
+    assert run["loop"] == "{{ %s.results }}" % read["register"]
+    templar = Templar(loader=DataLoader(), variables={run["loop_control"]["loop_var"]: result})
+    arguments = run["clusterproof.gpu.validate_scenario"]
+    params = {key: templar.template(trust_as_template(arguments[key])) for key in ("scenario_file", "scenario_content")}
+    json.dumps(params).encode("utf-8")  # what Ansible's module setup does with the arguments
+    message = module_errors("validate_scenario", {**SCENARIO_FILE, **params}, tmp_path)
+    assert message == (
+        "scenario %s: %s line 1: expected UTF-8 text, found the byte 0xe9 (at byte 9); nothing was changed" % (bad, bad)
+    )
+
+
 # --- module arguments -----------------------------------------------------------------------
 
 
@@ -549,9 +584,15 @@ def _semantic(name: str, params: dict[str, Any], directory: Path) -> list[str]:
     if name in ("quota_tree", "validate_quota_tree"):
         problems = quota_tree.check_tree(params["tree"])[1]
         return ["%s: %s: expected %s, found %r" % dataclasses.astuple(problem) for problem in problems]
+    if name == "sandbox_cluster" and params["state"] == "status":
+        # status only reads: where no sandbox is, it says so instead of an address and a kubeconfig.
+        try:
+            sandbox_cluster.run(types.SimpleNamespace(params=params, check_mode=False))
+        except runner.ModuleError as error:
+            return [str(error)]
     if name == "validate_scenario":
         try:
-            scenario_runner.load(Path(params["scenario_file"]))
+            scenario_runner.load(Path(params["scenario_file"]), validate_scenario._content(params))
         except scenario_runner.ScenarioRefused as refused:
             return [str(refused)]
     return []
@@ -617,12 +658,16 @@ MODULE_CASES = [
     mod("scenario-nan", "validate_scenario", {**SCENARIO_FILE, "scenario_file": BASE_TEXT.replace("gpus: 2", "gpus: .nan").encode()}, "steps[0].submit[0].gpus:", "found nan"),
     mod("scenario-not-utf8", "validate_scenario", {**SCENARIO_FILE, "scenario_file": b"\xfe\xff" + BASE_TEXT.encode()}, "scenario.yml line 1: expected UTF-8 text"),
     mod("scenario-bomb", "validate_scenario", {**SCENARIO_FILE, "scenario_file": (BOMB + BASE_TEXT).encode()}, "scenario.yml line 2", "found an alias (*a)"),
+    mod("scenario-content-not-utf8", "validate_scenario", {**SCENARIO_FILE, "scenario_file": "/elsewhere/scenario.yml", "scenario_content": base64.b64encode(b"name: caf\xe9\n").decode()}, "scenario /elsewhere/scenario.yml: /elsewhere/scenario.yml line 1: expected UTF-8 text, found the byte 0xe9 (at byte 9); nothing was changed"),
+    mod("scenario-content-not-base64", "validate_scenario", {**SCENARIO_FILE, "scenario_file": "/elsewhere/scenario.yml", "scenario_content": "name: x"}, "scenario /elsewhere/scenario.yml: scenario_content: expected the file's bytes in base64"),
     mod("scenario-missing", "validate_scenario", {**SCENARIO_FILE, "scenario_file": "/nonexistent/scenario.yml"}, "scenario /nonexistent/scenario.yml: No such file or directory"),
     mod("scenario-step-timeout-word", "validate_scenario", {**SCENARIO_FILE, "scenario_file": "x.yml", "step_timeout": "long"}, "argument 'step_timeout' is of type"),
     mod("scenario-settle-word", "validate_scenario", {**SCENARIO_FILE, "scenario_file": "x.yml", "settle_seconds": "soon"}, "argument 'settle_seconds' is of type"),
     mod("scenario-nodes-missing", "validate_scenario", {"scenario_file": "x.yml"}, "missing required arguments: nodes"),
     mod("sandbox-port-base-word", "sandbox_cluster", {"state_dir": "/tmp/x", "state": "status", "port_base": "abc"}, "argument 'port_base' is of type", "int"),
     mod("sandbox-state-bad", "sandbox_cluster", {"state_dir": "/tmp/x", "state": "sideways"}, "value of state must be one of: up, status, down, got: sideways"),
+    mod("sandbox-status-where-none-is", "sandbox_cluster", {"state_dir": "/nonexistent/sandbox", "state": "status"}, "no sandbox in /nonexistent/sandbox: the directory does not exist (state_dir); nothing to report"),
+    mod("sandbox-status-of-another-directory", "sandbox_cluster", {"state_dir": str(REPO / "inventories"), "state": "status"}, "no sandbox in %s: the directory holds no sandbox (no .clusterproof-sandbox file)" % (REPO / "inventories")),
     mod("sandbox-timeout-word", "sandbox_cluster", {"state_dir": "/tmp/x", "state": "status", "timeout": "forever"}, "argument 'timeout' is of type"),
     mod("gpu-nodes-not-list", "validate_gpu_nodes", {"nodes": "dgx1-1"}, "option 'nodes' is of type str and we were unable to convert to dict"),
     mod("gpu-nodes-count-word", "validate_gpu_nodes", {"nodes": [{"name": "dgx1-1", "gpu_count": "eight"}]}, "gpu_count", "int"),
@@ -748,23 +793,29 @@ class _HostVars:
     """Ansible's HostVars as the action plugin uses it: ``raw_get`` (untemplated), or a failure to
     read a host's files (Ansible parses them when the host's variables are first read)."""
 
-    def __init__(self, hostvars: dict[str, dict[str, Any]], unreadable: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        hostvars: dict[str, dict[str, Any]],
+        unreadable: tuple[str, ...] = (),
+        failure: str = "YAML parsing failed: Tabs are usually invalid in YAML.",
+    ) -> None:
         self.hostvars = hostvars
         self.unreadable = unreadable
+        self.failure = failure
 
     def raw_get(self, host: str) -> dict[str, Any]:
         if host in self.unreadable:
-            raise AnsibleParserError("YAML parsing failed: Tabs are usually invalid in YAML.")
+            raise AnsibleParserError(self.failure)
         return self.hostvars[host]
 
 
-def action_errors(change: Change, unreadable: tuple[str, ...] = ()) -> list[str]:
+def action_errors(change: Change, unreadable: tuple[str, ...] = (), **failure: str) -> list[str]:
     site, nodes = sandbox_inventory()
     groups = {"kube_control_plane": ["localhost"], "gpu_nodes": list(nodes)}
     change(site, nodes, groups)
     groups["all"] = ["localhost", *nodes]
     declaration, errors = site_inventory_action.check(
-        groups, _HostVars(_hostvars(site, nodes, groups), unreadable), DataLoader()
+        groups, _HostVars(_hostvars(site, nodes, groups), unreadable, **failure), DataLoader()
     )
     assert declaration is None
     return [str(error) for error in errors]
@@ -774,7 +825,7 @@ def test_an_undefined_variable_names_the_host_and_variable_once():
     errors = action_errors(node_set(gpu_count=trust_as_template("{{ gpus_per_dgx }}")))
     assert errors == [
         "host dgx1-1: gpu_count: expected a value Ansible can template, found 'gpus_per_dgx' is undefined "
-        "(a file Ansible does not name)"
+        "(Ansible does not say in which file)"
     ]
 
 
@@ -782,8 +833,47 @@ def test_hosts_whose_files_fail_to_parse_are_named_together():
     errors = action_errors(lambda site, nodes, groups: None, unreadable=("dgx1-1", "dgx1-2"))
     assert errors == [
         "hosts dgx1-1, dgx1-2: variables: expected files Ansible can read, found YAML parsing failed: "
-        "Tabs are usually invalid in YAML. (a file Ansible does not name)"
+        "Tabs are usually invalid in YAML. (Ansible does not say in which file)"
     ]
+
+
+def test_a_file_ansible_quotes_is_not_said_to_go_unnamed():
+    """A host_vars file holding a list: Ansible quotes its path in the message and tags no origin."""
+    failure = (
+        "Could not process '/site/host_vars/dgx1-1.yml': failed to combine variables, expected dicts but got "
+        "a 'dict' and a '_AnsibleTaggedList'."
+    )
+    errors = action_errors(lambda site, nodes, groups: None, unreadable=("dgx1-1",), failure=failure)
+    assert errors == ["host dgx1-1: variables: expected files Ansible can read, found " + failure]
+
+
+def test_the_preamble_names_an_inventory_file_that_is_not_utf8_by_line_and_byte(tmp_path):
+    """The action reads the inventory sources' files itself: Ansible would hand it escaped bytes."""
+    inventory = tmp_path / "site"
+    shutil.copytree(SANDBOX, inventory)
+    gpus = inventory / "group_vars" / "gpu_nodes" / "gpus.yml"
+    text = gpus.read_bytes().replace(b"Tesla", b"T\xe9sla", 1)
+    gpus.write_bytes(text)
+    site, nodes = sandbox_inventory()
+    groups = {"all": ["localhost", *nodes], "kube_control_plane": ["localhost"], "gpu_nodes": list(nodes)}
+    task = types.SimpleNamespace(async_val=0, check_mode=False, args={}, action="clusterproof.gpu.site_inventory")
+    connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir=str(tmp_path)))
+    action = site_inventory_action.ActionModule(task, connection, None, DataLoader(), None)
+    task_vars = {
+        "groups": groups,
+        "hostvars": _HostVars(_hostvars(site, nodes, groups)),
+        "ansible_inventory_sources": [str(inventory)],
+    }
+    result = action.run(task_vars=task_vars)
+    offset = text.index(b"\xe9")
+    where = "%s: line %d, byte %d: expected UTF-8 text, found the byte 0xe9; save the file as UTF-8" % (
+        gpus,
+        text[:offset].count(b"\n") + 1,
+        offset,
+    )
+    assert result["failed"] and result["errors"] == [where]
+    assert result["msg"] == "the inventory has 1 error(s); nothing was changed:\n  - " + where
+    assert gpus.read_bytes() == text
 
 
 def test_an_anchor_bomb_reaches_the_schema_untemplated():

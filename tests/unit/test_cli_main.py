@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import io
 import json
+import random
+import shutil
 import signal
 import subprocess
 
 import pytest
 
 from cli import __main__ as cli_main
-from cli.playbook import REPO
+from cli.playbook import REPO, inventory_sources
 
 PLAYBOOK = """
 - name: Bring up something
@@ -164,6 +166,51 @@ def test_a_bad_inventory_gets_no_report_and_exit_status_2(tmp_path, monkeypatch)
     monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
     assert cli_main.main(["validate", "-i", str(inventory)]) == 2
     assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize(
+    ("folder", "text"),
+    [
+        ("group_vars/all/site.yml", "# Réseau du site\nclusterproof_site_name: netapp\n".encode("latin-1")),
+        ("host_vars/dgx1-1.yml", bytes(random.Random(7).randrange(256) for _ in range(400))),
+    ],
+    ids=["latin-1-group-vars", "random-bytes-host-vars"],
+)
+def test_an_inventory_file_that_is_not_utf8_is_refused_naming_it_before_ansible_runs(
+    tmp_path, monkeypatch, capsys, folder, text
+):
+    inventory = tmp_path / "site"
+    shutil.copytree(REPO / "inventories" / "sandbox", inventory)
+    bad = inventory / folder
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    bad.write_bytes(text)
+    with pytest.raises(UnicodeDecodeError) as undecodable:
+        text.decode("utf-8")
+    offset = undecodable.value.start
+    monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setattr(cli_main, "run_playbook", lambda *args, **kwargs: pytest.fail("ansible-playbook ran"))
+    assert cli_main.main(["validate", "-i", str(inventory)]) == 2
+    error = capsys.readouterr().err
+    where = "%s: line %d, byte %d: expected UTF-8 text, found the byte 0x%02x; save the file as UTF-8" % (
+        bad,
+        text[:offset].count(b"\n") + 1,
+        offset,
+        text[offset],
+    )
+    assert "the inventory has 1 error(s); nothing was changed:\n  - " + where in error, error
+    assert bad.read_bytes() == text and not (tmp_path / "runs").exists()
+
+
+def test_the_inventory_sources_are_read_from_ansible_playbook_s_arguments():
+    args = ["-i", "a", "-ib", "--inventory=c", "--inventory", "d", "--inventory-file", "e", "-e", "x=1", "--check"]
+    assert inventory_sources(args) == ["a", "b", "c", "d", "e"]
+    assert inventory_sources(["-e", "x=1"]) == []
+
+
+def test_the_repository_s_inventories_are_utf8_and_relative_sources_are_read_in_the_repository():
+    for command, (_, arguments) in cli_main.PLAYBOOKS.items():
+        assert cli_main.inventory_encoding_errors(arguments) == [], command
+    assert cli_main.inventory_encoding_errors(["-i", "inventories/kubeadm-example"]) == []
 
 
 def test_an_interrupt_is_passed_on_to_the_playbook_s_process_group_even_before_it_is_known():

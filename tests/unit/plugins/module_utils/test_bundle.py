@@ -3,6 +3,8 @@ programs are built through, the registry's configuration, and containerd's regis
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -304,3 +306,60 @@ def test_a_folder_s_digest_follows_its_files(tmp_path: Path) -> None:
     assert build.sha256_tree(tmp_path / "a") == first
     (tmp_path / "a/crd.yaml").write_text("kind: CustomResourceDefinition # changed\n")
     assert build.sha256_tree(tmp_path / "a") != first
+
+
+def _gpg_agents(home: Path) -> list[str]:
+    """The gpg-agent processes serving the GnuPG home ``home``, as their command lines."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue  # ended meanwhile
+        if argv[0].endswith(b"gpg-agent") and str(home).encode() in argv:
+            found.append(b" ".join(argv).decode(errors="replace"))
+    return found
+
+
+@pytest.mark.skipif(shutil.which("gpg") is None, reason="needs gpg (Debian's gnupg)")
+def test_signing_the_apt_repository_leaves_no_gpg_agent_running(tmp_path: Path, monkeypatch) -> None:
+    """gpg starts a gpg-agent for the key's home that outlives it: none is left once signing ends."""
+    layout = build.Layout(cache=tmp_path / "cache", out=tmp_path / "out")
+    run = build._run
+
+    def without_apt_ftparchive(cmd, log, cwd=None, env=None):
+        if cmd[0] == "apt-ftparchive":  # the index and Release of an empty repository
+            return "Origin: clusterproof\nLabel: clusterproof bundle\n" if "release" in cmd else ""
+        return run(cmd, log, cwd, env)
+
+    monkeypatch.setattr(build, "_run", without_apt_ftparchive)
+    try:
+        assert build.apt_repository(layout, [], lambda line: None) == []
+        assert (layout.apt / "InRelease").is_file() and (layout.apt / "Release.gpg").is_file()
+        assert _gpg_agents(layout.gnupg) == []
+        assert len(build.signing_key(layout)) == 40  # as the manifest reads it
+        assert _gpg_agents(layout.gnupg) == []
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(layout.gnupg), "--kill", "gpg-agent"], check=False)
+
+
+def test_a_program_s_build_line_gives_its_own_cold_build_time_or_none(tmp_path: Path, monkeypatch) -> None:
+    class Stop(Exception):
+        pass
+
+    def download(*args, **kwargs):
+        raise Stop  # the line is said before the build starts
+
+    monkeypatch.setattr(build.go_modules, "download", download)
+    layout = build.Layout(cache=tmp_path / "cache", out=tmp_path / "out")
+    lines: list[str] = []
+    for program in (
+        build.GoProgram("coredns", "github.com/coredns/coredns", "v1.14.2", "github.com/coredns/coredns"),
+        build.GoProgram("flanneld", "github.com/flannel-io/flannel", "v0.27.4", "github.com/flannel-io/flannel"),
+    ):
+        with pytest.raises(Stop):
+            build._build_go_program(layout, program, lines.append)
+    assert lines == [
+        "building coredns v1.14.2 (go build; about 8 minutes cold on 2 cores)",
+        "building flanneld v0.27.4 (go build)",
+    ]

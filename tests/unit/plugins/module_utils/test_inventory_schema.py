@@ -159,6 +159,49 @@ def test_fractional_quota_is_allowed_and_oversubscription_is_a_warning():
     )
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "accepted"),
+    [
+        ("gpu_quota", 0.29, True),  # 28.999999999999996 hundredths as a float product: exact as written
+        ("gpu_quota", 12.35, True),
+        ("gpu_quota", 1e-9, False),  # within a float tolerance of 0, not a hundredth
+        ("gpu_quota", 0.001, False),
+        ("cpu_quota", 0.001, True),
+        ("cpu_quota", 1e-10, False),
+        ("memory_quota", 0.0009765625, True),  # one MiB
+        ("memory_quota", 1e-10, False),  # 1.024e-07 MiB: within the old float tolerance
+    ],
+)
+def test_amounts_are_in_their_steps_exactly_as_written(field, value, accepted):
+    project = {"name": "team-a", "gpu_quota": 4 if field != "gpu_quota" else value}
+    if field != "gpu_quota":
+        project[field] = value
+    declaration, errors = validate_site(*inventory(site={**SITE, "clusterproof_projects": [project]}))
+    if accepted:
+        assert errors == [], errors
+    else:
+        assert [str(error).split(":")[:2] for error in errors] == [["project team-a", " " + field]]
+        assert str(errors[0]).endswith("found %r" % value)
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("a" * 80, "whose dot-separated DNS labels have at most 63 characters each (one has 80)"),
+        ("rack-1." + "b" * 64 + ".site", "whose dot-separated DNS labels have at most 63 characters each (one has 64)"),
+        ("a" * 254, "of at most 253 characters"),
+        ("dgx_1", "a lower-case DNS name: dot-separated labels of a-z, 0-9 and '-'"),
+        ("dgx1..site", "each starting and ending with a letter or digit"),
+    ],
+)
+def test_a_refused_node_name_names_the_rule_it_breaks(name, rule):
+    (error,) = errors_of({"gpu-host-7": {"gpu_count": 0, "node_name": name}})
+    assert error.startswith("host gpu-host-7: node_name: expected a Kubernetes node name ")
+    assert rule in error
+    if len(name) <= 253:
+        assert "253" not in error
+
+
 def test_bad_labels_and_taints():
     nodes = {
         "dgx1-1": {

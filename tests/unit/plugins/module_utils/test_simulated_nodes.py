@@ -76,6 +76,35 @@ def test_absent_with_the_cluster_gone_and_something_else_at_its_address_deletes_
     port = listener.getsockname()[1]
     write_kubeconfig(layout.kubeconfig, f"https://127.0.0.1:{port}")
     try:
-        assert simulated_nodes.absent(layout, check_mode=False) == {"changed": False, "stopped": [], "deleted": []}
+        # Nothing deleted, nothing stopped; the state directory (the kubeconfig copy) goes.
+        assert simulated_nodes.absent(layout, check_mode=False) == {"changed": True, "stopped": [], "deleted": []}
+        assert not tmp_path.exists()
     finally:
         listener.close()
+
+
+def test_absent_leaves_no_state_directory_behind_and_a_second_absent_changes_nothing(tmp_path):
+    """lab down: the gone cluster's admin kubeconfig, the KWOK stages, logs and records go, and the
+    directory with them (~/.local/state/clusterproof/simulated/lab)."""
+    state = tmp_path / "simulated" / "lab"
+    layout = control_plane.Layout(state)
+    state.mkdir(parents=True)
+    write_kubeconfig(layout.kubeconfig, "https://127.0.0.1:1")  # a cluster that does not answer
+    layout.kwok_config.write_text("kind: Stage\n")
+    layout.log(simulated_nodes.KWOK).parent.mkdir(parents=True)
+    layout.log(simulated_nodes.KWOK).write_text("kwok's output\n")
+    layout.record(simulated_nodes.KWOK).parent.mkdir(parents=True)
+    layout.record(simulated_nodes.KWOK).write_text('{"pid": 999999999, "start_time": 1}\n')
+    assert simulated_nodes.absent(layout, check_mode=True)["changed"] is True
+    assert layout.kubeconfig.exists()  # check mode removes nothing
+    assert simulated_nodes.absent(layout, check_mode=False) == {"changed": True, "stopped": [], "deleted": []}
+    assert not state.exists() and (tmp_path / "simulated").is_dir()
+    assert simulated_nodes.absent(layout, check_mode=False) == {"changed": False, "stopped": [], "deleted": []}
+
+
+def test_absent_keeps_what_it_did_not_write_in_a_state_directory_it_was_given(tmp_path):
+    layout = control_plane.Layout(tmp_path)
+    write_kubeconfig(layout.kubeconfig, "https://127.0.0.1:1")
+    (tmp_path / "notes.txt").write_text("the admin's\n")
+    assert simulated_nodes.absent(layout, check_mode=False)["changed"] is True
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]

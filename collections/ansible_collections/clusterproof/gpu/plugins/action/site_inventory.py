@@ -8,11 +8,14 @@ used, so a file it cannot parse (a tab, bytes that are not UTF-8) or a value it 
 (an undefined variable) fails here, on the first host that uses it. Each is caught per host and
 per variable and becomes an error like the schema's: where (the hosts), the variable, and the file
 and line Ansible names. A value whose YAML aliases expand past ``bounds.MAX_VALUES`` is handed on
-untemplated (templating would expand it), for the schema to refuse.
+untemplated (templating would expand it), for the schema to refuse. Before any of it, every file
+of the inventory's sources is checked to be UTF-8 (``inventory/files.py``), as the entry point does
+before the run: a file that is not is named with the line and byte.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -21,7 +24,7 @@ from ansible.plugins.action import ActionBase
 from ansible.vars.hostvars import HostVarsVars
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import bounds
-from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import schema
+from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import files, schema
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory.schema import InventoryError, validate_site
 
 try:  # Where Ansible read a value or a file (ansible-core 2.19's data tags); older cores lack it.
@@ -33,6 +36,8 @@ except ImportError:  # pragma: no cover - the error is then shown without its fi
 OUR_PREFIXES = ("clusterproof_", *schema.OUR_HOST_PREFIXES)
 # Hosts named in one error before "and N more".
 HOSTS_SHOWN = 5
+# A path quoted in Ansible's message: the file is named there.
+_QUOTED_PATH = re.compile(r"'/[^']+'")
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
@@ -54,12 +59,23 @@ def _origin_of(value: Any) -> str | None:
 
 
 def _where_read(error: BaseException, raw: Any = None) -> str:
-    """The file (and line) Ansible names for ``error``, or for the raw value it failed on."""
+    """The file (and line) Ansible names for ``error``, or for the raw value it failed on; empty
+    when it names none."""
     for link in _chain(error):
         origin = _origin_of(getattr(link, "obj", None))
         if origin:
             return origin
-    return _origin_of(raw) or "a file Ansible does not name"
+    return _origin_of(raw) or ""
+
+
+def _with_origin(message: str, origin: str) -> str:
+    """Ansible's message and where it read what failed: the origin it tagged, else nothing more
+    when its message quotes the file itself ("Could not process '/.../x.yml': ...")."""
+    if origin:
+        return "%s (%s)" % (message, origin)
+    if _QUOTED_PATH.search(message):
+        return message
+    return "%s (Ansible does not say in which file)" % message
 
 
 def _message(error: BaseException) -> str:
@@ -111,7 +127,7 @@ class _Reader:
                 shown += " and %d more" % (len(hosts) - HOSTS_SHOWN)
             where = ("host " if len(hosts) == 1 else "hosts ") + shown
             expected = "a value Ansible can template" if field != "variables" else "files Ansible can read"
-            found.append(InventoryError(where, field, expected, "%s (%s)" % (message, origin)))
+            found.append(InventoryError(where, field, expected, _with_origin(message, origin)))
         return found
 
     def unreadable(self) -> set[tuple[str, str]]:
@@ -151,14 +167,19 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         fact_name = self._task.args.get("fact_name", "clusterproof_site")
-        declaration, errors = check(task_vars["groups"], task_vars["hostvars"], self._loader)
+        # The inventory's files first: one that is not UTF-8 is named with its line and byte here,
+        # where reading the hosts' variables would only say that some file held such bytes.
+        not_utf8 = files.encoding_errors(task_vars.get("ansible_inventory_sources") or [])
+        declaration, errors = None, []
+        if not not_utf8:
+            declaration, errors = check(task_vars["groups"], task_vars["hostvars"], self._loader)
         result["changed"] = False
-        if errors:
+        if not_utf8 or errors:
             result["failed"] = True
-            result["errors"] = [str(error) for error in errors]
+            result["errors"] = not_utf8 + [str(error) for error in errors]
             result["msg"] = "the inventory has %d error(s); nothing was changed:\n%s" % (
-                len(errors),
-                "\n".join(f"  - {error}" for error in errors),
+                len(result["errors"]),
+                "\n".join(f"  - {error}" for error in result["errors"]),
             )
             return result
         assert declaration is not None

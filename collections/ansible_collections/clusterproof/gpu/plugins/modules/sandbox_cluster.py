@@ -19,7 +19,8 @@ description:
     check within 10 s (a kube-apiserver shutting down, say), after waiting for it to exit, and
     every process started into the sandbox since (an engine's, the GPU agent) that has died, from
     its run record.
-  - C(status) lists every process, the control plane's and those started into the sandbox.
+  - C(status) lists every process, the control plane's and those started into the sandbox; it fails,
+    saying so, when there is no sandbox in O(state_dir) (no such directory, or one no C(up) made).
   - C(down) stops only the processes this module started (by their recorded pid and start time) and
     removes O(state_dir).
   - The binaries come from the sandbox build (see C(clusterproof.gpu.sandbox_binaries)).
@@ -140,6 +141,12 @@ def run(module):
         names = [component.name for component in control_plane.components(layout, bin_dir, ports)]
         result.update(lifecycle.down(layout, names, module.check_mode))
     elif params["state"] == "status":
+        absent = lifecycle.missing(layout)
+        if absent:
+            raise runner.ModuleError(
+                "%s (state_dir); nothing to report: bring one up with ./clusterproof site or playbooks/sandbox.yml"
+                % absent
+            )
         result["nodes"] = lifecycle.node_status(layout, bin_dir, ports)
     else:
         stages = Path(params["kwok_stages"]).read_text()

@@ -16,7 +16,9 @@ description:
   - With O(gpu_agent), also runs the sandbox GPU agent, which answers KAI's reservation pods of GPU
     fractions on the simulated nodes with a GPU index, as the node's own probe would.
   - Only nodes with the simulated label are ever created, changed or deleted.
-  - C(absent) deletes the simulated nodes while the cluster answers and stops the processes it started.
+  - C(absent) deletes the simulated nodes while the cluster answers, stops the processes it started,
+    and removes what it wrote in O(state_dir) (the kubeconfig copy, the KWOK stages, the logs and
+    process records), and the directory when that leaves it empty.
   - Idempotent; supports check mode.
 options:
   state:

@@ -36,14 +36,16 @@ description:
     a warning and the report says whether the engine reproduces the document.
 options:
   scenario_file:
-    description: Path of the scenario YAML file (on the controller when O(scenario_text) is given).
+    description: Path of the scenario YAML file (on the controller when O(scenario_content) is given).
     type: path
     required: true
-  scenario_text:
+  scenario_content:
     description:
-      - The scenario file's text, read on the controller (the file's path names it in messages). The
-        role gives it, so the module runs where the cluster's kubeconfig is (a kubeadm site's first
-        control-plane host) without the project's files there.
+      - The scenario file's bytes as they are, in base64 (C(ansible.builtin.slurp)'s C(content)), read on
+        the controller; the file's path names it in messages. The role gives it, so the module runs
+        where the cluster's kubeconfig is (a kubeadm site's first control-plane host) without the
+        project's files there. The bytes go through the same loader as a file read here (UTF-8 only,
+        no aliases, bounded), which names the file, line and byte of what it refuses.
     type: str
   nodes:
     description: The site's GPU nodes as the inventory declares them (name, gpu_count).
@@ -112,6 +114,8 @@ stopped:
   type: str
 """
 
+import base64
+import binascii
 from pathlib import Path
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
@@ -121,7 +125,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import s
 
 OPTIONS = {
     "scenario_file": {"type": "path", "required": True},
-    "scenario_text": {"type": "str"},
+    "scenario_content": {"type": "str"},
     "nodes": {"type": "list", "elements": "dict", "required": True},
     "force": {"type": "bool", "default": False},
     "settle_seconds": {"type": "float", "default": 6},
@@ -130,6 +134,19 @@ OPTIONS = {
     "namespace_prefix": {"type": "str", "default": "scn-"},
     "sandbox_state_dir": {"type": "path"},
 }
+
+
+def _content(params):
+    """The scenario file's bytes from O(scenario_content), or None (the module reads the file)."""
+    if params["scenario_content"] is None:
+        return None
+    try:
+        return base64.b64decode(params["scenario_content"], validate=True)
+    except (binascii.Error, ValueError):
+        raise scenario_runner.ScenarioRefused(
+            "scenario %s: scenario_content: expected the file's bytes in base64, found text that is not base64; "
+            "nothing was changed" % params["scenario_file"]
+        ) from None
 
 
 def _run(module):
@@ -149,7 +166,7 @@ def _run(module):
         options,
         lambda: kube.api_client(params["kubeconfig"], params["context"]),
         module.check_mode,
-        params["scenario_text"],
+        _content(params),
     )
     # A run that stopped says so in its section (its failed check names the cause): the report has it.
     return {"changed": False, **result.to_dict()}

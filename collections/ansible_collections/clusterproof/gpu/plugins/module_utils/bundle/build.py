@@ -13,7 +13,8 @@ storage.
 
 What it touches: the bundle's cache (``~/.cache/clusterproof/bundle``) and output directory, the
 Go module and build caches, the sandbox cache (building kube-proxy there), Debian's mirror (first
-build only), and a registry process on a loopback port for the time of the copy.
+build only), a registry process on a loopback port for the time of the copy, and the gpg-agent gpg
+starts for the signing key's home for the time of signing (stopped after, however signing ended).
 
 Run as a program: ``python -m ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.build [--out DIR]``.
 """
@@ -57,6 +58,9 @@ TOOLS = {
     "umoci": "umoci",
 }
 KEY_UID = "clusterproof bundle <bundle@clusterproof.invalid>"
+# How long a program's `go build` takes cold (empty build cache) on 2 cores, in minutes, where it
+# was measured; the others' progress line gives no figure.
+COLD_BUILD_MINUTES = {"coredns": 8}
 MANIFEST_SCHEMA = 1
 
 
@@ -222,9 +226,9 @@ def _build_go_program(layout: Layout, program: GoProgram, progress: Progress) ->
     key = json.dumps([dataclasses.asdict(program), contents.RECIPE_REVISION], sort_keys=True)
     if target.exists() and _stamp_matches(stamp, key):
         return target
-    progress(
-        "building %s %s (go build; CoreDNS takes about 8 minutes cold on 2 cores)" % (program.name, program.version)
-    )
+    cold = COLD_BUILD_MINUTES.get(program.name)
+    figure = "; about %d minutes cold on 2 cores" % cold if cold else ""
+    progress("building %s %s (go build%s)" % (program.name, program.version, figure))
     work = layout.work / program.name
     work.mkdir(parents=True, exist_ok=True)
     module = go_modules.download(program.module, program.version, work)
@@ -427,12 +431,26 @@ def _gpg(layout: Layout, *args: str) -> str:
 
 def signing_key(layout: Layout) -> str:
     """The bundle's signing key (made once, kept in the cache: the private half never goes into the
-    bundle); returns its fingerprint."""
-    listing = _gpg(layout, "--with-colons", "--list-secret-keys")
-    if "fpr:" not in listing:
-        _gpg(layout, "--quick-generate-key", KEY_UID, "ed25519", "sign", "never")
+    bundle); returns its fingerprint. The gpg-agent that listing the secret keys starts is stopped."""
+    try:
         listing = _gpg(layout, "--with-colons", "--list-secret-keys")
+        if "fpr:" not in listing:
+            _gpg(layout, "--quick-generate-key", KEY_UID, "ed25519", "sign", "never")
+            listing = _gpg(layout, "--with-colons", "--list-secret-keys")
+    finally:
+        stop_gpg_agent(layout)
     return next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+
+
+def stop_gpg_agent(layout: Layout) -> None:
+    """Stop the gpg-agent that gpg starts for the bundle key's home (it would outlive the build, a
+    daemon nobody asked for); nothing when none runs. gpgconf returns once the agent is gone."""
+    try:
+        subprocess.run(
+            ["gpgconf", "--homedir", str(layout.gnupg), "--kill", "gpg-agent"], capture_output=True, check=False
+        )
+    except OSError:
+        pass  # no gpgconf: no gpg either, so no agent
 
 
 def build_package(layout: Layout, spec: contents.PackageSpec, programs: Mapping[str, Path], progress: Progress) -> Path:
@@ -468,7 +486,16 @@ def build_package(layout: Layout, spec: contents.PackageSpec, programs: Mapping[
 
 def apt_repository(layout: Layout, debs: Iterable[Path], progress: Progress) -> list[dict[str, str]]:
     """The flat, signed repository (``Suites: /``, as upstream's Kubernetes repository is laid out):
-    the .debs, Packages, Release signed inline (InRelease) and detached (Release.gpg), key.asc."""
+    the .debs, Packages, Release signed inline (InRelease) and detached (Release.gpg), key.asc.
+    No gpg-agent is left running: the one gpg starts to sign is stopped when signing ends, however
+    it ends."""
+    try:
+        return _signed_apt_repository(layout, debs, progress)
+    finally:
+        stop_gpg_agent(layout)
+
+
+def _signed_apt_repository(layout: Layout, debs: Iterable[Path], progress: Progress) -> list[dict[str, str]]:
     debs = sorted(debs, key=lambda path: path.name)
     entries = [{"file": deb.name, "sha256": sha256_file(deb)} for deb in debs]
     key = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()

@@ -2,5 +2,6 @@
 
 May import: the pure declaration checks of the concerns it covers (``install/``, ``tenancy/``,
 ``scheduler.registry`` for the backend names), and ``common/`` (``bounds``: the size of a value
-whose YAML aliases are expanded). Touches nothing: plain data in, errors out.
+whose YAML aliases are expanded). Touches nothing: plain data in, errors out. ``files``: the
+inventory's files checked to be UTF-8 before Ansible reads them (reads them, writes nothing).
 """

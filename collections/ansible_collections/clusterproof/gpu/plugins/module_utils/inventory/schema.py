@@ -15,6 +15,7 @@ Pure: takes plain mappings (Ansible's hostvars and groups), returns dataclasses 
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -100,6 +101,7 @@ _DNS_LABEL = names.DNS_LABEL
 # through a "$"); the lengths are checked beside the patterns.
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
 DNS_SUBDOMAIN_MAX = 253
+DNS_LABEL_MAX = 63
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 # Bounds of the numbers an inventory declares (docs/inventory.md): what Kubernetes and the
@@ -248,8 +250,30 @@ def is_label_value(value: Any) -> bool:
     return isinstance(value, str) and bool(_LABEL_VALUE.fullmatch(value))
 
 
+def _in_steps(value: float, steps: int) -> bool:
+    """Whether ``value`` is a whole number of 1/``steps``, decided on the decimal the admin wrote
+    (its shortest repr): 0.29 is 29 hundredths, 1e-9 is not a hundredth, however close."""
+    return (decimal.Decimal(repr(value)) * steps) % 1 == 0
+
+
 def _in_hundredths(value: float) -> bool:
-    return abs(value * 100 - round(value * 100)) < 1e-6
+    return _in_steps(value, 100)
+
+
+def _node_name_rule(name: Any) -> str:
+    """The rule of Kubernetes node names that ``name`` (refused by is_dns_subdomain) breaks."""
+    if isinstance(name, str) and len(name) > DNS_SUBDOMAIN_MAX:
+        return "a Kubernetes node name of at most %d characters" % DNS_SUBDOMAIN_MAX
+    longest = max((len(label) for label in name.split(".")), default=0) if isinstance(name, str) else 0
+    if longest > DNS_LABEL_MAX:
+        return "a Kubernetes node name whose dot-separated DNS labels have at most %d characters each (one has %d)" % (
+            DNS_LABEL_MAX,
+            longest,
+        )
+    return (
+        "a Kubernetes node name (a lower-case DNS name: dot-separated labels of a-z, 0-9 and '-', "
+        "each starting and ending with a letter or digit)"
+    )
 
 
 class _Checker:
@@ -359,7 +383,7 @@ def _check_node(
     if is_dns_subdomain(name):
         node_name = str(name)
     else:
-        check.error(where, "node_name", "a Kubernetes node name (lower-case DNS name of at most 253 characters)", name)
+        check.error(where, "node_name", _node_name_rule(name), name)
     product = variables.get("gpu_product")
     if product is not None and not is_label_value(product):
         check.error(where, "gpu_product", "a GPU product name usable as a label value (63 characters)", product)
@@ -470,7 +494,7 @@ def _check_amounts(check: _Checker, where: str, fields: Mapping[str, Any], rule_
         resource = field.split("_")[0]
         steps = RESOURCE_STEPS[resource]
         most = MAX_PROJECT_CPU_CORES if resource == "cpu" else MAX_PROJECT_MEMORY_GIB
-        if value > most or abs(value * steps - round(value * steps)) > 1e-6:
+        if value > most or not _in_steps(value, steps):
             expected = (
                 "a number of CPU cores of at most %d, in thousandths (millicpus)" % most
                 if resource == "cpu"

@@ -58,6 +58,16 @@ def wait_nodes_ready(core: Any, expected: int, timeout: float) -> int:
         time.sleep(0.5)
 
 
+def missing(layout: Layout) -> str | None:
+    """Why there is no sandbox at ``layout.root`` (no such directory, or one that an ``up`` did not
+    make); None when there is one, running or not."""
+    if not layout.root.is_dir():
+        return "no sandbox in %s: the directory does not exist" % layout.root
+    if not (layout.root / control_plane.MARKER).exists():
+        return "no sandbox in %s: the directory holds no sandbox (no %s file)" % (layout.root, control_plane.MARKER)
+    return None
+
+
 def node_status(layout: Layout, bin_dir: Path, ports: Ports) -> dict[str, int]:
     """How many simulated nodes there are and how many are Ready; nothing when the API server does
     not answer (stopped, or shutting down)."""

@@ -22,6 +22,7 @@ directory, the processes it starts, and the cluster's Node objects labelled as s
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -55,6 +56,8 @@ SIMULATED_TAINT = {"key": control_plane.KWOK_NODE_ANNOTATION, "value": "fake", "
 # cluster's own pod network (flannel's 10.244.0.0/16), so no Service ever reaches a fake address
 # that a real pod holds.
 SIMULATED_POD_CIDR = "10.254.0.0/16"
+# What present writes in its state directory (the module docstring's layout), and absent removes.
+STATE_ENTRIES = ("kubeconfig", "kubeconfig.tmp", "kwok.yaml", "kwok.yaml.tmp", "logs", "run")
 
 
 def components(layout: Layout, kwok_binary: Path, port: int, gpu_agent: bool, agent_pythonpath: str) -> list[Component]:
@@ -175,7 +178,8 @@ def present(
 
 
 def absent(layout: Layout, check_mode: bool) -> dict[str, Any]:
-    """Delete the simulated nodes (while the cluster answers) and stop the processes."""
+    """Delete the simulated nodes (while the cluster answers), stop the processes, and remove what
+    ``present`` wrote in the state directory (``lab down`` runs it before the lab goes)."""
     running = [name for name in PROCESSES if control_plane.running_pid(layout, name) is not None]
     deleted: list[str] = []
     # A cluster already gone (its hosts taken down) holds no nodes to delete.
@@ -194,7 +198,25 @@ def absent(layout: Layout, check_mode: bool) -> dict[str, Any]:
     if not check_mode:
         for name in running:
             control_plane.stop(layout, name)
-    return {"changed": bool(running or deleted), "stopped": running, "deleted": deleted}
+    removed = _remove_state(layout, check_mode)
+    return {"changed": bool(running or deleted or removed), "stopped": running, "deleted": deleted}
+
+
+def _remove_state(layout: Layout, check_mode: bool) -> bool:
+    """Remove the state ``present`` wrote (the gone cluster's admin kubeconfig, the KWOK stages, the
+    logs and process records), then the directory when nothing else is in it: a directory given
+    that holds other files keeps them. Whether there was any."""
+    found = [layout.root / name for name in STATE_ENTRIES if (layout.root / name).exists()]
+    if check_mode:
+        return bool(found)
+    for path in found:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    if layout.root.is_dir() and not any(layout.root.iterdir()):
+        layout.root.rmdir()
+    return bool(found)
 
 
 def _answers(kubeconfig: Path, timeout: float = 3.0) -> bool:

@@ -93,12 +93,12 @@ class ScenarioResult:
         return result
 
 
-def load(path: Path, text: str | None = None) -> scenarios.Scenario:
-    """The scenario file at ``path`` (or its ``text``, read where the file is, on the controller),
-    read by the project's one YAML loader (UTF-8, no aliases, bounded size) and checked;
-    ScenarioRefused names the file and every problem found."""
+def load(path: Path, content: bytes | None = None) -> scenarios.Scenario:
+    """The scenario file at ``path`` (or its ``content``, the bytes read where the file is, on the
+    controller), read by the project's one YAML loader (UTF-8, no aliases, bounded size) and
+    checked; ScenarioRefused names the file and every problem found."""
     try:
-        data = yaml_file.load(path) if text is None else yaml_file.loads(text.encode("utf-8"), str(path))
+        data = yaml_file.load(path) if content is None else yaml_file.loads(content, str(path))
         return scenarios.load(data, where=str(path))
     except OSError as error:
         raise ScenarioRefused("scenario %s: %s; nothing was changed" % (path, error.strerror or error)) from None
@@ -191,13 +191,13 @@ def run(
     options: RunOptions,
     connect: Callable[[], Any],
     check_mode: bool = False,
-    text: str | None = None,
+    content: bytes | None = None,
 ) -> ScenarioResult:
     """Run the scenario at ``path`` on the site's ``nodes`` (as the inventory declares them) with
     the engine ``backend``; ``connect`` gives the API client. Raises ScenarioRefused when the
     scenario is not started; a run that stops on the way returns with ``error`` set, and its
     failed check ``scenario/<name>/stopped``."""
-    scenario = load(path, text)
+    scenario = load(path, content)
     section: dict[str, Any] = {
         "id": "scenario-%s" % scenario.name,
         "title": "Scenario: %s" % scenario.title,
