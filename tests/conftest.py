@@ -61,6 +61,7 @@ HOST_SUITE_TESTS = [
     "persistence-mode-is-on",
     "containerd-runs-the-nvidia-runtime",
     "docker-runs-the-nvidia-runtime",
+    "toolkit-config-sets-how-unprivileged-containers-get-gpus",
     "a-container-sees-the-gpus",
 ]
 

@@ -1,6 +1,7 @@
 """A GPU host is what the inventory says it is: the driver of the pinned branch is loaded, it sees the
 declared number of GPUs in persistence mode, and the container runtimes run the nvidia runtime as the
-roles configured it, through which a container sees the GPUs.
+roles configured it, through which a container sees the GPUs it was given and, where the toolkit is set
+so (``nvidia_container_toolkit_gpus_only_by_volume_mounts``), none it merely names in NVIDIA_VISIBLE_DEVICES.
 
 What is expected comes from the inventory (``gpu_count``, the roles' variables), with the roles'
 defaults where the inventory sets none, so these tests check what nvidia_driver and
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tomllib
 import uuid
 from pathlib import Path
@@ -29,11 +31,19 @@ import pytest
 import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_config import CONTAINERD_CRI_PATHS
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node.host_tests import NEEDS_HARDWARE
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node.host_tests import (
+    NEEDS_HARDWARE,
+    TOOLKIT_CONFIG,
+    toolkit_config_problems,
+    toolkit_visible_devices_settings,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = ("nvidia_driver", "nvidia_container_toolkit")
 TEST_IMAGE = os.environ.get("CLUSTERPROOF_GPU_TEST_IMAGE", "docker.io/library/ubuntu:24.04")
+# Where the device plugin's volume-mounts strategy puts a pod's GPUs: the host's /dev/null mounted at
+# <root>/<GPU UUID>, with NVIDIA_VISIBLE_DEVICES pointing at the root.
+VOLUME_MOUNTS_ROOT = "/var/run/nvidia-container-devices"
 
 
 def _role_defaults() -> dict[str, Any]:
@@ -69,7 +79,7 @@ def nvidia_hardware(host, declared) -> None:
 @pytest.fixture(scope="module")
 def gpus(host, nvidia_hardware) -> list[dict[str, str]]:
     """One entry per GPU, as nvidia-smi reports it."""
-    fields = ["index", "name", "driver_version", "persistence_mode", "pci.bus_id"]
+    fields = ["index", "name", "driver_version", "persistence_mode", "pci.bus_id", "uuid"]
     command = host.run("nvidia-smi --query-gpu=%s --format=csv,noheader,nounits" % ",".join(fields))
     if command.rc != 0:
         pytest.fail(
@@ -192,23 +202,39 @@ def test_docker_runs_the_nvidia_runtime(host, declared):
         )
 
 
+def _toolkit_by_the_hosts(host, declared: dict[str, Any]) -> None:
+    if declared.get("clusterproof_gpu_toolkit_by", "hosts") == "gpu_operator":
+        pytest.skip(
+            "the GPU operator's toolkit container configures the nvidia runtime on %s "
+            "(clusterproof_gpu_toolkit_by: gpu_operator)" % host.backend.hostname
+        )
+
+
+def test_toolkit_config_sets_how_unprivileged_containers_get_gpus(host, declared):
+    _toolkit_by_the_hosts(host, declared)
+    config = host.file(TOOLKIT_CONFIG)
+    with _as_root(host):
+        text = config.content_string if config.exists else None
+    expected = toolkit_visible_devices_settings(bool(declared["nvidia_container_toolkit_gpus_only_by_volume_mounts"]))
+    problems = toolkit_config_problems(text, expected, host.backend.hostname)
+    assert not problems, "\n".join(problems)
+
+
 def _listed_gpus(output: str) -> int:
     return sum(1 for line in output.splitlines() if line.startswith("GPU "))
 
 
-def test_a_container_sees_the_gpus(host, declared, nvidia_hardware):
-    expected = _expected_gpu_count(host, declared)
-    environment = "NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=utility"
+def _run_in_a_container(host, declared, environment: dict[str, str], mounts: list[tuple[str, str]], command: str):
+    """Run ``command`` in an unprivileged container of TEST_IMAGE through the nvidia runtime, with
+    ``environment`` and read-only bind ``mounts`` (host path, container path): docker where it is
+    installed, else containerd's ctr. Returns the command line and its result."""
     if host.exists("docker"):
         # With the nvidia runtime as the default, no --gpus and no --runtime: the default must do it.
-        runtime = "" if declared["nvidia_container_toolkit_default_runtime"] else "--runtime nvidia"
-        command = "docker run --rm %s %s %s nvidia-smi -L" % (
-            runtime,
-            " ".join("-e " + pair for pair in environment.split()),
-            TEST_IMAGE,
-        )
+        options = [] if declared["nvidia_container_toolkit_default_runtime"] else ["--runtime nvidia"]
+        options += ["-e %s=%s" % pair for pair in environment.items()]
+        options += ["-v %s:%s:ro" % mount for mount in mounts]
+        line = "docker run --rm %s %s %s" % (" ".join(options), TEST_IMAGE, command)
     elif host.exists("ctr"):
-        name = "clusterproof-gpu-check-%s" % uuid.uuid4().hex[:8]
         with _as_root(host):
             pulled = host.run("ctr --namespace clusterproof image pull %s" % TEST_IMAGE)
         assert pulled.rc == 0, "could not pull %s on %s: %s (set CLUSTERPROOF_GPU_TEST_IMAGE to a reachable copy)" % (
@@ -216,20 +242,50 @@ def test_a_container_sees_the_gpus(host, declared, nvidia_hardware):
             host.backend.hostname,
             pulled.stderr,
         )
-        command = "ctr --namespace clusterproof run --rm --runc-binary %s %s %s %s nvidia-smi -L" % (
+        options = ["--env %s=%s" % pair for pair in environment.items()]
+        options += ["--mount type=bind,src=%s,dst=%s,options=rbind:ro" % mount for mount in mounts]
+        line = "ctr --namespace clusterproof run --rm --runc-binary %s %s %s clusterproof-gpu-check-%s %s" % (
             declared["nvidia_container_toolkit_runtime_binary"],
-            " ".join("--env " + pair for pair in environment.split()),
+            " ".join(options),
             TEST_IMAGE,
-            name,
+            uuid.uuid4().hex[:8],
+            command,
         )
     else:
         pytest.skip("no container engine on %s: neither docker nor ctr is installed" % host.backend.hostname)
     with _as_root(host):
-        ran = host.run(command)
+        return line, host.run(line)
+
+
+def test_a_container_sees_the_gpus(host, declared, gpus):
+    expected = _expected_gpu_count(host, declared)
+    environment = {"NVIDIA_DRIVER_CAPABILITIES": "utility"}
+    mounts: list[tuple[str, str]] = []
+    if declared["nvidia_container_toolkit_gpus_only_by_volume_mounts"]:
+        # Given as the device plugin gives a pod its GPUs (deviceListStrategy volume-mounts): the variable
+        # alone no longer does it for an unprivileged container.
+        environment["NVIDIA_VISIBLE_DEVICES"] = VOLUME_MOUNTS_ROOT
+        mounts = [("/dev/null", "%s/%s" % (VOLUME_MOUNTS_ROOT, gpu["uuid"])) for gpu in gpus]
+    else:
+        environment["NVIDIA_VISIBLE_DEVICES"] = "all"
+    command, ran = _run_in_a_container(host, declared, environment, mounts, "nvidia-smi -L")
     assert ran.rc == 0, "%s failed on %s: %s" % (command, host.backend.hostname, ran.stderr or ran.stdout)
     assert _listed_gpus(ran.stdout) == expected, "a container on %s sees %d GPU(s), the inventory declares %d:\n%s" % (
         host.backend.hostname,
         _listed_gpus(ran.stdout),
         expected,
         ran.stdout,
+    )
+    if not declared["nvidia_container_toolkit_gpus_only_by_volume_mounts"]:
+        return
+    # And one given no GPU sees none, though it names them all in the variable (issue 30).
+    naming = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+    command, ran = _run_in_a_container(host, declared, naming, [], "ls /dev")
+    assert ran.rc == 0, "%s failed on %s: %s" % (command, host.backend.hostname, ran.stderr or ran.stdout)
+    seen = sorted(name for name in ran.stdout.split() if re.fullmatch(r"nvidia\d+", name))
+    assert not seen, (
+        "an unprivileged container on %s that was given no GPU but set NVIDIA_VISIBLE_DEVICES=all has %s: the "
+        "toolkit lets it pick GPUs by the variable. Look at %s there (the toolkit config test says what it lacks) "
+        "and run the nvidia_container_toolkit role"
+        % (host.backend.hostname, ", ".join("/dev/" + n for n in seen), TOOLKIT_CONFIG)
     )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import chart_source, gpu_charts
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.gpu_device_layer import (
@@ -102,18 +104,68 @@ def test_settings_with_no_device_layer_are_errors():
     ]
 
 
+REPO = Path(__file__).resolve().parents[4]
+VOLUME_MOUNTS = {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}
+
+
 def test_operator_values_leave_driver_and_toolkit_to_the_hosts_by_default():
     values = operator_values(DeviceLayerDeclaration("gpu_operator"))
     assert values == {
         "operator": {"version": "v25.3.2"},
         "validator": {"version": "v25.3.2"},
         "driver": {"enabled": False},
+        # The hosts' toolkit is set by the nvidia_container_toolkit role, not by operator values.
         "toolkit": {"enabled": False},
+        "devicePlugin": {"env": [VOLUME_MOUNTS]},
         "mig": {"strategy": "none"},
     }
     values = operator_values(DeviceLayerDeclaration("gpu_operator", "gpu_operator", "gpu_operator", "single"), "v9.9.9")
-    assert values["driver"] == {"enabled": True} and values["toolkit"] == {"enabled": True}
+    assert values["driver"] == {"enabled": True} and values["toolkit"]["enabled"] is True
     assert values["mig"] == {"strategy": "single"} and values["operator"] == {"version": "v9.9.9"}
+
+
+def test_either_chart_hands_pods_their_gpus_as_volume_mounts():
+    """A pod that requests no GPU must not get one by setting NVIDIA_VISIBLE_DEVICES: the device plugin
+    passes allocated GPUs as volume mounts, in both charts, with or without time-slicing."""
+    for slicing in (None, TimeSlicing(4)):
+        operator = operator_values(DeviceLayerDeclaration("gpu_operator", time_slicing=slicing))
+        strategies = [env for env in operator["devicePlugin"]["env"] if env["name"] == "DEVICE_LIST_STRATEGY"]
+        assert strategies == [VOLUME_MOUNTS]
+        assert ("config" in operator["devicePlugin"]) is (slicing is not None)
+        plugin = device_plugin_values(DeviceLayerDeclaration("device_plugin", time_slicing=slicing))
+        assert plugin["deviceListStrategy"] == "volume-mounts"
+    for layer in ("gpu_operator", "device_plugin"):
+        release = release_for(DeviceLayerDeclaration(layer))
+        assert "volume-mounts" in json.dumps(release.values), layer
+
+
+def test_the_operators_toolkit_ignores_the_variable_from_unprivileged_containers():
+    values = operator_values(DeviceLayerDeclaration("gpu_operator", toolkit_by="gpu_operator"))
+    assert values["toolkit"] == {
+        "enabled": True,
+        "env": [
+            {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
+            {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"},
+        ],
+    }
+    # The env entries are copies: changing one release's values leaves the next one's alone.
+    values["toolkit"]["env"][0]["value"] = "true"
+    again = operator_values(DeviceLayerDeclaration("gpu_operator", toolkit_by="gpu_operator"))
+    assert again["toolkit"]["env"][0]["value"] == "false"
+
+
+def test_the_operators_toolkit_and_the_host_role_set_the_same_two_settings():
+    """The toolkit container's variables are the config keys the nvidia_container_toolkit role writes
+    (NVIDIA's installer maps one to the other), with the values the role writes by default."""
+    tasks = yaml.safe_load((REPO / "roles/nvidia_container_toolkit/tasks/visible-devices.yml").read_text())
+    (task,) = tasks
+    settings = task["vars"]["nvidia_container_toolkit_visible_devices_settings"]
+    defaults = yaml.safe_load((REPO / "roles/nvidia_container_toolkit/defaults/main.yml").read_text())
+    assert defaults["nvidia_container_toolkit_gpus_only_by_volume_mounts"] is True
+    role_keys = {key.upper().replace("-", "_") for key in settings}
+    env = operator_values(DeviceLayerDeclaration("gpu_operator", toolkit_by="gpu_operator"))["toolkit"]["env"]
+    assert role_keys == {variable["name"] for variable in env}
+    assert settings["accept-nvidia-visible-devices-as-volume-mounts"] is True
 
 
 def test_time_slicing_becomes_the_device_plugin_config_in_either_chart():
@@ -130,7 +182,10 @@ def test_time_slicing_becomes_the_device_plugin_config_in_either_chart():
     )
     assert plugin["migStrategy"] == "mixed"
     assert json.loads(plugin["config"]["map"]["default"]) == expected
-    assert device_plugin_values(DeviceLayerDeclaration("device_plugin")) == {"migStrategy": "none"}
+    assert device_plugin_values(DeviceLayerDeclaration("device_plugin")) == {
+        "migStrategy": "none",
+        "deviceListStrategy": "volume-mounts",
+    }
 
 
 def test_release_per_layer_and_back_from_the_site_fact():

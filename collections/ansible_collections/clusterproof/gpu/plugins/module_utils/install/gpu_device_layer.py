@@ -8,7 +8,9 @@ nodes advertise their simulated GPUs themselves.
 This module holds the inventory's part of it (the ``clusterproof_gpu_*`` variables, checked by
 ``inventory_schema``) and turns a checked declaration into the release to install: chart, release
 name, namespace and values. The time-slicing configuration travels in the values too: both charts
-create the device plugin's ConfigMap from them.
+create the device plugin's ConfigMap from them. Either chart's device plugin hands a pod its GPUs as
+volume mounts, which the hosts' container toolkit is set to require of unprivileged containers (see
+``DEVICE_LIST_STRATEGY``).
 
 Pure: plain mappings in, dataclasses and dicts out; nothing here touches a cluster or a file.
 """
@@ -54,6 +56,25 @@ DEVICE_PLUGIN_RELEASE = "nvidia-device-plugin"
 # Key of the time-slicing config in the device plugin's ConfigMap, and that ConfigMap's name (operator).
 TIME_SLICING_CONFIG_KEY = "default"
 TIME_SLICING_CONFIGMAP = "clusterproof-time-slicing"
+
+
+# How the device plugin tells the container toolkit which GPUs a pod was allocated: as volume mounts
+# (the host's /dev/null at /var/run/nvidia-container-devices/<GPU>), which a pod gets from the kubelet
+# for its allocated devices, rather than NVIDIA_VISIBLE_DEVICES, which any pod can set. With the nvidia
+# runtime as containerd's default, a pod that requests no GPU but sets NVIDIA_VISIBLE_DEVICES=all would
+# otherwise see every GPU of its node. The toolkit must accept the mounts and ignore the variable from
+# unprivileged containers: the nvidia_container_toolkit role sets that on the hosts
+# (nvidia_container_toolkit_gpus_only_by_volume_mounts), and the operator's toolkit container gets
+# TOOLKIT_VISIBLE_DEVICES_ENV where the operator installs the toolkit. The device plugin chart
+# (v0.18.2) then adds CAP_SYS_ADMIN to its own pod, which the toolkit counts as privileged, so the
+# plugin keeps seeing every GPU; the operator runs its device plugin privileged anyway.
+DEVICE_LIST_STRATEGY = "volume-mounts"
+# The toolkit container's settings (nvidia-ctk-installer, toolkit v1.17.8 as the operator pins it),
+# the same two the role writes into /etc/nvidia-container-runtime/config.toml.
+TOOLKIT_VISIBLE_DEVICES_ENV = (
+    {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
+    {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"},
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,29 +199,35 @@ def time_slicing_config(slicing: TimeSlicing) -> str:
 
 
 def operator_values(declaration: DeviceLayerDeclaration, operator_version: str = OPERATOR_IMAGE_VERSION) -> dict:
-    """Values for the GPU operator chart: driver and toolkit only where the operator installs them."""
-    values: dict[str, Any] = {
+    """Values for the GPU operator chart: driver and toolkit only where the operator installs them, and
+    GPUs handed to pods as volume mounts."""
+    toolkit: dict[str, Any] = {"enabled": declaration.toolkit_by == "gpu_operator"}
+    if toolkit["enabled"]:
+        toolkit["env"] = [dict(variable) for variable in TOOLKIT_VISIBLE_DEVICES_ENV]
+    # Helm replaces the chart's env list (PASS_DEVICE_SPECS, FAIL_ON_INIT_ERROR, DEVICE_ID_STRATEGY and
+    # the rest) with this one; the operator's device plugin DaemonSet carries those same defaults and
+    # sets the ClusterPolicy's entries over them, so only the strategy changes.
+    device_plugin: dict[str, Any] = {"env": [{"name": "DEVICE_LIST_STRATEGY", "value": DEVICE_LIST_STRATEGY}]}
+    if declaration.time_slicing is not None:
+        device_plugin["config"] = {
+            "create": True,
+            "name": TIME_SLICING_CONFIGMAP,
+            "default": TIME_SLICING_CONFIG_KEY,
+            "data": {TIME_SLICING_CONFIG_KEY: time_slicing_config(declaration.time_slicing)},
+        }
+    return {
         "operator": {"version": operator_version},
         "validator": {"version": operator_version},
         "driver": {"enabled": declaration.driver_by == "gpu_operator"},
-        "toolkit": {"enabled": declaration.toolkit_by == "gpu_operator"},
+        "toolkit": toolkit,
+        "devicePlugin": device_plugin,
         "mig": {"strategy": declaration.mig_strategy},
     }
-    if declaration.time_slicing is not None:
-        values["devicePlugin"] = {
-            "config": {
-                "create": True,
-                "name": TIME_SLICING_CONFIGMAP,
-                "default": TIME_SLICING_CONFIG_KEY,
-                "data": {TIME_SLICING_CONFIG_KEY: time_slicing_config(declaration.time_slicing)},
-            }
-        }
-    return values
 
 
 def device_plugin_values(declaration: DeviceLayerDeclaration) -> dict:
     """Values for the device plugin chart alone (its image is the chart's own version)."""
-    values: dict[str, Any] = {"migStrategy": declaration.mig_strategy}
+    values: dict[str, Any] = {"migStrategy": declaration.mig_strategy, "deviceListStrategy": DEVICE_LIST_STRATEGY}
     if declaration.time_slicing is not None:
         # One config named "default": the chart's "named" fallback picks it on every node.
         values["config"] = {"map": {TIME_SLICING_CONFIG_KEY: time_slicing_config(declaration.time_slicing)}}

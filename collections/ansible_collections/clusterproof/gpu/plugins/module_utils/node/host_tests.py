@@ -6,7 +6,10 @@ report check per test case (``host-tests/<host>/<test>``): pass, fail (a failure
 skip; the message is the test's own assertion text, the one meant for the operator.
 
 Also the checks of a host the suite did not run against: a simulated host (needs-hardware), a host
-Ansible could not reach (every test failed, with the reason), check mode (skip).
+Ansible could not reach (every test failed, with the reason), check mode (skip). And the judging the
+suite does on a host's files where it is more than a comparison: :func:`toolkit_config_problems`
+(whether the container toolkit's config lets an unprivileged container pick GPUs by
+``NVIDIA_VISIBLE_DEVICES``).
 
 Pure, except :func:`run_suite`, which starts pytest in a subprocess. Nothing here imports Ansible.
 """
@@ -20,6 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -418,6 +422,98 @@ def run_suite(
             os.unlink(junit)
         except OSError:
             pass
+
+
+# The NVIDIA Container Toolkit's config, which nvidia-container-runtime and its hook read for every
+# container (the nvidia_container_toolkit role writes it; the GPU operator's toolkit container keeps its own).
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+ENVVAR_WHEN_UNPRIVILEGED = "accept-nvidia-visible-devices-envvar-when-unprivileged"
+AS_VOLUME_MOUNTS = "accept-nvidia-visible-devices-as-volume-mounts"
+# What the toolkit does where its config leaves a key out (its GetDefault).
+TOOLKIT_DEFAULTS = {ENVVAR_WHEN_UNPRIVILEGED: True, AS_VOLUME_MOUNTS: False}
+
+
+def toolkit_visible_devices_settings(gpus_only_by_volume_mounts: bool) -> dict[str, bool]:
+    """The two top-level settings the nvidia_container_toolkit role writes for its switch
+    ``nvidia_container_toolkit_gpus_only_by_volume_mounts``. Volume mounts are accepted either way: the
+    device plugin clusterproof installs hands GPUs over that way."""
+    return {ENVVAR_WHEN_UNPRIVILEGED: not gpus_only_by_volume_mounts, AS_VOLUME_MOUNTS: True}
+
+
+# What a container sees where a key is not as expected: by the key and the value it should have.
+_PICKS_ANY = "a container that requested no GPU sees every GPU it names in NVIDIA_VISIBLE_DEVICES"
+_FRACTIONS_SEE_NONE = "a container given GPUs by NVIDIA_VISIBLE_DEVICES (KAI's GPU fractions) sees none"
+_PLUGIN_PODS_SEE_NONE = "a pod the device plugin gives GPUs as volume mounts sees none"
+_UNLESS_SET = {
+    (ENVVAR_WHEN_UNPRIVILEGED, False): _PICKS_ANY,
+    (ENVVAR_WHEN_UNPRIVILEGED, True): _FRACTIONS_SEE_NONE,
+    (AS_VOLUME_MOUNTS, True): _PLUGIN_PODS_SEE_NONE,
+}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return '"%s"' % value if isinstance(value, str) else repr(value)
+
+
+def _tables_holding(config: Mapping[str, Any], key: str, prefix: str = "") -> list[str]:
+    """The tables (dotted names) below the top level that hold ``key``."""
+    found = []
+    for name, value in config.items():
+        if isinstance(value, Mapping):
+            table = f"{prefix}.{name}" if prefix else name
+            if key in value:
+                found.append(table)
+            found.extend(_tables_holding(value, key, table))
+    return found
+
+
+def toolkit_config_problems(
+    text: str | None, expected: Mapping[str, bool], host: str, path: str = TOOLKIT_CONFIG
+) -> list[str]:
+    """What keeps the toolkit's config on ``host`` (``text``; None where the file is missing) from giving
+    each top-level key of ``expected`` its value, set or as NVIDIA's default; empty where nothing does.
+    Each message names the file and the key, says what was found and what it lets happen, and how to
+    fix it."""
+    where = f"{path} on {host}"
+    config: dict[str, Any] = {}
+    if text is not None:
+        try:
+            config = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            return [
+                f"{where} is not valid TOML ({error}): the nvidia runtime cannot read it and starts no container. "
+                "Repair it by hand, or move it aside (the runtime then takes NVIDIA's defaults) and run the "
+                "nvidia_container_toolkit role, which writes the two visible-devices settings."
+            ]
+    problems = []
+    for key, want in expected.items():
+        found = config.get(key)
+        if config.get(key, TOOLKIT_DEFAULTS.get(key)) is want:
+            continue
+        if key in config and not isinstance(found, bool):
+            found_text = f"it sets {key} = {_toml_value(found)}, not a boolean: the runtime refuses the file"
+        elif key in config:
+            found_text = f"it sets {key} = {_toml_value(found)}"
+        else:
+            tables = _tables_holding(config, key)
+            if text is None:
+                found_text = "the file is missing"
+            elif tables:
+                under = "], [".join(tables)
+                found_text = f"it sets {key} only under [{under}], where the toolkit does not read it"
+            else:
+                found_text = f"it does not set {key}"
+            found_text += f", so NVIDIA's default {_toml_value(TOOLKIT_DEFAULTS.get(key))} applies"
+        consequence = _UNLESS_SET.get((key, want))
+        problems.append(
+            f"{where}: expected {key} = {_toml_value(want)} at its top level; {found_text}"
+            + (f" ({consequence})" if consequence and isinstance(found, bool | None) else "")
+            + ". Run the nvidia_container_toolkit role, or on the host: "
+            + f"nvidia-ctk config --in-place --set {key}={_toml_value(want)}"
+        )
+    return problems
 
 
 class SuiteOptionsError(ValueError):
