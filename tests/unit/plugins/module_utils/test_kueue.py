@@ -97,7 +97,14 @@ def test_queue_differences_name_each_field_that_is_not_as_declared():
 
 def test_project_becomes_namespace_cluster_queue_local_queue_and_access():
     manifests = kueue.BACKEND.project_manifests(TEAM_A)
-    assert [m["kind"] for m in manifests] == ["Namespace", "ClusterQueue", "LocalQueue", "Role", "RoleBinding"]
+    assert [m["kind"] for m in manifests] == [
+        "Namespace",
+        "ClusterQueue",
+        "LocalQueue",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+    ]
     local = manifests[2]
     assert local["metadata"] == {"name": "team-a", "namespace": "team-a", "labels": dict(projects.MANAGED_BY)}
     assert local["spec"] == {"clusterQueue": "team-a"}
@@ -108,7 +115,13 @@ def test_project_becomes_namespace_cluster_queue_local_queue_and_access():
         "verbs": ["get", "list", "watch"],
     } in rules
     # KAI's objects are unchanged by the seam.
-    assert [m["kind"] for m in kai.BACKEND.project_manifests(TEAM_A)] == ["Namespace", "Queue", "Role", "RoleBinding"]
+    assert [m["kind"] for m in kai.BACKEND.project_manifests(TEAM_A)] == [
+        "Namespace",
+        "Queue",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+    ]
 
 
 def test_a_project_without_members_binds_nobody_and_writes_no_empty_subject_list():
@@ -162,7 +175,13 @@ def test_sandbox_configuration_listens_on_loopback_ports_after_kais():
     assert config["health"]["healthProbeBindAddress"] == "127.0.0.1:20020"
     assert config["metrics"]["bindAddress"] == "127.0.0.1:20021"
     assert config["internalCertManagement"] == {"enable": False}
-    assert config["manageJobsWithoutQueueName"] is False
+    # In project namespaces (labelled with their queue) a Job without a LocalQueue is Kueue's too
+    # and waits; elsewhere Kueue leaves Jobs alone (issue 30).
+    assert config["manageJobsWithoutQueueName"] is True
+    assert config["managedJobsNamespaceSelector"] == {
+        "matchExpressions": [{"key": "clusterproof.io/queue", "operator": "Exists"}]
+    }
+    assert kueue.helm_manager_config()["managedJobsNamespaceSelector"] == config["managedJobsNamespaceSelector"]
     assert config["fairSharing"]["preemptionStrategies"]
     assert config["integrations"]["frameworks"] == ["batch/job"]
     assert config["featureGates"] == {"VisibilityOnDemand": False}

@@ -102,6 +102,29 @@ options:
       - The most memory (GiB) the project may use, not below O(memory_quota); unlimited when omitted.
       - O(scheduler=kai) only.
     type: float
+  pod_security:
+    description:
+      - The Pod Security Standard enforced in the project's namespace (Pod Security Admission labels).
+      - C(baseline) refuses privileged pods, host networking and host paths; C(privileged) only for a
+        project the site declared an exception for.
+    type: str
+    choices: [restricted, baseline, privileged]
+    default: baseline
+  network_isolation:
+    description:
+      - Whether the project's namespace gets its NetworkPolicy (ingress only from itself, kube-system, the
+        engine's namespace and O(ingress_namespaces)); false removes one made before.
+    type: bool
+    default: true
+  ingress_namespaces:
+    description: Namespaces beside kube-system and the engine's whose pods may reach the project's (monitoring).
+    type: list
+    elements: str
+    default: []
+  ingress_from_all_projects:
+    description: Every project's pods may reach this project's (a shared service, a declared exception).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 """
@@ -160,6 +183,10 @@ ARGUMENT_SPEC = {
     "cpu_limit": {"type": "float"},
     "memory_quota": {"type": "float"},
     "memory_limit": {"type": "float"},
+    "pod_security": {"type": "str", "choices": ["restricted", "baseline", "privileged"], "default": "baseline"},
+    "network_isolation": {"type": "bool", "default": True},
+    "ingress_namespaces": {"type": "list", "elements": "str", "default": []},
+    "ingress_from_all_projects": {"type": "bool", "default": False},
 }
 # The project's fields its rules cover (tenancy/projects.py); gpu_quota is required when present.
 _RULED = (
@@ -192,6 +219,11 @@ def _bad_input(params):
             for field in projects.RESOURCE_FIELDS
             if params[field] is not None
         ]
+    errors += [
+        "project %s: ingress_namespaces: expected namespace names (DNS labels), found %r" % (params["name"], namespace)
+        for namespace in params["ingress_namespaces"]
+        if not projects.valid_name(namespace)
+    ]
     return errors + projects.problem_messages(params["name"], values, lenders)
 
 
@@ -200,7 +232,11 @@ def _present(module, backend, applier, result):
     if data["over_quota_weight"] is None:
         data["over_quota_weight"] = data["gpu_quota"]
     before, after = {}, {}
-    for manifest in backend.project_manifests(projects.Project.from_dict(data)):
+    project = projects.Project.from_dict(data)
+    policy = projects.network_policy_manifest(project)
+    if not project.network_isolation and applier.delete(policy):
+        result["changed_objects"].append("deleted NetworkPolicy/%s" % policy["metadata"]["name"])
+    for manifest in backend.project_manifests(project):
         changed, old, new = applier.apply(manifest)
         if changed:
             key = "%s/%s" % (manifest["kind"], manifest["metadata"]["name"])

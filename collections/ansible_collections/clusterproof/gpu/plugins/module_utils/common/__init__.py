@@ -4,6 +4,7 @@
 the inventory's checks of projects, the GPU device layer and the rest report. ``yaml_file``: the one
 loader of the project's own YAML files (UTF-8, no aliases, bounded), refusing with the file's name.
 ``bounds``: how large a value is once its shared references are expanded (an inventory's aliases).
+``objects``: whether an object holds every field clusterproof wants of it (``is_subset``).
 
 May import: the standard library, and PyYAML for ``yaml_file``. Touches nothing but the file
 ``yaml_file`` is asked to read.

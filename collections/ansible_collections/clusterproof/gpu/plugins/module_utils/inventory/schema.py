@@ -30,7 +30,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.common.bounds imp
 )
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_device_layer, kubeadm_config, storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names, projects, quota_tree
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import isolation, names, projects, quota_tree
 
 CLUSTER_MODES = ("sandbox", "existing", "kubeadm")
 # The GPU scheduler clusterproof installs and drives; none leaves scheduling alone (validation only).
@@ -51,6 +51,7 @@ SITE_VARIABLES = {
     "clusterproof_host_tests": "whether validation runs the GPU host suite on the GPU hosts (true unless set false)",
     "clusterproof_gpu_health": "whether validation reads the GPU hosts' passive health (true unless set false)",
     "clusterproof_projects": "the projects (tenants) and their GPU quotas",
+    "clusterproof_tenancy": "the projects' boundary: Pod Security level, NetworkPolicies, exceptions (docs/tenancy.md)",
     "clusterproof_reports_dir": "where site reports are written",
     "clusterproof_sandbox_dir": "where the sandbox keeps its state (mode sandbox)",
     "clusterproof_sandbox_port_base": "first of the loopback ports the sandbox listens on",
@@ -93,6 +94,8 @@ PROJECT_FIELDS = {
     "cpu_limit": "KAI only: the most CPU cores the project may use (in thousandths; unlimited when unset)",
     "memory_quota": "KAI only: guaranteed memory in GiB (in MiB: multiples of 1/1024; unlimited when unset)",
     "memory_limit": "KAI only: the most memory the project may use, in GiB (in MiB; unlimited when unset)",
+    "pod_security": "the project's Pod Security level, instead of the site's: %s"
+    % " | ".join(isolation.PROJECT_POD_SECURITY),
 }
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -174,6 +177,12 @@ class ProjectDeclaration:
     cpu_limit: float | None = None
     memory_quota: float | None = None
     memory_limit: float | None = None
+    # The boundary, resolved from the project's own level (None until then: not declared), the
+    # site's tenancy and its exceptions.
+    pod_security: str | None = None
+    network_isolation: bool = True
+    ingress_namespaces: list[str] = dataclasses.field(default_factory=list)
+    ingress_from_all_projects: bool = False
 
 
 @dataclasses.dataclass
@@ -190,6 +199,7 @@ class SiteDeclaration:
     storage_classes: list[storage.StorageClassDeclaration] = dataclasses.field(default_factory=list)
     device_layer: gpu_device_layer.DeviceLayerDeclaration | None = None
     quota_tree: list[quota_tree.TreeNode] = dataclasses.field(default_factory=list)
+    tenancy: isolation.TenancySettings = dataclasses.field(default_factory=isolation.TenancySettings)
 
     @property
     def total_gpus(self) -> int:
@@ -451,6 +461,12 @@ def _check_projects(
         for field in ("gpu_lending_limit", "interactive_time_limit_seconds", *projects.RESOURCE_FIELDS):
             if field in rule_errors:
                 check.error(where, field, rule_errors[field].expected, rule_errors[field].found)
+        pod_security = project.get("pod_security")
+        if pod_security is not None and pod_security not in isolation.PROJECT_POD_SECURITY:
+            expected = "one of %s (privileged only as a declared exception in clusterproof_tenancy)" % ", ".join(
+                isolation.PROJECT_POD_SECURITY
+            )
+            check.error(where, "pod_security", expected, pod_security)
         members = {}
         for field in ("users", "groups"):
             value = project.get(field) or []
@@ -472,9 +488,22 @@ def _check_projects(
                     members["groups"],
                     gpu_lending_limit=None if lending is None else float(lending),
                     **{field: None if value is None else float(value) for field, value in resource_amounts.items()},
+                    pod_security=pod_security,
                 )
             )
     return declared
+
+
+def _with_tenancy(project: ProjectDeclaration, tenancy: isolation.TenancySettings) -> ProjectDeclaration:
+    """The project with its boundary resolved: its Pod Security level (privileged by exception, its
+    own, else the site's), the site's NetworkPolicy settings, and a ``shared`` exception."""
+    return dataclasses.replace(
+        project,
+        pod_security=tenancy.pod_security_of(project.name, project.pod_security),
+        network_isolation=tenancy.network_isolation,
+        ingress_namespaces=list(tenancy.ingress_namespaces),
+        ingress_from_all_projects=tenancy.allows(project.name, "shared") is not None,
+    )
 
 
 def _check_amounts(check: _Checker, where: str, fields: Mapping[str, Any], rule_errors: Mapping[str, Any]) -> None:
@@ -692,6 +721,12 @@ def validate_site(
                         " or ".join(takers),
                     )
                     check.error(f"project {project.name}", field, expected, value)
+    tenancy, tenancy_problems = isolation.check_settings(
+        site.get("clusterproof_tenancy"), [project.name for project in declared_projects]
+    )
+    for where, problem in tenancy_problems:
+        check.error(where, problem.field, problem.expected, problem.found)
+    declared_projects = [_with_tenancy(project, tenancy) for project in declared_projects]
     storage_classes, storage_problems = storage.check_storage_classes(site.get("clusterproof_storage_classes"), site)
     check.errors.extend(InventoryError(*problem) for problem in storage_problems)
     device_layer, layer_errors = gpu_device_layer.check_declaration(site, str(mode))
@@ -734,6 +769,7 @@ def validate_site(
             storage_classes=storage_classes,
             device_layer=device_layer,
             quota_tree=tree,
+            tenancy=tenancy,
         ),
         [],
     )

@@ -12,9 +12,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.objects import is_subset
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube.base import AUTH_ARG_SPEC, KubeError
 
-__all__ = ["AUTH_ARG_SPEC", "KubeError"]  # re-exported: modules name them through the client layer
+__all__ = ["AUTH_ARG_SPEC", "KubeError", "is_subset"]  # re-exported: modules name them through the client layer
 
 KUBERNETES_IMPORT_ERROR: str | None
 try:
@@ -106,6 +107,42 @@ def wait_for_default_service_account(api: Any, namespace: str, timeout_s: float 
         time.sleep(0.2)
 
 
+# The kinds a tenant's attempt may be sent as (``create_as``), with how the typed client makes them.
+_CREATORS = {
+    "Pod": lambda api: k8s_client.CoreV1Api(api).create_namespaced_pod,
+    "Job": lambda api: k8s_client.BatchV1Api(api).create_namespaced_job,
+}
+
+
+def create_as(api: Any, user: str, groups: tuple[str, ...], manifest: dict[str, Any]) -> tuple[bool, int | None, str]:
+    """Send ``manifest`` (a Pod or a Job) as ``user`` in ``groups`` (impersonated; the caller's
+    credentials must allow it), as a server-side dry run: authorization and every admission step
+    run, nothing is created. Returns (admitted, status, message): a refusal (any 4xx: forbidden,
+    invalid, not found) is an answer, a server error raises."""
+    if manifest["kind"] not in _CREATORS:
+        raise KubeError("create_as sends %s only, not %s" % (", ".join(_CREATORS), manifest["kind"]))
+    impersonated = k8s_client.ApiClient(api.configuration)
+    impersonated.set_default_header("Impersonate-User", user)
+    # The generated client keeps one value per header: one group is impersonated at most.
+    for group in groups[:1]:
+        impersonated.set_default_header("Impersonate-Group", group)
+    _bound_requests(impersonated.rest_client)
+    try:
+        create = _CREATORS[manifest["kind"]](impersonated)
+        create(manifest["metadata"]["namespace"], manifest, dry_run="All")
+        return True, None, ""
+    except ApiException as error:
+        if error.status is None or not 400 <= error.status < 500:
+            raise
+        try:
+            message = json.loads(error.body or "{}").get("message") or error.reason
+        except ValueError:
+            message = error.reason
+        return False, error.status, str(message)
+    finally:
+        impersonated.close()
+
+
 def list_nodes(api: Any, request_timeout: int = 30) -> list[dict[str, Any]]:
     """Every Node as a plain dict (the API's JSON field names), paging through large clusters."""
     core = core_v1(api)
@@ -166,24 +203,6 @@ def _list_pages(list_page: Any, doing: str, request_timeout: int) -> list[dict[s
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return items
-
-
-def is_subset(wanted: Any, actual: Any) -> bool:
-    """Whether every field of ``wanted`` has the same value in ``actual`` (extra fields in
-    ``actual``, such as those the API server or controllers add, do not count). Pure."""
-    if isinstance(wanted, dict):
-        return isinstance(actual, dict) and all(is_subset(value, actual.get(key)) for key, value in wanted.items())
-    if isinstance(wanted, list):
-        return (
-            isinstance(actual, list)
-            and len(wanted) == len(actual)
-            and all(is_subset(item, other) for item, other in zip(wanted, actual, strict=True))
-        )
-    if isinstance(wanted, bool) or isinstance(actual, bool):
-        return wanted is actual
-    if isinstance(wanted, (int, float)) and isinstance(actual, (int, float)):
-        return float(wanted) == float(actual)
-    return wanted == actual
 
 
 class Applier:

@@ -51,7 +51,7 @@ GENERATOR = "clusterproof"
 STATUSES = ("pass", "fail", "warn", "skip", "needs-hardware")
 
 # What kind of problem a failed check is, so that an admin knows whom it concerns.
-CATEGORIES = ("configuration", "capacity", "fairness", "hardware", "performance")
+CATEGORIES = ("configuration", "capacity", "fairness", "hardware", "performance", "security")
 # The actions a hardware verdict recommends, mildest first (the order DCGM's and the cloud node
 # health checks escalate in). A check names one of them, or its own sentence.
 ISOLATE_NODE = "isolate the node (cordon and drain it)"
@@ -67,6 +67,8 @@ DEFAULT_ACTIONS: dict[str, str] = {
     "engine's maintainers if they match",
     "hardware": f"{ISOLATE_NODE}, then {RESET_GPU}; {REBOOT_NODE} or {REPLACE_GPU} if it persists",
     "performance": f"{ISOLATE_NODE} and run the benchmark again alone; compare with the site's baseline",
+    "security": "install the site's tenancy again (the scheduler stage), then validate again; until it passes, "
+    "a tenant can take GPUs outside its quota or reach another project",
 }
 # The category of a check that names none, by the first of these prefixes its section id has.
 SECTION_CATEGORIES: tuple[tuple[str, str], ...] = (
@@ -77,6 +79,7 @@ SECTION_CATEGORIES: tuple[tuple[str, str], ...] = (
     ("storage", "configuration"),
     ("project", "configuration"),
     ("quota-tree", "fairness"),
+    ("isolation", "security"),
     ("scenario", "fairness"),
     ("run", "configuration"),
 )

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, quota_tree, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, projects, quota_tree, workloads
 
 Manifest = dict[str, Any]
 # A cluster-scoped custom resource: (group, version, plural).
@@ -98,6 +98,9 @@ class Backend(abc.ABC):
     health_processes: ClassVar[tuple[str, ...]] = ()
     # Where a cluster's install of the engine runs its pods (their health check off the sandbox).
     system_namespace: ClassVar[str]
+    # How the engine sees a workload, for the admission policy that binds a project's GPU work to
+    # its own queue (tenancy/admission.py).
+    admission_rules: ClassVar[admission.AdmissionRules]
 
     @property
     def hint(self) -> str:
@@ -145,11 +148,13 @@ class Backend(abc.ABC):
         return messages
 
     def project_manifests(self, project: projects.Project) -> list[Manifest]:
-        """Everything the project is, in the order to create it."""
+        """Everything the project is, in the order to create it: with its NetworkPolicy when the
+        project is isolated (``Project.network_isolation``)."""
         return [
             projects.namespace_manifest(project, self.namespace_labels(project)),
             *self.project_objects(project),
             *projects.rbac_manifests(project, self.member_rules),
+            *projects.network_manifests(project, self.system_namespace),
         ]
 
     def scenario_project_manifests(self, project: projects.Project, group: str) -> list[Manifest]:

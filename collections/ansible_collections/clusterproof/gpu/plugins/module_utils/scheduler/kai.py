@@ -43,10 +43,12 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_p
     port_block,
 )
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import base
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, quota_tree, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, projects, quota_tree, workloads
 
 SCHEDULER_NAME = "kai-scheduler"
 QUEUE_LABEL = "kai.scheduler/queue"
+# The label KAI's pod grouper also takes a queue from (Run:AI's, kept by KAI for old workloads).
+LEGACY_QUEUE_LABEL = "runai/queue"
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
 # Where KAI's binder puts the GPU-sharing configuration of a fractional pod: a ConfigMap name
 # prefix that KAI's admission webhook annotates the pod with.
@@ -593,6 +595,16 @@ class KaiBackend(base.Backend):
     # The scheduler places and the binder binds; the pod grouper makes the pod groups KAI schedules.
     health_processes = ("kai-scheduler", "kai-binder", "kai-podgrouper")
     system_namespace = SYSTEM_NAMESPACE
+    # KAI charges a pod to the queue its label names, whatever its namespace: the admission policy
+    # holds a project's work to its own queue, and GPU work to KAI's scheduler name.
+    admission_rules = admission.AdmissionRules(
+        engine="KAI scheduler",
+        queue_labels=(QUEUE_LABEL, LEGACY_QUEUE_LABEL),
+        scheduler_name=SCHEDULER_NAME,
+        queue_required=False,
+        gpu_kinds=("Pod", "Job", "CronJob", "Deployment", "StatefulSet", "ReplicaSet"),
+        fraction_annotation=GPU_FRACTION_ANNOTATION,
+    )
     quota_table = base.QuotaTable(
         "GPU quota per project: declared, configured in the scheduler, held now",
         "Quota (configured)",

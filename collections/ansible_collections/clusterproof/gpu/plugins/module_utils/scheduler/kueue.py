@@ -39,7 +39,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.kube.client import is_subset
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.objects import is_subset
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import (
     LOOPBACK,
     Component,
@@ -48,7 +48,12 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_p
 )
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below, PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import base
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree, workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import (
+    admission,
+    isolation,
+    quota_tree,
+    workloads,
+)
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.projects import MANAGED_BY, Project
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -332,6 +337,17 @@ class SandboxPaths:
     metrics_cert_dir = Below("etc_overlay", METRICS_CERT_SUBDIR)
 
 
+# A Job without a LocalQueue in a project namespace (one labelled with its queue) is still Kueue's:
+# it waits, suspended, instead of running outside every quota. Elsewhere Kueue leaves Jobs alone
+# (a site's own system Jobs, the validator's storage probe).
+MANAGED_JOBS = {
+    "manageJobsWithoutQueueName": True,
+    "managedJobsNamespaceSelector": {
+        "matchExpressions": [{"key": isolation.QUEUE_NAMESPACE_LABEL, "operator": "Exists"}]
+    },
+}
+
+
 def configuration(ports: KueuePorts, cert_dir: Path) -> dict[str, Any]:
     """Kueue's Configuration on the sandbox: loopback only, certificates of ours, fair sharing."""
     return {
@@ -343,8 +359,7 @@ def configuration(ports: KueuePorts, cert_dir: Path) -> dict[str, Any]:
         "webhook": {"host": LOOPBACK, "port": ports.webhook, "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
-        # Only Jobs labelled with a LocalQueue are Kueue's: KAI's and anyone else's are left alone.
-        "manageJobsWithoutQueueName": False,
+        **MANAGED_JOBS,
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         "integrations": {"frameworks": list(INTEGRATIONS)},
         # The on-demand visibility API server listens on every interface (port 8082): not on the sandbox.
@@ -355,7 +370,7 @@ def configuration(ports: KueuePorts, cert_dir: Path) -> dict[str, Any]:
 def helm_manager_config(integrations: Iterable[str] = INTEGRATIONS) -> dict[str, Any]:
     """The part of Kueue's Configuration clusterproof sets on a real cluster (Helm chart values)."""
     return {
-        "manageJobsWithoutQueueName": False,
+        **MANAGED_JOBS,
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         "integrations": {"frameworks": list(integrations)},
     }
@@ -620,6 +635,17 @@ class KueueBackend(base.Backend):
     # Kueue admits (the control plane's kube-scheduler then binds): its one process on the sandbox.
     health_processes = SANDBOX_PROCESSES
     system_namespace = SYSTEM_NAMESPACE
+    # Kueue gates the Jobs that name a LocalQueue and leaves every other pod to kube-scheduler: the
+    # admission policy holds GPU work in a project namespace to a Job (or CronJob) that names the
+    # project's LocalQueue, and a GPU pod to one the Job controller made.
+    admission_rules = admission.AdmissionRules(
+        engine="Kueue",
+        queue_labels=(QUEUE_NAME_LABEL,),
+        scheduler_name=None,
+        queue_required=True,
+        gpu_kinds=("Pod", "Job", "CronJob"),
+        gpu_pods_from_controllers_only=True,
+    )
     quota_table = base.QuotaTable(
         "GPU quota per project: declared, configured in Kueue, held now",
         "Nominal quota (configured)",

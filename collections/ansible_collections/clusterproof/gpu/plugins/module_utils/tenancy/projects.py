@@ -12,6 +12,9 @@ engine's, in ``scheduler/`` (``Backend.project_objects``):
   nothing cluster-wide, plus what the engine lets members read) and a RoleBinding of the declared
   users and groups to it. Nothing binds them elsewhere, so a member of team-a cannot create
   workloads in team-b's namespace.
+- Its boundary (``tenancy/isolation.py``): Pod Security labels and the queue label on the
+  namespace, and a NetworkPolicy that lets in only the namespace itself and the site's system
+  namespaces.
 
 The rules a project's declaration follows are written here once (``problems``), for the inventory,
 the ``gpu_project`` module and the engines.
@@ -25,10 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.problems import FieldProblem
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import isolation, names
 
-PROJECT_LABEL = "clusterproof.io/project"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "clusterproof"}
+PROJECT_LABEL = isolation.PROJECT_LABEL
+MANAGED_BY = isolation.MANAGED_BY
 TRAINING_NODES_ANNOTATION = "clusterproof.io/node-affinity-training"
 INTERACTIVE_NODES_ANNOTATION = "clusterproof.io/node-affinity-interactive"
 INTERACTIVE_LIMIT_ANNOTATION = "clusterproof.io/interactive-time-limit-seconds"
@@ -89,6 +92,13 @@ class Project:
     cpu_limit: float | None = None
     memory_quota: float | None = None
     memory_limit: float | None = None
+    # The boundary (tenancy/isolation.py): the namespace's Pod Security level, whether it gets its
+    # NetworkPolicy, the namespaces beside kube-system and the engine's that may reach its pods,
+    # and whether every project may (a declared ``shared`` exception).
+    pod_security: str = isolation.DEFAULT_POD_SECURITY
+    network_isolation: bool = True
+    ingress_namespaces: tuple[str, ...] = ()
+    ingress_from_all_projects: bool = False
 
     @property
     def cpu_memory_declared(self) -> bool:
@@ -111,6 +121,10 @@ class Project:
             groups=tuple(data.get("groups") or ()),
             gpu_lending_limit=None if data.get("gpu_lending_limit") is None else float(data["gpu_lending_limit"]),
             **{field: None if data.get(field) is None else float(data[field]) for field in RESOURCE_FIELDS},
+            pod_security=data.get("pod_security") or isolation.DEFAULT_POD_SECURITY,
+            network_isolation=bool(data.get("network_isolation", True)),
+            ingress_namespaces=tuple(data.get("ingress_namespaces") or ()),
+            ingress_from_all_projects=bool(data.get("ingress_from_all_projects", False)),
         )
 
 
@@ -128,10 +142,31 @@ def namespace_manifest(project: Project, labels: Mapping[str, str] | None = None
         "kind": "Namespace",
         "metadata": {
             "name": project.name,
-            "labels": {**MANAGED_BY, PROJECT_LABEL: project.name, **(labels or {})},
+            "labels": {
+                **MANAGED_BY,
+                PROJECT_LABEL: project.name,
+                isolation.QUEUE_NAMESPACE_LABEL: project.name,
+                **isolation.namespace_security_labels(project.pod_security),
+                **(labels or {}),
+            },
             "annotations": annotations,
         },
     }
+
+
+def network_policy_manifest(project: Project, engine_namespace: str | None = None) -> dict[str, Any]:
+    """The project's NetworkPolicy: ingress from its own namespace, kube-system, the engine's
+    namespace (its webhooks), the site's ``ingress_namespaces`` and, when shared, every project."""
+    settings = isolation.TenancySettings(ingress_namespaces=project.ingress_namespaces)
+    return isolation.network_policy_manifest(
+        project.name, isolation.ingress_namespaces(settings, engine_namespace), project.ingress_from_all_projects
+    )
+
+
+def network_manifests(project: Project, engine_namespace: str | None = None) -> list[dict[str, Any]]:
+    """The project's NetworkPolicy when it is isolated, else nothing (``gpu_project`` then removes
+    one made before)."""
+    return [network_policy_manifest(project, engine_namespace)] if project.network_isolation else []
 
 
 def _subjects(project: Project) -> list[dict[str, str]]:

@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import isolation, names
 
 SITE_VARIABLES = {
     "clusterproof_quota_tree": "an elastic quota tree: nodes with min/max per resource (cpu, memory, gpu), "
@@ -196,7 +196,10 @@ def namespace_manifest(namespace: str, leaf: str, labels: Mapping[str, str] | No
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": namespace, "labels": {**MANAGED_BY, LEAF_LABEL: leaf, **(labels or {})}},
+        "metadata": {
+            "name": namespace,
+            "labels": {**MANAGED_BY, LEAF_LABEL: leaf, isolation.QUEUE_NAMESPACE_LABEL: leaf, **(labels or {})},
+        },
     }
 
 

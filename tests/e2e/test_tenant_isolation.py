@@ -1,0 +1,180 @@
+"""Issue 30 on the sandbox's real API server and KAI: a member of team-a cannot charge team-b's
+quota, bypass the quota scheduler, run a privileged pod or create anything in team-b's namespace;
+the validator tries each escape as that member and reports it, passing with the policies installed
+and failing with the reason when one is removed."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation
+
+from .conftest import REPO, ansible_module, module_result, run_playbook, wait_for
+
+pytestmark = pytest.mark.sandbox
+PROJECTS = yaml.safe_load((REPO / "inventories/sandbox/group_vars/all/projects.yml").read_text())[
+    "clusterproof_projects"
+]
+
+
+@pytest.fixture
+def as_alice(sandbox, kai_site):
+    """An API client that acts as alice, team-a's member (impersonated, as ``kubectl --as alice``)."""
+    api = config.new_client_from_config(config_file=str(sandbox.kubeconfig))
+    api.set_default_header("Impersonate-User", "alice")
+    yield api
+    api.close()
+
+
+def gpu_pod(namespace: str, queue: str | None, scheduler: str = "kai-scheduler", gpus: int = 1, **spec) -> dict:
+    labels = {} if queue is None else {"kai.scheduler/queue": queue}
+    container = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "escape-" + uuid.uuid4().hex[:6], "namespace": namespace, "labels": labels},
+        "spec": {"schedulerName": scheduler, "containers": [container], **spec},
+    }
+
+
+def refusal(api, manifest: dict) -> str:
+    """Create ``manifest`` for real (no dry run) and return the API server's refusal message."""
+    with pytest.raises(ApiException) as refused:
+        client.CoreV1Api(api).create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
+    assert refused.value.status == 403, refused.value.body
+    return str(yaml.safe_load(refused.value.body)["message"])
+
+
+def test_a_member_of_team_a_cannot_escape_team_a_s_quota_or_namespace(as_alice, api_client):
+    # team-b's queue, from team-a: KAI would charge team-b (the issue's first hole).
+    message = refusal(as_alice, gpu_pod("team-a", "team-b"))
+    assert "ValidatingAdmissionPolicy '%s'" % admission.POLICY_NAME in message
+    assert "project team-a: a workload may be charged only to its own project's queue" in message
+    assert "found team-b" in message
+    # 4 GPUs on the default scheduler: outside every quota (the second hole).
+    message = refusal(as_alice, gpu_pod("team-a", None, scheduler="default-scheduler", gpus=4))
+    assert "must be scheduled by KAI scheduler" in message and message.endswith("found default-scheduler")
+    # A privileged host-network pod: Pod Security baseline refuses it (the third hole).
+    message = refusal(
+        as_alice,
+        gpu_pod(
+            "team-a",
+            "team-a",
+            gpus=0,
+            hostNetwork=True,
+            containers=[{"name": "c", "image": "x", "securityContext": {"privileged": True}}],
+        ),
+    )
+    assert 'violates PodSecurity "baseline:latest"' in message and "privileged" in message
+    # team-b's namespace: RBAC.
+    assert 'cannot create resource "pods"' in refusal(as_alice, gpu_pod("team-b", "team-b"))
+    # What team-a may do it still can: a GPU pod in its own queue through KAI.
+    own = gpu_pod("team-a", "team-a")
+    client.CoreV1Api(as_alice).create_namespaced_pod("team-a", own)
+    client.CoreV1Api(api_client).delete_namespaced_pod(own["metadata"]["name"], "team-a", grace_period_seconds=0)
+
+
+def validate(sandbox, scheduler: str = "kai") -> dict:
+    done = ansible_module(
+        "clusterproof.gpu.validate_isolation", {"projects": PROJECTS, "scheduler": scheduler}, sandbox
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {check["id"]: check for check in module_result(done)["section"]["checks"]}
+
+
+def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is_gone(sandbox, kai_site, api_client):
+    checks = validate(sandbox)
+    statuses = {check_id: check["status"] for check_id, check in checks.items()}
+    # Every project has a member (team-d through its group): each escape is tried for each.
+    for project in ("team-a", "team-b", "team-c", "team-d"):
+        for attempt in ("own-queue", "other-queue", "bypass-scheduler", "privileged-pod", "host-network-pod"):
+            assert statuses["isolation/%s/%s" % (project, attempt)] == "pass", checks[
+                "isolation/%s/%s" % (project, attempt)
+            ]
+        assert statuses["isolation/%s/other-namespace" % project] == "pass"
+        assert statuses["isolation/%s/network-policy" % project] == "pass"
+        assert statuses["isolation/%s/network-reach" % project] == "skip"
+    assert statuses["isolation/admission-policy"] == "pass"
+    assert statuses["isolation/gpu-visibility"] == "needs-hardware"
+    assert "(group team-d-researchers)" in checks["isolation/team-d/own-queue"]["message"]
+
+    registration = client.AdmissionregistrationV1Api(api_client)
+    core = client.CoreV1Api(api_client)
+    namespace = core.read_namespace("team-a")
+    try:
+        # The policy's binding gone, and team-a's namespace without Pod Security: the escapes get in.
+        registration.delete_validating_admission_policy_binding(admission.POLICY_NAME)
+        labels = {key: None for key in namespace.metadata.labels if key.startswith(isolation.POD_SECURITY_PREFIX)}
+        core.patch_namespace("team-a", {"metadata": {"labels": labels}})
+        broken = validate(sandbox)
+        policy = broken["isolation/admission-policy"]
+        assert policy["status"] == "fail" and policy["observed"] == "ValidatingAdmissionPolicyBinding missing"
+        for attempt in ("other-queue", "bypass-scheduler"):
+            check = broken["isolation/team-b/%s" % attempt]
+            assert check["status"] == "fail" and check["category"] == "security", check
+            assert check["message"] == "as bob: the API server admitted it (dry run): a tenant can do this"
+            assert admission.POLICY_NAME in check["action"]
+        privileged = broken["isolation/team-a/privileged-pod"]
+        assert privileged["status"] == "fail" and "Pod Security" in privileged["action"]
+        # Pod Security still holds team-b: only team-a's namespace lost its labels.
+        assert broken["isolation/team-b/privileged-pod"]["status"] == "pass"
+        assert broken["isolation/team-a/own-queue"]["status"] == "pass"
+    finally:
+        restored = ansible_module("clusterproof.gpu.tenant_admission", {}, sandbox)
+        core.patch_namespace("team-a", {"metadata": {"labels": namespace.metadata.labels}})
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert module_result(restored)["changed_objects"] == ["ValidatingAdmissionPolicyBinding/%s" % admission.POLICY_NAME]
+    again = ansible_module("clusterproof.gpu.tenant_admission", {}, sandbox)
+    assert module_result(again)["changed"] is False
+    assert all(check["status"] != "fail" for check in validate(sandbox).values())
+
+
+def test_a_declared_exception_is_admitted_and_shown_as_one(sandbox, kai_site, api_client):
+    core = client.CoreV1Api(api_client)
+    namespace = core.read_namespace("team-c")
+    projects = copy.deepcopy(PROJECTS)
+    tenancy = {"exceptions": [{"project": "team-c", "allow": "privileged", "reason": "profiles the GPUs"}]}
+    try:
+        core.patch_namespace("team-c", {"metadata": {"labels": isolation.namespace_security_labels("privileged")}})
+        done = ansible_module(
+            "clusterproof.gpu.validate_isolation", {"projects": projects, "tenancy": tenancy}, sandbox
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        section = module_result(done)["section"]
+    finally:
+        core.patch_namespace("team-c", {"metadata": {"labels": namespace.metadata.labels}})
+    checks = {check["id"]: check for check in section["checks"]}
+    privileged = checks["isolation/team-c/privileged-pod"]
+    assert privileged["status"] == "pass" and privileged["expected"] == "admitted"
+    assert "declared exception privileged: profiles the GPUs" in privileged["message"]
+    assert checks["isolation/team-a/privileged-pod"]["expected"].startswith("refused")
+    assert section["tables"][0]["rows"] == [["team-c", isolation.EXCEPTIONS["privileged"], "profiles the GPUs"]]
+
+
+def test_a_rerun_changes_nothing_and_removing_a_project_removes_its_boundary(sandbox, kai_site, api_client):
+    again = run_playbook("playbooks/scheduler.yml", *sandbox.vars())
+    assert again.returncode == 0 and again.recap()["changed"] == 0, again.changed_tasks()
+    name = "e2e-" + uuid.uuid4().hex[:6]
+    made = ansible_module("clusterproof.gpu.gpu_project", {"name": name, "gpu_quota": 1, "users": ["xavier"]}, sandbox)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "NetworkPolicy/%s" % isolation.NETWORK_POLICY_NAME in module_result(made)["changed_objects"]
+    networking = client.NetworkingV1Api(api_client)
+    assert networking.read_namespaced_network_policy(isolation.NETWORK_POLICY_NAME, name)
+    labels = client.CoreV1Api(api_client).read_namespace(name).metadata.labels
+    assert labels[isolation.QUEUE_NAMESPACE_LABEL] == name
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    removed = ansible_module("clusterproof.gpu.gpu_project", {"name": name, "state": "absent"}, sandbox)
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+
+    def policy_gone() -> bool:
+        return not networking.list_namespaced_network_policy(name).items
+
+    assert wait_for(policy_gone, 60), "the removed project's NetworkPolicy is still there"
