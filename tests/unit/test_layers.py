@@ -6,8 +6,9 @@ Rules (each a test below):
 - no function-level (or class-level) import of the collection's own code, in module_utils or in
   the modules: such an import is how a cycle hides;
 - the pure layers import only what their docstring allows: ``tenancy/`` only ``tenancy/``,
-  ``model/`` and ``report/model.py`` nothing of the collection, ``node/`` not the report's
-  renderers;
+  ``model/`` and ``report/model.py`` nothing of the collection but the pins, ``node/`` not the
+  report's renderers; ``versions`` (the pins, module_utils/versions.py) imports nothing of the
+  collection, so that every layer may import it;
 - an engine file (``scheduler/kai.py``, ``kueue.py``, ``koordinator.py``) is imported only inside
   ``scheduler/``; everything else asks ``scheduler.registry`` for a backend (``ENGINE_IMPORTERS``
   lists the temporary exceptions, each with its reason);
@@ -47,15 +48,20 @@ NOT_ENGINE_COMPARISONS = {
     # Build items are binaries (the kueue binary), built whichever engine a site runs.
     "module_utils/sandbox/build.py": "compares build items",
 }
+# The pins (module_utils/versions.py): one version of each component, read by every layer that needs
+# one (the sandbox build, the bundle, kubeadm's configuration, the charts, a workload's default image).
+# It imports nothing of the collection, so importing it adds no edge to any layer: every layer may.
+PINS = ("versions",)
 # What a pure layer may import of module_utils (prefixes of dotted names below module_utils).
 ALLOWED = {
-    "common.": (),
-    "tenancy.": ("tenancy.", "common."),
-    "model.": (),
-    "report.model": (),
-    "report.history": ("report.model",),
-    "bundle.contents": (),
-    "bundle.serve": (),
+    "versions": (),
+    "common.": PINS,
+    "tenancy.": ("tenancy.", "common.", *PINS),
+    "model.": PINS,
+    "report.model": PINS,
+    "report.history": ("report.model", *PINS),
+    "bundle.contents": PINS,
+    "bundle.serve": PINS,
 }
 FORBIDDEN = {
     "node.": ("report.render",),

@@ -1,0 +1,248 @@
+"""Every pinned component, its version and where it comes from, in one place.
+
+As Kubespray's download defaults are for Kubespray: a version is written here once, and whatever
+needs it reads it from here. The sandbox build (``sandbox.build``, ``modules/sandbox_binaries.py``),
+the offline bundle (``bundle.contents``, ``bundle.build``), kubeadm's configuration
+(``install.kubeadm_config``), the CNI manifest (``install.kubernetes_cni``), the charts
+(``install.storage``, ``install.gpu_charts``, ``install.gpu_device_layer``), the lab's Debian root
+(``lab.machines``), the default workload and probe images, and the roles' defaults, which ask the
+lookup plugin: ``lookup('clusterproof.gpu.versions', 'kai_scheduler')`` (a pin's version) or
+``lookup('clusterproof.gpu.versions', 'kubernetes.minor')`` (one of its ``ATTRIBUTES``).
+tests/unit/test_versions.py fails when one of these versions is written anywhere else under
+collections/, roles/ or playbooks/ (READMEs and docs/ aside).
+
+Moving a pin: change it here. The sandbox rebuilds just the binaries whose component moved (each
+binary's stamp is its component's version; the cache key is the Go toolchain and the recipe), the
+bundle rebuilds what the version goes into, and a site's next run installs it. Where a comment
+below says what else was learnt from a version, check that too.
+
+Pure: the standard library only; it imports nothing of the collection, so that every package, the
+lowest layers included, may import it. Touches nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+# Where a pinned component comes from.
+GO_MODULE = "Go module"  # built (or read) from its module at the version, through the Go module proxy
+CHART = "chart in a Go module"  # a Helm chart taken out of its project's Go module at the version
+IMAGE = "container image"  # an image reference, repository and tag
+DEBIAN = "Debian"  # a Debian suite, from Debian's archive
+KINDS = (GO_MODULE, CHART, IMAGE, DEBIAN)
+
+_RELEASE = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pin:
+    """One pinned component: its name (the lookup's), its version, and where it comes from: the
+    ``kind`` of source, the ``source`` itself (a Go module path, an image repository, Debian's
+    archive) and, where it matters, the ``path`` in it (a chart's folder, a command's package, a
+    manifest file). ``package_revision``: the revision of the .deb packages made of it (Debian's
+    <upstream version>-<revision>), where there are any."""
+
+    name: str
+    version: str
+    kind: str
+    source: str
+    path: str = ""
+    package_revision: str = ""
+
+    @property
+    def bare(self) -> str:
+        """The version without its leading v (v1.36.3 -> 1.36.3), as package and chart versions write it."""
+        return self.version.removeprefix("v")
+
+    @property
+    def minor(self) -> str:
+        """The release line of a vX.Y.Z version (vX.Y); empty for any other version."""
+        match = _RELEASE.match(self.version)
+        return "v%s.%s" % match.group(1, 2) if match else ""
+
+    @property
+    def pin(self) -> str:
+        """<module>@<version>, as Go names a module version."""
+        return "%s@%s" % (self.source, self.version)
+
+    @property
+    def image(self) -> str:
+        """<repository>:<tag> of an image pin; empty for the other kinds."""
+        return "%s:%s" % (self.source, self.version) if self.kind == IMAGE else ""
+
+    @property
+    def package_version(self) -> str:
+        """<version without v>-<revision> of the packages made of it; empty where there are none."""
+        return "%s-%s" % (self.bare, self.package_revision) if self.package_revision else ""
+
+
+# --- Kubernetes -----------------------------------------------------------------------------------
+
+# The control plane the sandbox runs and mode kubeadm installs: built from k8s.io/kubernetes (its
+# staging modules are published as v0.<minor>.<patch>, which sandbox.build derives). Its packages
+# take upstream's name and version, kubeadm <version>-1.1 (upstream's revision), from upstream's
+# repository for the minor or from the bundle.
+KUBERNETES = Pin("kubernetes", "v1.36.3", GO_MODULE, "k8s.io/kubernetes", package_revision="1.1")
+# The etcd the pinned kubeadm asks for (its image is tagged <version>-0): bundle.build checks the two
+# agree.
+ETCD = Pin("etcd", "v3.6.8", GO_MODULE, "go.etcd.io/etcd/server/v3")
+# The pause image the pinned kubeadm asks for (kubeadm config images list): containerd's sandbox image
+# on a site with a mirror, which holds this one and not containerd's default. The bundle builds it
+# from build/pause/linux/pause.c of KUBERNETES's module.
+PAUSE = Pin("pause", "3.10.2", IMAGE, "registry.k8s.io/pause")
+# KWOK, the sandbox's simulated nodes.
+KWOK = Pin("kwok", "v0.8.0", GO_MODULE, "sigs.k8s.io/kwok")
+# The chart tool: the sandbox build's, and the bundle's package for the first control-plane host
+# (helm <version>-1).
+HELM = Pin("helm", "v3.19.0", GO_MODULE, "helm.sh/helm/v3", package_revision="1")
+
+# --- the scheduler engines --------------------------------------------------------------------------
+
+# KAI scheduler: its components (sandbox), its chart (deployments/kai-scheduler, copied with them), its
+# images (ghcr.io/nvidia/kai-scheduler/<component>:<version>, which the bundle builds). The engine's
+# backend (scheduler/kai.py) and the fair-share model (model/fairshare.py) were learnt from this
+# version's source, and say so where it matters: a new version means reading them again.
+KAI_SCHEDULER = Pin("kai_scheduler", "v0.12.0", GO_MODULE, "github.com/NVIDIA/KAI-scheduler")
+# Kueue, the second scheduler backend: the newest release the module proxy serves (v0.16.2; v0.16.3
+# and v0.17.x are refused). Its manager (sandbox), chart, CRDs and webhooks, and its released image
+# registry.k8s.io/kueue/kueue:<version>.
+KUEUE = Pin("kueue", "v0.16.2", GO_MODULE, "sigs.k8s.io/kueue")
+# Koordinator's scheduler, whose ElasticQuota plugin is the guide's elastic quota tree: the newest
+# release the module proxy serves (v1.7.0; v1.7.1 and v1.6.2 are refused). scheduler/koordinator.py
+# follows this version's plugin.
+KOORDINATOR = Pin("koordinator", "v1.7.0", GO_MODULE, "github.com/koordinator-sh/koordinator")
+
+# --- storage ------------------------------------------------------------------------------------------
+
+# rancher's local-path-provisioner: the sandbox's provisioner, the chart a real cluster's local-path
+# classes come from (deploy/chart/local-path-provisioner), and its image
+# docker.io/rancher/local-path-provisioner:<version>. The newest release the module proxy serves
+# (v0.0.31 and later are not).
+LOCAL_PATH_PROVISIONER = Pin(
+    "local_path_provisioner", "v0.0.30", GO_MODULE, "github.com/rancher/local-path-provisioner"
+)
+# The other two provisioners tag versions their module path cannot carry (v4.x, v26.x without a /vN
+# suffix), so a release is pinned by its commit's pseudo-version: nfs-subdir-external-provisioner's
+# chart 4.0.18, and Trident's v26.06.0 operator chart. Where the module proxy does not serve them, the
+# storage_classes role takes a chart reference instead (storage_classes_charts).
+NFS_SUBDIR_EXTERNAL_PROVISIONER = Pin(
+    "nfs_subdir_external_provisioner",
+    "v0.0.0-20240216040740-59a3ca2cd10f",
+    CHART,
+    "github.com/kubernetes-sigs/nfs-subdir-external-provisioner",
+    "charts/nfs-subdir-external-provisioner",
+)
+TRIDENT = Pin(
+    "trident", "v0.0.0-20260629215413-fe88a3aca038", CHART, "github.com/netapp/trident", "helm/trident-operator"
+)
+# The image of local-path's helper pods and of the storage probes: Debian's static busybox of the
+# DEBIAN suite (busybox-static), which the bundle packs as docker.io/library/busybox, tagged with its
+# upstream version.
+BUSYBOX = Pin("busybox", "1.35", IMAGE, "busybox")
+
+# --- the pod network ------------------------------------------------------------------------------------
+
+# flannel, mode kubeadm's CNI: its manifest, taken from its Go module, names its images, which the
+# bundle builds (flanneld from this module).
+FLANNEL = Pin("flannel", "v0.28.4", GO_MODULE, "github.com/flannel-io/flannel", "Documentation/kube-flannel.yml")
+# flannel's CNI plugin (the flannel-cni-plugin image) lives in github.com/flannel-io/cni-plugin, which
+# the Go module proxy does not serve (every version is refused). Its predecessor, the same delegating
+# plugin, is served in containernetworking/plugins up to v0.9.1: the image is built from that, and
+# the bundle's manifest names the source.
+FLANNEL_CNI_PLUGIN = Pin(
+    "flannel_cni_plugin", "v0.9.1", GO_MODULE, "github.com/containernetworking/plugins", "plugins/meta/flannel"
+)
+# FLANNEL requires tencentcloud-sdk-go's common module at v1.3.79, which the module proxy refuses;
+# v1.3.78 is served and is what its vpc module (v1.3.75) was written against: the bundle's build of
+# flanneld replaces the one with the other.
+TENCENTCLOUD_SDK_COMMON = Pin(
+    "tencentcloud_sdk_common", "v1.3.78", GO_MODULE, "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common"
+)
+
+# --- the GPU stack ----------------------------------------------------------------------------------------
+
+# The NVIDIA container toolkit's commands, built from its Go module by the bundle (NVIDIA's package
+# repository is out of reach) and packaged as NVIDIA packages them: <version>-1.
+NVIDIA_CONTAINER_TOOLKIT = Pin(
+    "nvidia_container_toolkit", "v1.20.1", GO_MODULE, "github.com/NVIDIA/nvidia-container-toolkit", package_revision="1"
+)
+# The GPU operator's chart. The operator publishes v25.x tags, which are not valid Go module versions
+# (no /v25 suffix), so the module is reachable only at a pseudo-version: this one is the commit
+# KAI_SCHEDULER requires (July 2025), whose go.sum vouches for it (the checksum database does not
+# answer for a pseudo-version). The chart says v1.0.0-devel and pins component images of the v25.3
+# line.
+GPU_OPERATOR_CHART = Pin(
+    "gpu_operator_chart",
+    "v1.8.3-0.20250724212111-616690d88d86",
+    CHART,
+    "github.com/NVIDIA/gpu-operator",
+    "deployments/gpu-operator",
+)
+GPU_OPERATOR_CHART_VOUCHER = KAI_SCHEDULER
+# The operator's own image (and its validator's): the chart's appVersion would be "devel-ubi8", a
+# development build, so it is pinned to v25.3.2, the release of the chart's line nearest the commit
+# (docs/gpu-stack.md: check it on a site).
+GPU_OPERATOR = Pin("gpu_operator", "v25.3.2", IMAGE, "nvcr.io/nvidia/gpu-operator")
+# NVIDIA's device plugin chart, the device layer without the operator (its image is the chart's own
+# version). This version adds CAP_SYS_ADMIN to the plugin's own pod (install/gpu_device_layer.py says
+# what that means for volume-mount device lists).
+NVIDIA_DEVICE_PLUGIN = Pin(
+    "nvidia_device_plugin",
+    "v0.18.2",
+    CHART,
+    "github.com/NVIDIA/k8s-device-plugin",
+    "deployments/helm/nvidia-device-plugin",
+)
+
+# --- hosts and workloads ---------------------------------------------------------------------------------
+
+# The Debian suite of the bundle's packages and images and of the lab's hosts, from Debian's archive.
+DEBIAN_SUITE = Pin("debian", "bookworm", DEBIAN, "http://deb.debian.org/debian")
+# The image of a workload that names none (tenancy.workloads): NVIDIA's PyTorch container.
+WORKLOAD_IMAGE = Pin("workload_image", "24.01-py3", IMAGE, "nvcr.io/nvidia/pytorch")
+
+PINS: dict[str, Pin] = {
+    pin.name: pin
+    for pin in (
+        KUBERNETES,
+        ETCD,
+        PAUSE,
+        KWOK,
+        HELM,
+        KAI_SCHEDULER,
+        KUEUE,
+        KOORDINATOR,
+        LOCAL_PATH_PROVISIONER,
+        NFS_SUBDIR_EXTERNAL_PROVISIONER,
+        TRIDENT,
+        BUSYBOX,
+        FLANNEL,
+        FLANNEL_CNI_PLUGIN,
+        TENCENTCLOUD_SDK_COMMON,
+        NVIDIA_CONTAINER_TOOLKIT,
+        GPU_OPERATOR_CHART,
+        GPU_OPERATOR,
+        NVIDIA_DEVICE_PLUGIN,
+        DEBIAN_SUITE,
+        WORKLOAD_IMAGE,
+    )
+}
+# What value() hands out of a pin besides its version.
+ATTRIBUTES = ("version", "bare", "minor", "pin", "image", "package_version", "source", "path")
+
+
+def value(term: str) -> str:
+    """``kai_scheduler`` -> its version; ``kubernetes.minor`` -> that attribute of the pin (the
+    lookup plugin's terms). A name or attribute this file does not have is a ValueError naming the
+    ones it has."""
+    name, _, attribute = term.partition(".")
+    if name not in PINS:
+        raise ValueError("no pinned component %r; the pins are: %s" % (name, ", ".join(sorted(PINS))))
+    attribute = attribute or "version"
+    if attribute not in ATTRIBUTES:
+        raise ValueError("%r: expected one of the attributes %s, found %r" % (term, ", ".join(ATTRIBUTES), attribute))
+    found = getattr(PINS[name], attribute)
+    if not found:
+        raise ValueError("%r: the %s pin has no %s" % (term, name, attribute))
+    return found
