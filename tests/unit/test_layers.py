@@ -254,3 +254,4 @@ def test_the_walk_sees_the_layers():
     assert "scheduler.kai" in graph["scheduler.registry"]
     assert "tenancy.names" in graph["tenancy.projects"]
     assert "scheduler.registry" in graph["validate.scenario_runner"]
+    assert "versions" in graph["sandbox.build"]

@@ -21,41 +21,47 @@ options:
     description: Root of the cache; the binaries land in C(<cache_dir>/<key>/bin).
     type: path
   kubernetes_version:
-    description: Version of k8s.io/kubernetes to build the control plane from.
+    description:
+      - Version of k8s.io/kubernetes to build the control plane from.
+      - Left out, the pin, from C(plugins/module_utils/versions.py).
     type: str
-    default: v1.36.3
   etcd_version:
-    description: Version of go.etcd.io/etcd/server/v3.
+    description:
+      - Version of go.etcd.io/etcd/server/v3.
+      - Left out, the pin, from C(plugins/module_utils/versions.py).
     type: str
-    default: v3.6.8
   kwok_version:
-    description: Version of sigs.k8s.io/kwok.
+    description:
+      - Version of sigs.k8s.io/kwok.
+      - Left out, the pin, from C(plugins/module_utils/versions.py).
     type: str
-    default: v0.8.0
   kai_scheduler_version:
-    description: Version of github.com/NVIDIA/KAI-scheduler.
+    description:
+      - Version of github.com/NVIDIA/KAI-scheduler.
+      - Left out, the pin, from C(plugins/module_utils/versions.py).
     type: str
-    default: v0.12.0
   helm_version:
-    description: Version of helm.sh/helm/v3.
+    description:
+      - Version of helm.sh/helm/v3.
+      - Left out, the pin, from C(plugins/module_utils/versions.py).
     type: str
-    default: v3.19.0
   local_path_provisioner_version:
-    description: Version of github.com/rancher/local-path-provisioner (the sandbox's storage provisioner).
+    description:
+      - Version of github.com/rancher/local-path-provisioner (the sandbox's storage provisioner).
+      - Left out, the pin, from C(plugins/module_utils/versions.py).
     type: str
-    default: v0.0.30
   kueue_version:
     description:
       - Version of sigs.k8s.io/kueue, the second scheduler backend.
       - Its chart, CRDs and webhook registrations are copied into C(kueue/) of the share directory.
+      - Left out, the pin, from C(plugins/module_utils/versions.py).
     type: str
-    default: v0.16.2
   koordinator_version:
     description:
       - Version of github.com/koordinator-sh/koordinator, whose koord-scheduler runs the elastic quota tree.
       - Its CRDs are copied into C(koordinator/crds) of the share directory.
+      - Left out, the pin, from C(plugins/module_utils/versions.py).
     type: str
-    default: v1.7.0
 """
 
 EXAMPLES = r"""
@@ -89,7 +95,8 @@ from pathlib import Path
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
-# One option per pinned version, named <component>_version, defaulting to the pin.
+# One option per pinned version, named <component>_version; left out, the pin (module_utils/versions.py,
+# through SandboxVersions' defaults).
 VERSION_OPTIONS = (
     "kubernetes",
     "etcd",
@@ -102,16 +109,14 @@ VERSION_OPTIONS = (
 )
 ARGUMENT_SPEC = {
     "cache_dir": {"type": "path"},
-    **{
-        name + "_version": {"type": "str", "default": getattr(sandbox_build.SandboxVersions, name)}
-        for name in VERSION_OPTIONS
-    },
+    **{name + "_version": {"type": "str"} for name in VERSION_OPTIONS},
 }
 
 
 def _plan(params):
     try:
-        versions = sandbox_build.SandboxVersions(**{name: params[name + "_version"] for name in VERSION_OPTIONS})
+        given = {name: params[name + "_version"] for name in VERSION_OPTIONS if params[name + "_version"] is not None}
+        versions = sandbox_build.SandboxVersions(**given)
         sandbox_build.staging_version(versions.kubernetes)
         return sandbox_build.plan(versions, Path(params["cache_dir"]) if params["cache_dir"] else None)
     except (ValueError, OSError) as error:

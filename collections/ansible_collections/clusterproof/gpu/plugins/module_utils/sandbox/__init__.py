@@ -10,6 +10,7 @@ GPUs (a test bed such as the lab).
 
 SANDBOX AND TEST BEDS ONLY: real sites never run anything from here. May import: ``install/`` (for
 what the sandbox runs of it), ``kube.client`` (in ``install``, ``lifecycle`` and ``simulated_nodes``),
-the standard library and ``cryptography``. Touches: the sandbox state directory (and a test bed's
-simulated-node state), the build cache, the Go caches and the processes it started itself.
+``versions`` (the pins ``build`` builds), the standard library and ``cryptography``. Touches: the
+sandbox state directory (and a test bed's simulated-node state), the build cache, the Go caches and
+the processes it started itself.
 """

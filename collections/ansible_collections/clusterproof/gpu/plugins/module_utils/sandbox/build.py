@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below
 
@@ -45,21 +46,17 @@ RECIPE_REVISION = "2"
 
 @dataclasses.dataclass(frozen=True)
 class SandboxVersions:
-    """The pinned versions the sandbox is built from."""
+    """The versions the sandbox is built from: by default the pins (module_utils/versions.py, which
+    says why each is the one it is). The fields' order is versions.json's."""
 
-    kubernetes: str = "v1.36.3"
-    etcd: str = "v3.6.8"
-    kwok: str = "v0.8.0"
-    kai_scheduler: str = "v0.12.0"
-    helm: str = "v3.19.0"
-    # Kueue, the second scheduler backend: the newest release the module proxy serves
-    # (v0.16.2; v0.16.3 and v0.17.x are refused).
-    kueue: str = "v0.16.2"
-    # The newest release the module proxy serves (v0.0.31 and later are not).
-    local_path_provisioner: str = "v0.0.30"
-    # Koordinator's scheduler, whose ElasticQuota plugin is the guide's elastic quota tree: the newest
-    # release the module proxy serves (v1.7.0; v1.7.1 and v1.6.2 are refused).
-    koordinator: str = "v1.7.0"
+    kubernetes: str = versions.KUBERNETES.version
+    etcd: str = versions.ETCD.version
+    kwok: str = versions.KWOK.version
+    kai_scheduler: str = versions.KAI_SCHEDULER.version
+    helm: str = versions.HELM.version
+    kueue: str = versions.KUEUE.version
+    local_path_provisioner: str = versions.LOCAL_PATH_PROVISIONER.version
+    koordinator: str = versions.KOORDINATOR.version
 
     def version_of(self, binary: str) -> str:
         """The pinned version ``binary`` is built from (its component's version)."""
@@ -78,7 +75,10 @@ KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-schedu
 KUBEADM_COMMANDS = ("kubeadm", "kubelet", "kubectl")
 # Not run by the sandbox either: kube-proxy goes into the offline bundle's image (bundle.build).
 IMAGE_COMMANDS = ("kube-proxy",)
-KAI_MODULE = "github.com/NVIDIA/KAI-scheduler"
+KUBERNETES_MODULE = versions.KUBERNETES.source
+KWOK_MODULE = versions.KWOK.source
+HELM_MODULE = versions.HELM.source
+KAI_MODULE = versions.KAI_SCHEDULER.source
 # KAI scheduler's components the sandbox runs, as <binary name>: <command package>. Its admission
 # webhooks, pod-group controller and operator are not run (module_utils/scheduler/kai.py says why): the
 # sandbox starts the components itself, as the operator would on a cluster.
@@ -116,7 +116,7 @@ COMPONENT_OF = {
 KAI_CHART = "deployments/kai-scheduler"
 # How the chart shows in the list of missing items.
 KAI_CHART_ITEM = "kai-scheduler chart"
-KUEUE_MODULE = "sigs.k8s.io/kueue"
+KUEUE_MODULE = versions.KUEUE.source
 # Kueue's chart (real clusters), and the CRDs and webhook registrations the sandbox applies, as
 # <folder under share/kueue>: <folder in Kueue's module>.
 KUEUE_MANIFESTS = {
@@ -126,9 +126,9 @@ KUEUE_MANIFESTS = {
 }
 KUEUE_MANIFESTS_ITEM = "kueue manifests"
 
-LOCAL_PATH_MODULE = "github.com/rancher/local-path-provisioner"
+LOCAL_PATH_MODULE = versions.LOCAL_PATH_PROVISIONER.source
 
-KOORDINATOR_MODULE = "github.com/koordinator-sh/koordinator"
+KOORDINATOR_MODULE = versions.KOORDINATOR.source
 # Koordinator's CRDs (ElasticQuota among them), which koord-scheduler's informers need, copied to
 # share/koordinator/crds.
 KOORDINATOR_CRDS = "config/crd/bases"
@@ -180,7 +180,7 @@ def kubernetes_wrapper_gomod(kubernetes_version: str, kubernetes_gomod: str, go_
         "",
         f"go {go_directive}",
         "",
-        f"require k8s.io/kubernetes {kubernetes_version}",
+        f"require {KUBERNETES_MODULE} {kubernetes_version}",
         "",
         "replace (",
     ]
@@ -350,8 +350,8 @@ def _build_kubernetes(plan_: BuildPlan, log: Path, progress: Progress, wanted: I
     work = plan_.src_dir / "kubernetes"
     work.mkdir(parents=True, exist_ok=True)
     env = go_modules.go_env()
-    progress(f"downloading k8s.io/kubernetes {version} go.mod")
-    upstream = _download_gomod("k8s.io/kubernetes", version, work)
+    progress(f"downloading {KUBERNETES_MODULE} {version} go.mod")
+    upstream = _download_gomod(KUBERNETES_MODULE, version, work)
     gomod = kubernetes_wrapper_gomod(version, upstream, go_directive_of(upstream))
     (work / "go.mod").write_text(gomod)
     build_date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -359,7 +359,8 @@ def _build_kubernetes(plan_: BuildPlan, log: Path, progress: Progress, wanted: I
     for command in wanted:
         progress(f"building {command} {version} (go build; the first build on 2 cores takes many minutes)")
         out = plan_.bin_dir / (command + ".tmp")
-        _run(["go", "build", "-ldflags", ldflags, "-o", str(out), "k8s.io/kubernetes/cmd/" + command], work, env, log)
+        package = KUBERNETES_MODULE + "/cmd/" + command
+        _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, env, log)
         plan_.install(out, command)
 
 
@@ -369,7 +370,7 @@ def _build_etcd(plan_: BuildPlan, log: Path, progress: Progress) -> None:
     work.mkdir(parents=True, exist_ok=True)
     env = go_modules.go_env()
     (work / "go.mod").write_text(
-        f"module clusterproof.local/sandbox/etcd\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 {version}\n"
+        f"module clusterproof.local/sandbox/etcd\n\ngo 1.24\n\nrequire {versions.ETCD.source} {version}\n"
     )
     (work / "main.go").write_text(ETCD_MAIN)
     progress(f"building etcd {version}")
@@ -503,7 +504,7 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     if "kwok" in missing:
         steps.append(
             lambda: _go_install(
-                plan_, log, progress, "kwok", "sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok/pkg/consts.Version"
+                plan_, log, progress, "kwok", KWOK_MODULE + "/cmd/kwok", KWOK_MODULE + "/pkg/consts.Version"
             )
         )
     kai = [name for name in KAI_COMMANDS if name in missing]
@@ -514,7 +515,7 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     if "helm" in missing:
         steps.append(
             lambda: _go_install(
-                plan_, log, progress, "helm", "helm.sh/helm/v3/cmd/helm", "helm.sh/helm/v3/internal/version.version"
+                plan_, log, progress, "helm", HELM_MODULE + "/cmd/helm", HELM_MODULE + "/internal/version.version"
             )
         )
     if "local-path-provisioner" in missing:
