@@ -6,7 +6,8 @@ with Debian's tools for the job (apt, apt-ftparchive, gpg, dpkg-deb, debootstrap
 docker-registry) and Go for the programs; ``serve``: serving the apt repository and the registry to
 a site's hosts.
 
-May import: the standard library, ``install.go_modules``, ``install.kubernetes_cni`` and
-``sandbox.build`` (whose cache holds the Kubernetes programs). Touches: the bundle's cache and output
-directories, the Go module and build caches, and the processes ``serve`` starts.
+May import: the standard library, ``versions`` (the pins it is made from), ``install.go_modules``,
+``install.kubernetes_cni`` and ``sandbox.build`` (whose cache holds the Kubernetes programs).
+Touches: the bundle's cache and output directories, the Go module and build caches, and the
+processes ``serve`` starts.
 """

@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import contents
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.contents import BundlePins, ImageRef, ImageSpec
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.serve import registry_config
@@ -45,7 +46,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 Progress = Callable[[str], None]
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
+DEBIAN_MIRROR = versions.DEBIAN_SUITE.source
 TOOLS = {
     "apt-ftparchive": "apt-utils",
     "debootstrap": "debootstrap",
@@ -172,12 +173,10 @@ class GoProgram:
     replaces: tuple[str, ...] = ()
 
 
-# flannel v0.28.4 requires tencentcloud-sdk-go's common module at v1.3.79, which the module proxy
-# refuses; v1.3.78 is served and is what its vpc module (v1.3.75) was written against.
-FLANNEL_REPLACES = (
-    "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common => "
-    "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.78",
-)
+# A version flannel requires that the module proxy refuses, replaced by one it serves
+# (versions.TENCENTCLOUD_SDK_COMMON says which and why).
+_SERVED = versions.TENCENTCLOUD_SDK_COMMON
+FLANNEL_REPLACES = ("%s => %s %s" % (_SERVED.source, _SERVED.source, _SERVED.version),)
 
 
 def go_programs(
@@ -191,7 +190,7 @@ def go_programs(
     programs = [GoProgram("coredns", "github.com/coredns/coredns", coredns, "github.com/coredns/coredns")]
     for ref in cni_images:
         if ref.name == "flannel":
-            module = "github.com/flannel-io/flannel"
+            module = versions.FLANNEL.source
             # cgo, as flannel's Makefile builds it on amd64 (its UDP backend is C): it runs on the Debian base.
             programs.append(GoProgram("flanneld", module, ref.tag, module, cgo=True, replaces=FLANNEL_REPLACES))
         elif ref.name == "flannel-cni-plugin":
@@ -258,11 +257,12 @@ def _build_pause(layout: Layout, pins: BundlePins, ref: ImageRef, progress: Prog
     its Makefile does."""
     target = layout.programs / "pause"
     stamp = layout.programs / ".pause.version"
-    key = "pause %s from k8s.io/kubernetes %s recipe=%s" % (ref.tag, pins.kubernetes, contents.RECIPE_REVISION)
+    module = versions.KUBERNETES.source
+    key = "pause %s from %s %s recipe=%s" % (ref.tag, module, pins.kubernetes, contents.RECIPE_REVISION)
     if target.exists() and _stamp_matches(stamp, key):
         return target
-    progress("building pause %s (gcc -static, from k8s.io/kubernetes %s)" % (ref.tag, pins.kubernetes))
-    source = go_modules.download("k8s.io/kubernetes", pins.kubernetes).dir / "build/pause/linux/pause.c"
+    progress("building pause %s (gcc -static, from %s %s)" % (ref.tag, module, pins.kubernetes))
+    source = go_modules.download(module, pins.kubernetes).dir / "build/pause/linux/pause.c"
     layout.programs.mkdir(parents=True, exist_ok=True)
     _run(
         [
@@ -299,7 +299,8 @@ def check_etcd(plan: sandbox_build.BuildPlan, kubeadm: Mapping[str, ImageRef]) -
     wanted = contents.upstream_version(kubeadm["etcd"])
     if plan.versions.etcd != wanted:
         raise contents.BundleInputError(
-            "etcd: kubeadm %s asks for %s, and the sandbox is pinned to etcd %s; set SandboxVersions.etcd to %s"
+            "etcd: kubeadm %s asks for %s, and the sandbox is pinned to etcd %s; set ETCD in "
+            "module_utils/versions.py to %s"
             % (plan.versions.kubernetes, kubeadm["etcd"].ref, plan.versions.etcd, wanted)
         )
 
@@ -735,23 +736,23 @@ def package_charts(
     at version 0.0.0, so it is stamped with the pinned version as KAI's release does."""
     folder = layout.out / "charts"
     folder.mkdir(parents=True, exist_ok=True)
-    versions = {"kai-scheduler": charts.kai_scheduler}
+    stamped = {"kai-scheduler": charts.kai_scheduler}
     entries = []
     for name, source in sources.items():
-        key = sha256_tree(source) + versions.get(name, "")
+        key = sha256_tree(source) + stamped.get(name, "")
         stamp = folder / (".%s.recipe" % name)
         record = folder / (".%s.file" % name)
         if not (_stamp_matches(stamp, key) and record.is_file() and (folder / record.read_text().strip()).is_file()):
             progress("packaging the %s chart (helm package)" % name)
             command = [str(plan.binary("helm")), "package", str(source), "--destination", str(folder)]
-            if name in versions:
-                command += ["--version", versions[name].lstrip("v"), "--app-version", versions[name]]
+            if name in stamped:
+                command += ["--version", stamped[name].lstrip("v"), "--app-version", stamped[name]]
             said = _run(command, layout.log)
             packaged = Path(said.strip().rsplit(": ", 1)[-1])
             record.write_text(packaged.name + "\n")
             stamp.write_text(key + "\n")
         file = folder / record.read_text().strip()
-        version = versions.get(name) or str(yaml.safe_load((source / "Chart.yaml").read_text())["version"])
+        version = stamped.get(name) or str(yaml.safe_load((source / "Chart.yaml").read_text())["version"])
         entries.append({"name": name, "version": version, "file": "charts/" + file.name, "sha256": sha256_file(file)})
     return entries
 

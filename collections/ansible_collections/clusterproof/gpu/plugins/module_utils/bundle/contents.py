@@ -9,7 +9,7 @@ The Kubernetes images are the ones the pinned kubeadm asks for (``kubeadm config
 a new Kubernetes pin moves etcd, CoreDNS and pause with it; the CNI's images are the ones its pinned
 manifest references. Every image is built here from its upstream source at the version in its tag.
 
-May import: the standard library only. Touches nothing.
+May import: the standard library and ``versions`` (the pins). Touches nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 
 # Bump when the way an artefact is made changes, so the cache does not reuse old ones.
 RECIPE_REVISION = "1"
@@ -48,24 +50,23 @@ DEBIAN_PACKAGES = (
 
 # The NVIDIA container toolkit's commands, built from its Go module (NVIDIA's package repository is
 # out of reach), packaged as NVIDIA names its packages: -base holds the runtime and nvidia-ctk.
-TOOLKIT_MODULE = "github.com/NVIDIA/nvidia-container-toolkit"
+TOOLKIT_MODULE = versions.NVIDIA_CONTAINER_TOOLKIT.source
 TOOLKIT_PACKAGES = {
     "nvidia-container-toolkit-base": ("nvidia-ctk", "nvidia-container-runtime", "nvidia-cdi-hook"),
     "nvidia-container-toolkit": ("nvidia-container-runtime-hook",),
 }
 
-# flannel's CNI plugin (the flannel-cni-plugin image) lives in github.com/flannel-io/cni-plugin, which
-# the Go module proxy does not serve (every version is refused). Its predecessor, the same delegating
-# plugin, is served in containernetworking/plugins up to v0.9.1: the image is built from that, and
-# the manifest names the source. As <module>, <version>, <package>.
+# Where flannel's CNI plugin (the flannel-cni-plugin image) is built from, as <module>, <version>,
+# <package> (versions.FLANNEL_CNI_PLUGIN says why that module).
 FLANNEL_CNI_SOURCE = (
-    "github.com/containernetworking/plugins",
-    "v0.9.1",
-    "github.com/containernetworking/plugins/plugins/meta/flannel",
+    versions.FLANNEL_CNI_PLUGIN.source,
+    versions.FLANNEL_CNI_PLUGIN.version,
+    "%s/%s" % (versions.FLANNEL_CNI_PLUGIN.source, versions.FLANNEL_CNI_PLUGIN.path),
 )
 
-# The bundle's own small Debian image (bookworm with iptables and a shell): the base of the images
-# whose binaries call iptables or cp (kube-proxy, flannel), and the image the lab's probe pod runs.
+# The bundle's own small Debian image (the pinned suite with iptables and a shell): the base of the
+# images whose binaries call iptables or cp (kube-proxy, flannel), and the image the lab's probe pod
+# runs.
 DEBIAN_BASE_PACKAGES = ("iptables", "conntrack", "ca-certificates")
 
 
@@ -75,23 +76,24 @@ class BundleInputError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class BundlePins:
-    """The pinned versions the bundle is made from."""
+    """The versions the bundle is made from: by default the pins (module_utils/versions.py). The
+    fields, in this order, are the manifest's ``pins``."""
 
-    kubernetes: str = "v1.36.3"
-    # Upstream's package revision (kubeadm 1.36.3-1.1): the bundle's packages take the same name
-    # and version, so the kubernetes_packages role's pin holds for either source.
-    package_revision: str = "1.1"
+    kubernetes: str = versions.KUBERNETES.version
+    # Upstream's package revision: the bundle's packages take the same name and version, so the
+    # kubernetes_packages role's pin holds for either source.
+    package_revision: str = versions.KUBERNETES.package_revision
     cni: str = "flannel"
-    cni_version: str = "v0.28.4"
-    nvidia_container_toolkit: str = "v1.20.1"
-    debian_suite: str = "bookworm"
+    cni_version: str = versions.FLANNEL.version
+    nvidia_container_toolkit: str = versions.NVIDIA_CONTAINER_TOOLKIT.version
+    debian_suite: str = versions.DEBIAN_SUITE.version
 
     def package_version(self) -> str:
         return "%s-%s" % (self.kubernetes.lstrip("v"), self.package_revision)
 
     def toolkit_package_version(self) -> str:
-        # NVIDIA's own packages are versioned 1.17.8-1: the module version and revision 1.
-        return "%s-1" % self.nvidia_container_toolkit.lstrip("v")
+        # As NVIDIA versions its own packages: the module version and a revision.
+        return "%s-%s" % (self.nvidia_container_toolkit.lstrip("v"), versions.NVIDIA_CONTAINER_TOOLKIT.package_revision)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +124,7 @@ _REFERENCE = re.compile(r"^(?P<host>[a-z0-9.-]+\.[a-z]{2,}(?::\d+)?)/(?P<path>[a
 
 
 def parse_ref(text: str, field: str = "image") -> ImageRef:
-    """``registry.k8s.io/kube-apiserver:v1.36.3`` → ImageRef. An image named without its registry
+    """``registry.k8s.io/kube-apiserver:<tag>`` → ImageRef. An image named without its registry
     (``nginx:1.27``) is docker.io's, as every container runtime reads it."""
     text = text.strip()
     if "/" in text and "." in text.split("/", 1)[0]:
@@ -132,13 +134,12 @@ def parse_ref(text: str, field: str = "image") -> ImageRef:
         candidate = "docker.io/" + path
     if ":" not in candidate.rsplit("/", 1)[-1]:
         raise BundleInputError(
-            "%s: expected an image reference with a tag, such as 'registry.k8s.io/pause:3.10.2'; found %r"
-            % (field, text)
+            "%s: expected an image reference with a tag, such as '%s'; found %r" % (field, versions.PAUSE.image, text)
         )
     match = _REFERENCE.match(candidate)
     if match is None:
         raise BundleInputError(
-            "%s: expected an image reference such as 'registry.k8s.io/pause:3.10.2'; found %r" % (field, text)
+            "%s: expected an image reference such as '%s'; found %r" % (field, versions.PAUSE.image, text)
         )
     return ImageRef(match["host"], match["path"], match["tag"])
 
@@ -162,8 +163,8 @@ def kubeadm_images(listing: str) -> dict[str, ImageRef]:
 
 
 def upstream_version(ref: ImageRef) -> str:
-    """The source version an image's tag names: etcd's 3.6.8-0 is v3.6.8, pause's 3.10.2 is 3.10.2
-    (a C file in Kubernetes' tree), CoreDNS's v1.14.2 is v1.14.2."""
+    """The source version an image's tag names: etcd's <x.y.z>-0 is v<x.y.z>, pause's tag is its
+    version as it is (a C file in Kubernetes' tree), CoreDNS's v<x.y.z> is its module's v<x.y.z>."""
     if ref.name == "etcd":
         return "v" + ref.tag.split("-", 1)[0]
     return ref.tag
@@ -229,7 +230,7 @@ def image_specs(kubeadm: Mapping[str, ImageRef], cni_images: Iterable[ImageRef],
     return specs
 
 
-KAI_MODULE = "github.com/NVIDIA/KAI-scheduler"
+KAI_MODULE = versions.KAI_SCHEDULER.source
 # KAI scheduler's images: the operator the chart deploys, and the components the operator deploys
 # (their image names are the operator's defaults, pkg/apis/kai/v1/*, and the chart's Config), each
 # built from cmd/<name> of KAI's module; and crd-upgrader, the chart's hook image (kubectl and the CRDs).
@@ -253,23 +254,25 @@ KAI_CGO_COMMANDS = ("resourcereservation",)
 KUEUE_REPOSITORY = "registry.k8s.io/kueue/kueue"
 LOCAL_PATH_REPOSITORY = "docker.io/rancher/local-path-provisioner"
 # local-path's helper pods make and remove a volume's directory: busybox, here Debian's static build
-# (busybox-static), tagged with its upstream version; storage_classes_helper_image names it.
-BUSYBOX_REPOSITORY = "docker.io/library/busybox"
+# (busybox-static), tagged with its upstream version; storage_classes_helper_image names it, as
+# "busybox" (docker.io/library/busybox, as parse_ref reads it).
+BUSYBOX_REPOSITORY = versions.BUSYBOX.source
 
 
 @dataclasses.dataclass(frozen=True)
 class ChartPins:
-    """The engines' and storage's versions whose images the bundle holds (the sandbox's pins)."""
+    """The engines' and storage's versions whose images the bundle holds (the pins the sandbox is
+    built from, module_utils/versions.py)."""
 
-    kai_scheduler: str = "v0.12.0"
-    kueue: str = "v0.16.2"
-    local_path_provisioner: str = "v0.0.30"
-    busybox: str = "1.35"
+    kai_scheduler: str = versions.KAI_SCHEDULER.version
+    kueue: str = versions.KUEUE.version
+    local_path_provisioner: str = versions.LOCAL_PATH_PROVISIONER.version
+    busybox: str = versions.BUSYBOX.version
     # The chart tool, packaged for the control-plane host that kubernetes.core.helm runs on.
-    helm: str = "v3.19.0"
+    helm: str = versions.HELM.version
 
     def helm_package_version(self) -> str:
-        return "%s-1" % self.helm.lstrip("v")
+        return "%s-%s" % (self.helm.lstrip("v"), versions.HELM.package_revision)
 
 
 def chart_file(name: str, version: str) -> str:
