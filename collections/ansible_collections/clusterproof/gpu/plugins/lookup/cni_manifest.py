@@ -21,7 +21,9 @@ options:
     type: str
     required: true
   version:
-    description: Its pinned version, such as v0.28.4.
+    description:
+      - Its version, the site's C(clusterproof_cni_version).
+      - By default the pin, from C(plugins/module_utils/versions.py).
     type: str
     required: true
   pod_subnet:

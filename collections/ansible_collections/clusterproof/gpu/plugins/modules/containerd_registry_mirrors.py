@@ -11,8 +11,8 @@ author:
   - clusterproof developers
 description:
   - Writes C(<certs_dir>/<registry>/hosts.toml) for each upstream registry in O(registries), naming the
-    mirror O(mirror) with C(override_path), so that an image such as C(registry.k8s.io/pause:3.10.2) is asked
-    of the mirror as C(registry.k8s.io/pause:3.10.2) (the offline bundle's registry keeps images so; see
+    mirror O(mirror) with C(override_path), so that an image such as C(registry.k8s.io/pause:<tag>) is asked
+    of the mirror as C(registry.k8s.io/pause:<tag>) (the offline bundle's registry keeps images so; see
     docs/bundle.md). Upstream stays the fallback, which an air-gapped site cannot reach.
   - Points containerd's CRI plugin at O(certs_dir) (C(registry.config_path)) in O(path), merged into what the
     file holds (every other table, key and comment kept), and sets O(cri_settings) beside it.

@@ -37,9 +37,10 @@ options:
     description: "GPU time-slicing, C({replicas: N, resources: [nvidia.com/gpu]}); omitted for none."
     type: dict
   operator_version:
-    description: Image version of the GPU operator and its validator.
+    description:
+      - Image version of the GPU operator and its validator.
+      - Left out, the pin, from C(plugins/module_utils/versions.py).
     type: str
-    default: v25.3.2
   cache_dir:
     description: Root of the sandbox build cache; empty for the default.
     type: path
@@ -110,7 +111,8 @@ ARGUMENT_SPEC = {
     "toolkit_by": {"type": "str", "default": "hosts"},
     "mig_strategy": {"type": "str", "default": "none"},
     "time_slicing": {"type": "dict"},
-    "operator_version": {"type": "str", "default": gpu_device_layer.OPERATOR_IMAGE_VERSION},
+    # Left out: the pin (gpu_device_layer.OPERATOR_IMAGE_VERSION, from module_utils/versions.py).
+    "operator_version": {"type": "str"},
     "cache_dir": {"type": "path"},
 }
 
@@ -139,7 +141,9 @@ def run(module):
             for error in errors
         ]
         raise runner.ModuleError("; ".join(messages), errors=messages)
-    release = gpu_device_layer.release_for(declaration, params["operator_version"])
+    release = gpu_device_layer.release_for(
+        declaration, params["operator_version"] or gpu_device_layer.OPERATOR_IMAGE_VERSION
+    )
     if release is None:
         return {"release": False}
     chart, fetched = _chart(release, params["cache_dir"], module.check_mode)

@@ -41,9 +41,10 @@ options:
     description: Directory holding C(local-path-provisioner) from the sandbox build; required with O(mode=sandbox).
     type: path
   helper_image:
-    description: Image of local-path's helper pods (they run nothing on the sandbox).
+    description:
+      - Image of local-path's helper pods (they run nothing on the sandbox).
+      - Left out, the pinned busybox, from C(plugins/module_utils/versions.py).
     type: str
-    default: busybox:1.35
   trident_namespace:
     description: Namespace of the Trident operator and of its backends.
     type: str
@@ -88,6 +89,7 @@ default_class:
 
 from pathlib import Path
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
@@ -154,7 +156,8 @@ def run(module):
     if params["mode"] == "sandbox":
         layout = Layout(Path(params["state_dir"]))
         step = install.InstallStep.on(layout, module.check_mode, params["kubeconfig"], params["context"])
-        local_path.install(step, classes, Path(params["bin_dir"]), params["helper_image"], params["timeout"])
+        helper_image = params["helper_image"] or versions.BUSYBOX.image
+        local_path.install(step, classes, Path(params["bin_dir"]), helper_image, params["timeout"])
         started = step.started
     else:
         # On a cluster the provisioners come from their charts: only the objects are clusterproof's.
@@ -179,7 +182,8 @@ def main():
             "credentials": {"type": "dict", "default": {}, "no_log": True},
             "state_dir": {"type": "path"},
             "bin_dir": {"type": "path"},
-            "helper_image": {"type": "str", "default": "busybox:1.35"},
+            # Left out: the pinned busybox.
+            "helper_image": {"type": "str"},
             "trident_namespace": {"type": "str", "default": storage.TRIDENT_NAMESPACE},
             "timeout": {"type": "int", "default": 60},
         },

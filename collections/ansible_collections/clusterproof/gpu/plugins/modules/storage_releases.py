@@ -32,9 +32,10 @@ options:
     type: dict
     default: {}
   helper_image:
-    description: Image of local-path's helper pods.
+    description:
+      - Image of local-path's helper pods.
+      - Left out, the pinned busybox, from C(plugins/module_utils/versions.py).
     type: str
-    default: busybox:1.35
 """
 
 EXAMPLES = r"""
@@ -65,13 +66,15 @@ import hashlib
 
 import yaml
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import chart_source, storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 
 ARGUMENT_SPEC = {
     "charts": {"type": "dict", "default": {}},
     "namespaces": {"type": "dict", "default": {}},
-    "helper_image": {"type": "str", "default": "busybox:1.35"},
+    # Left out: the pinned busybox.
+    "helper_image": {"type": "str"},
 }
 
 
@@ -98,7 +101,8 @@ def run(module):
                 "%s: expected keys among %s, found %s" % (argument, ", ".join(storage.PROVISIONERS), unknown[0])
             )
     classes = storage.classes_argument(params["classes"])
-    releases = storage.releases(classes, params["helper_image"], params["namespaces"])
+    helper_image = params["helper_image"] or versions.BUSYBOX.image
+    releases = storage.releases(classes, helper_image, params["namespaces"])
     for release in releases:
         release["chart_ref"] = _chart_ref(release["provisioner"], params["charts"], releases)
         if "helper_pod" in release:

@@ -24,9 +24,10 @@ extends_documentation_fragment:
   - clusterproof.gpu.storage_classes
 options:
   probe_image:
-    description: Image of the probe pods (on the sandbox no container runs).
+    description:
+      - Image of the probe pods (on the sandbox no container runs).
+      - Left out, the pinned busybox, from C(plugins/module_utils/versions.py).
     type: str
-    default: busybox:1.35
   claim_size:
     description: Size of each probe claim.
     type: str
@@ -82,6 +83,7 @@ namespace:
 import secrets
 import time
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
@@ -268,7 +270,7 @@ def _probe_checks(api, params, default, rwx):
 
 
 def run(module):
-    params = module.params
+    params = dict(module.params, probe_image=module.params["probe_image"] or versions.BUSYBOX.image)
     declared = storage.classes_argument(params["classes"])
     api, observed = _observed_classes(params)
     checks = storage_validation.class_checks(declared, observed)
@@ -302,7 +304,8 @@ def main():
     spec = runner.argument_spec(
         runner.STORAGE_CLASSES_ARG_SPEC,
         {
-            "probe_image": {"type": "str", "default": "busybox:1.35"},
+            # Left out: the pinned busybox.
+            "probe_image": {"type": "str"},
             "claim_size": {"type": "str", "default": "1Mi"},
             "timeout": {"type": "int", "default": 180},
             "cleanup_timeout": {"type": "int", "default": 180},

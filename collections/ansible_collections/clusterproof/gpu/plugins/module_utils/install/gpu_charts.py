@@ -17,23 +17,20 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.chart_source import ChartSource, chart_in_module
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
+# The two charts, pinned: the operator's at a pseudo-version whose checksums the voucher's go.sum holds
+# (module_utils/versions.py says why), the device plugin's at a release.
+_OPERATOR, _VOUCHER = versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_CHART_VOUCHER
 CHARTS = {
     "gpu-operator": ChartSource(
-        "github.com/NVIDIA/gpu-operator",
-        # v25.x tags are not Go module versions (no /v25 suffix); this commit is the one KAI
-        # scheduler v0.12.0 builds against, and its go.sum holds the checksums.
-        "v1.8.3-0.20250724212111-616690d88d86",
-        "deployments/gpu-operator",
-        vouched_by=(sandbox_build.KAI_MODULE, "v0.12.0"),
+        _OPERATOR.source, _OPERATOR.version, _OPERATOR.path, vouched_by=(_VOUCHER.source, _VOUCHER.version)
     ),
     "nvidia-device-plugin": ChartSource(
-        "github.com/NVIDIA/k8s-device-plugin",
-        "v0.18.2",
-        "deployments/helm/nvidia-device-plugin",
+        versions.NVIDIA_DEVICE_PLUGIN.source, versions.NVIDIA_DEVICE_PLUGIN.version, versions.NVIDIA_DEVICE_PLUGIN.path
     ),
 }
 

@@ -23,6 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.problems import FieldProblem
 
 LAYERS = ("gpu_operator", "device_plugin", "none")
@@ -44,14 +45,10 @@ SITE_VARIABLES = {
     "clusterproof_gpu_time_slicing": "GPU time-slicing: {replicas: N, resources: [nvidia.com/gpu, ...]}",
 }
 
-# The charts, as the Go modules carry them (module_utils/install/gpu_charts.py fetches them). The GPU
-# operator publishes v25.x tags, which are not valid Go module versions (no /v25 suffix), so the
-# module is reachable only at a pseudo-version; this one is the commit KAI scheduler v0.12.0
-# requires (July 2025). Its chart says v1.0.0-devel and pins component images of the v25.3 line; the
-# operator's own image would be its appVersion "devel-ubi8", a development build, so it is pinned to
-# v25.3.2, the release of that line nearest the commit (docs/gpu-stack.md: check it on a site).
+# The charts, as the Go modules carry them (module_utils/install/gpu_charts.py fetches them). The
+# operator's own image, and its validator's, are pinned (versions.GPU_OPERATOR says why that one).
 OPERATOR_RELEASE = "gpu-operator"
-OPERATOR_IMAGE_VERSION = "v25.3.2"
+OPERATOR_IMAGE_VERSION = versions.GPU_OPERATOR.version
 DEVICE_PLUGIN_RELEASE = "nvidia-device-plugin"
 # Key of the time-slicing config in the device plugin's ConfigMap, and that ConfigMap's name (operator).
 TIME_SLICING_CONFIG_KEY = "default"
@@ -65,9 +62,9 @@ TIME_SLICING_CONFIGMAP = "clusterproof-time-slicing"
 # otherwise see every GPU of its node. The toolkit must accept the mounts and ignore the variable from
 # unprivileged containers: the nvidia_container_toolkit role sets that on the hosts
 # (nvidia_container_toolkit_gpus_only_by_volume_mounts), and the operator's toolkit container gets
-# TOOLKIT_VISIBLE_DEVICES_ENV where the operator installs the toolkit. The device plugin chart
-# (v0.18.2) then adds CAP_SYS_ADMIN to its own pod, which the toolkit counts as privileged, so the
-# plugin keeps seeing every GPU; the operator runs its device plugin privileged anyway.
+# TOOLKIT_VISIBLE_DEVICES_ENV where the operator installs the toolkit. The pinned device plugin chart
+# then adds CAP_SYS_ADMIN to its own pod, which the toolkit counts as privileged, so the plugin keeps
+# seeing every GPU; the operator runs its device plugin privileged anyway.
 DEVICE_LIST_STRATEGY = "volume-mounts"
 # The toolkit container's settings (nvidia-ctk-installer, toolkit v1.17.8 as the operator pins it),
 # the same two the role writes into /etc/nvidia-container-runtime/config.toml.

@@ -7,7 +7,8 @@ Cluster mode ``kubeadm`` installs a pinned Kubernetes on the inventory's hosts: 
 comes from here, as data (plain dicts), so it is unit-tested directly and checked by a real
 ``kubeadm config validate`` (tests/e2e/test_kubeadm_config.py).
 
-Pure: no Ansible, no Kubernetes client (``bundle.contents``, pure, names the charts' files).
+Pure: no Ansible, no Kubernetes client (``bundle.contents``, pure, names the charts' files). The
+versions it installs by default are the pins (``versions``).
 ``check_settings`` returns errors as ``(field, expected, found value)`` for inventory_schema to report
 with the rest.
 """
@@ -22,6 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import contents
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import scheduler_profile
 
@@ -36,10 +38,12 @@ API_SERVER_PORT = 6443
 SCHEDULER_CONFIG_PATH = "/etc/kubernetes/clusterproof-scheduler.yaml"
 SCHEDULER_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
 # Upstream's packages are versioned <Kubernetes version>-<revision>; a mirror keeps upstream's versions.
-PACKAGE_REVISION = "1.1"
+PACKAGE_REVISION = versions.KUBERNETES.package_revision
 CNIS = ("flannel", "none")
-# Where each CNI's pinned manifest comes from: the Go module that carries it, and the file in it.
-CNI_MANIFESTS = {"flannel": ("github.com/flannel-io/flannel", "Documentation/kube-flannel.yml")}
+# Each CNI's pin: its version, and where its manifest comes from (the Go module that carries it, and
+# the file in it).
+CNI_PINS = {"flannel": versions.FLANNEL}
+CNI_MANIFESTS = {name: (pin.source, pin.path) for name, pin in CNI_PINS.items()}
 # The taint GPU nodes get with clusterproof_gpu_node_taint: pods that ask for no GPU stay off them
 # (the GPU operator's and NVIDIA's device plugin's pods tolerate it).
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -71,7 +75,8 @@ MIRROR_FIELDS = ("packages", "registry", "insecure", "charts")
 MIRROR_HELM_BINARY = "/usr/bin/helm"
 # The pause image kubeadm asks for, per Kubernetes minor (`kubeadm config images list`): containerd's
 # sandbox image on a site with a mirror, which holds this one and not containerd's default (pause 3.6).
-PAUSE_IMAGES = {"v1.36": "registry.k8s.io/pause:3.10.2"}
+# Known for the pinned minor only.
+PAUSE_IMAGES = {versions.KUBERNETES.minor: versions.PAUSE.image}
 
 _VERSION = re.compile(r"^v1\.(\d+)\.(\d+)$")
 _CNI_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
@@ -88,14 +93,14 @@ _CERTIFICATE_KEY = re.compile(r"^([0-9a-f]{64})$", re.MULTILINE)
 class KubernetesSettings:
     """What mode kubeadm installs, as the inventory declares it (defaults filled in)."""
 
-    version: str = "v1.36.3"
+    version: str = versions.KUBERNETES.version
     package_repo: str = ""
     package_key: str = ""
     pod_subnet: str = "10.244.0.0/16"
     service_subnet: str = "10.96.0.0/12"
     control_plane_endpoint: str = ""
     cni: str = "flannel"
-    cni_version: str = "v0.28.4"
+    cni_version: str = CNI_PINS["flannel"].version
     gpu_node_taint: bool = False
     control_plane_hosts: tuple[str, ...] = ()
     worker_hosts: tuple[str, ...] = ()
@@ -122,7 +127,7 @@ class KubernetesSettings:
 
     @property
     def minor(self) -> str:
-        """v1.36.3 -> v1.36: upstream's package repositories are one per minor version."""
+        """v1.<minor>.<patch> -> v1.<minor>: upstream's package repositories are one per minor version."""
         return self.version.rsplit(".", 1)[0]
 
     @property
@@ -137,13 +142,12 @@ class KubernetesSettings:
         mirror (empty without mirror charts)."""
         if not self.mirror_charts:
             return {}
-        pins = contents.ChartPins()
-        versions = {
-            "kai-scheduler": pins.kai_scheduler,
-            "kueue": pins.kueue,
-            "local-path-provisioner": pins.local_path_provisioner,
+        pinned = {
+            "kai-scheduler": versions.KAI_SCHEDULER,
+            "kueue": versions.KUEUE,
+            "local-path-provisioner": versions.LOCAL_PATH_PROVISIONER,
         }
-        return {name: self.mirror_charts + contents.chart_file(name, version) for name, version in versions.items()}
+        return {name: self.mirror_charts + contents.chart_file(name, pin.version) for name, pin in pinned.items()}
 
     @property
     def storage_chart_refs(self) -> dict[str, str]:
@@ -196,7 +200,11 @@ def check_settings(
     }
     if not isinstance(values["version"], str) or not _VERSION.match(values["version"]):
         errors.append(
-            ("clusterproof_kubernetes_version", "a version v1.<minor>.<patch>, such as v1.36.3", values["version"])
+            (
+                "clusterproof_kubernetes_version",
+                "a version v1.<minor>.<patch>, such as %s" % defaults.version,
+                values["version"],
+            )
         )
     for key, field in (
         ("package_repo", "clusterproof_kubernetes_package_repo"),
@@ -230,7 +238,11 @@ def check_settings(
         errors.append(("clusterproof_cni", "one of %s" % ", ".join(CNIS), values["cni"]))
     if not isinstance(values["cni_version"], str) or not _CNI_VERSION.match(values["cni_version"]):
         errors.append(
-            ("clusterproof_cni_version", "a version v<major>.<minor>.<patch>, such as v0.28.4", values["cni_version"])
+            (
+                "clusterproof_cni_version",
+                "a version v<major>.<minor>.<patch>, such as %s" % defaults.cni_version,
+                values["cni_version"],
+            )
         )
     if not isinstance(values["gpu_node_taint"], bool):
         errors.append(("clusterproof_gpu_node_taint", "true or false", values["gpu_node_taint"]))

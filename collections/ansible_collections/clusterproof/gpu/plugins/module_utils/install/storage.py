@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.chart_source import ChartSource
 
 PROVISIONERS = ("local-path", "nfs", "trident")
@@ -567,21 +568,21 @@ def trident_backend_objects(
     return objects
 
 
-# The charts, pinned. local-path's is the version the sandbox runs. The other two projects tag
-# versions their module path cannot carry (v4.x, v26.x without a /vN suffix), so a release is
-# pinned by its commit's pseudo-version: nfs-subdir-external-provisioner's chart 4.0.18 and
-# Trident's v26.06.0 operator chart. Where the module proxy does not serve them, the role takes a
-# chart reference instead (storage_classes_charts).
+# The charts, pinned (module_utils/versions.py says which release each pseudo-version is). local-path's
+# is the version the sandbox runs. Where the module proxy does not serve them, the role takes a chart
+# reference instead (storage_classes_charts).
 CHART_SOURCES = {
     "local-path": ChartSource(
-        "github.com/rancher/local-path-provisioner", "v0.0.30", "deploy/chart/local-path-provisioner"
+        versions.LOCAL_PATH_PROVISIONER.source,
+        versions.LOCAL_PATH_PROVISIONER.version,
+        "deploy/chart/local-path-provisioner",
     ),
     "nfs": ChartSource(
-        "github.com/kubernetes-sigs/nfs-subdir-external-provisioner",
-        "v0.0.0-20240216040740-59a3ca2cd10f",
-        "charts/nfs-subdir-external-provisioner",
+        versions.NFS_SUBDIR_EXTERNAL_PROVISIONER.source,
+        versions.NFS_SUBDIR_EXTERNAL_PROVISIONER.version,
+        versions.NFS_SUBDIR_EXTERNAL_PROVISIONER.path,
     ),
-    "trident": ChartSource("github.com/netapp/trident", "v0.0.0-20260629215413-fe88a3aca038", "helm/trident-operator"),
+    "trident": ChartSource(versions.TRIDENT.source, versions.TRIDENT.version, versions.TRIDENT.path),
 }
 
 
