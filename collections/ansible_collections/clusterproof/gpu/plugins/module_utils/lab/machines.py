@@ -30,10 +30,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabError, LabHost, LabPlan
 
-SUITE = "bookworm"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# The hosts' Debian: the suite the bundle's packages are of, from Debian's archive.
+SUITE = versions.DEBIAN_SUITE.version
+DEFAULT_MIRROR = versions.DEBIAN_SUITE.source
 # Bump when a step of build_root changes: the cached root is keyed by it and the package list.
 RECIPE = 1
 # systemd as PID 1 and what Ansible needs to manage the host over SSH (python3, python3-apt, sudo).

@@ -5,7 +5,7 @@ follow (``names``: the one DNS-label rule; ``projects.problems``: the project ru
 neutral objects every engine shares (namespaces, member RBAC, the base Job of a workload). How an
 engine represents them lives in ``scheduler/``.
 
-May import: the standard library, ``common/`` and ``tenancy/`` itself. Never imports an engine
-(``scheduler/``), the client layer or
-Ansible. Touches nothing.
+May import: the standard library, ``common/``, ``versions`` (a workload's default image) and
+``tenancy/`` itself. Never imports an engine (``scheduler/``), the client layer or Ansible. Touches
+nothing.
 """

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects
 
 TRAINING = "train"
@@ -39,7 +40,7 @@ FRACTION_STEP = Decimal("0.01")
 # memory (GiB) are given in.
 CPU_STEP = Decimal(1) / 1000
 MEMORY_STEP = Decimal(1) / 1024
-DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:24.01-py3"
+DEFAULT_IMAGE = versions.WORKLOAD_IMAGE.image
 GPU_RESOURCE = "nvidia.com/gpu"
 # A test bed's simulated GPU nodes (KWOK beside a real cluster, sandbox.simulated_nodes) are tainted so
 # that only the validator's workloads land there; every workload tolerates it (nowhere else is a node

@@ -27,6 +27,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.objects import is_subset
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation
@@ -37,7 +38,8 @@ SECTION_TITLE = "Tenant isolation: each escape tried as a member of the project"
 BY_POLICY = "ValidatingAdmissionPolicy '%s'" % admission.POLICY_NAME
 BY_POD_SECURITY = "violates PodSecurity"
 BY_RBAC = "cannot create resource"
-PROBE_IMAGE = "registry.k8s.io/pause:3.10"
+# The attempts are dry runs: no image is pulled. The pinned pause is the one a site's mirror holds.
+PROBE_IMAGE = versions.PAUSE.image
 ATTEMPT_NAME = "clusterproof-isolation-probe"
 # A container that every Pod Security level admits: the attempts differ from it only in what they try.
 RESTRICTED_POD_SECURITY = {
