@@ -170,16 +170,20 @@ def test_host_groups_of_the_playbook():
 
 
 def test_the_pins_agree_with_the_sandbox_and_the_package_role():
-    """Mode kubeadm installs the Kubernetes the sandbox runs; the package role's defaults name it too."""
+    """Mode kubeadm installs the Kubernetes the sandbox runs; the package role's defaults, which ask the
+    versions lookup, name it too."""
+    import re
     from pathlib import Path
 
+    from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
     from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.build import SandboxVersions
 
     settings, errors = kubeadm_config.check_settings({}, {"kube_control_plane": ["cp-1"]})
-    assert errors == [] and settings.version == SandboxVersions().kubernetes
-    defaults = yaml.safe_load(
-        (Path(__file__).resolve().parents[4] / "roles/kubernetes_packages/defaults/main.yml").read_text()
-    )
+    assert errors == [] and settings.version == SandboxVersions().kubernetes == versions.KUBERNETES.version
+    text = (Path(__file__).resolve().parents[4] / "roles/kubernetes_packages/defaults/main.yml").read_text()
+    lookup = re.compile(r"\{\{ lookup\('clusterproof\.gpu\.versions', '([\w.]+)'\) \}\}")
+    assert len(lookup.findall(text)) == 3
+    defaults = yaml.safe_load(lookup.sub(lambda match: versions.value(match.group(1)), text))
     assert defaults["kubernetes_packages_version"] == settings.package_version
     assert defaults["kubernetes_packages_repo_url"] == settings.package_repo
     assert defaults["kubernetes_packages_repo_key_url"] == settings.package_key
