@@ -18,9 +18,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import jinja2
 import pytest
 import yaml
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build, contents, serve
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
@@ -88,8 +90,25 @@ def lab(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bund
         assert down.returncode == 0, down.output[-3000:]
 
 
-def _role_default(role: str, variable: str) -> dict:
-    return yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())[variable]
+def _role_default(role: str, variable: str):
+    """A role's default as Ansible gives it: its ``lookup('clusterproof.gpu.versions', ...)`` resolved
+    from versions.py (the roles' defaults write no version themselves)."""
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+
+    def lookup(plugin: str, term: str) -> str:
+        assert plugin == "clusterproof.gpu.versions", plugin
+        return versions.value(term)
+
+    def rendered(value):
+        if isinstance(value, dict):
+            return {key: rendered(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [rendered(item) for item in value]
+        if isinstance(value, str) and "{{" in value:
+            return environment.from_string(value).render(lookup=lookup)
+        return value
+
+    return rendered(yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())[variable])
 
 
 def _listening(port: int) -> bool:
@@ -116,9 +135,7 @@ def test_the_bundle_holds_every_image_kubeadm_and_the_cni_ask_for(bundle: Path) 
     # Every image the bundle's charts reference, rendered with the values the roles install them with.
     charts = {chart["name"]: bundle / chart["file"] for chart in manifest["charts"]}
     assert set(charts) == {"kai-scheduler", "kueue", "local-path-provisioner"}
-    helper = yaml.safe_load((REPO / "roles/storage_classes/defaults/main.yml").read_text())[
-        "storage_classes_helper_image"
-    ]
+    helper = _role_default("storage_classes", "storage_classes_helper_image")
     repository, tag = helper.rsplit(":", 1)
     values = {
         "kai-scheduler": _role_default("kai_scheduler", "kai_scheduler_helm_values"),
