@@ -1,4 +1,6 @@
-"""Tenants, scheduler-neutral: projects (a team with a quota), their workloads, elastic quota trees.
+"""Tenants, scheduler-neutral: projects (a team with a quota), their workloads, elastic quota trees,
+and the boundary around each project (``isolation``: Pod Security, NetworkPolicy, declared exceptions;
+``admission``: the admission policy's CEL, from the engine's ``AdmissionRules``).
 
 What a project, a workload or a quota-tree node *is*, the rules an inventory's declaration must
 follow (``names``: the one DNS-label rule; ``projects.problems``: the project rules), and the
