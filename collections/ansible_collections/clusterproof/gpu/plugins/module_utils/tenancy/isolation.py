@@ -210,11 +210,7 @@ def network_policy_manifest(
     }
 
 
-def ingress_namespaces(settings: TenancySettings, engine_namespace: str | None) -> tuple[str, ...]:
+def ingress_namespaces(site_namespaces: Sequence[str], engine_namespace: str | None) -> tuple[str, ...]:
     """Every namespace that may reach project pods: kube-system, the engine's, the site's."""
-    found = [
-        *SYSTEM_INGRESS_NAMESPACES,
-        *([engine_namespace] if engine_namespace else []),
-        *settings.ingress_namespaces,
-    ]
+    found = [*SYSTEM_INGRESS_NAMESPACES, *([engine_namespace] if engine_namespace else []), *site_namespaces]
     return tuple(sorted(set(found)))

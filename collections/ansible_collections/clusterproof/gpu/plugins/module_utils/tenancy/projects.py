@@ -157,9 +157,10 @@ def namespace_manifest(project: Project, labels: Mapping[str, str] | None = None
 def network_policy_manifest(project: Project, engine_namespace: str | None = None) -> dict[str, Any]:
     """The project's NetworkPolicy: ingress from its own namespace, kube-system, the engine's
     namespace (its webhooks), the site's ``ingress_namespaces`` and, when shared, every project."""
-    settings = isolation.TenancySettings(ingress_namespaces=project.ingress_namespaces)
     return isolation.network_policy_manifest(
-        project.name, isolation.ingress_namespaces(settings, engine_namespace), project.ingress_from_all_projects
+        project.name,
+        isolation.ingress_namespaces(project.ingress_namespaces, engine_namespace),
+        project.ingress_from_all_projects,
     )
 
 
