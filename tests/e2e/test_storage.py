@@ -83,6 +83,7 @@ def test_a_claim_binds_and_a_shared_claim_serves_two_pods_and_all_is_removed(sto
         "storage/classes/local-path": "pass",
         "storage/classes/shared": "pass",
         "storage/default-class": "pass",
+        "storage/earlier-leftovers": "pass",
         "storage/default-binds": "pass",
         # The sandbox's pods only seem to run (KWOK): nothing is read back here (the lab reads it back).
         "storage/default-readback": "skip",
@@ -112,6 +113,7 @@ def test_a_class_nothing_provisions_fails_the_checks_and_is_still_cleaned_up(sto
     assert statuses(result) == {
         "storage/classes/ghost": "fail",
         "storage/default-class": "fail",
+        "storage/earlier-leftovers": "pass",
         "storage/default-binds": "fail",
         "storage/default-readback": "skip",
         "storage/rwx-shared": "skip",
@@ -120,6 +122,46 @@ def test_a_class_nothing_provisions_fails_the_checks_and_is_still_cleaned_up(sto
     binds = next(check for check in result["checks"] if check["id"] == "storage/default-binds")
     assert "the claim is Pending after 8 s, expected Bound" in binds["message"]
     assert result["namespace"] not in [ns.metadata.name for ns in client.CoreV1Api(api_client).list_namespace().items]
+
+
+def test_what_an_earlier_probe_left_is_removed_first_and_the_report_says_so(storage_site, sandbox, api_client):
+    """A run cut off (or a node gone) leaves a probe namespace with a claim and its pod: the next run
+    finds it by its label, removes it with its volume, and says so; the probe avoids a cordoned node."""
+    core = client.CoreV1Api(api_client)
+    earlier = "clusterproof-storage-probe-0ld0ld"
+    core.create_namespace(storage.probe_namespace(earlier))
+    kube.wait_for_default_service_account(api_client, earlier)
+    core.create_namespaced_persistent_volume_claim(
+        earlier, storage.probe_claim(earlier, "default-claim", "local-path", "ReadWriteOnce")
+    )
+    core.create_namespaced_pod(
+        earlier, storage.probe_pod(earlier, "default-consumer", "default-claim", "busybox:1.36", "default-claim")
+    )
+
+    def bound_volume() -> str:
+        claim = core.read_namespaced_persistent_volume_claim("default-claim", earlier)
+        return claim.spec.volume_name if claim.status.phase == "Bound" else ""
+
+    volume = wait_for(bound_volume, timeout=60)
+    assert volume, "the earlier probe's claim did not bind"
+    nodes = [node.metadata.name for node in core.list_node().items]
+    cordoned = nodes[0]
+    core.patch_node(cordoned, {"spec": {"unschedulable": True}})
+    try:
+        result = validate(sandbox, sandbox_classes())
+    finally:
+        core.patch_node(cordoned, {"spec": {"unschedulable": None}})
+    checks = {check["id"]: check for check in result["checks"]}
+    leftovers = checks["storage/earlier-leftovers"]
+    assert leftovers["status"] == "pass", leftovers
+    assert leftovers["message"] == "removed what an earlier run left: namespace %s, volume %s" % (earlier, volume)
+    assert earlier not in [ns.metadata.name for ns in core.list_namespace().items]
+    assert core.list_persistent_volume().items == []
+    assert checks["storage/default-binds"]["status"] == "pass", checks["storage/default-binds"]
+    placed = [pod["node"] for pod in checks["storage/rwx-shared"]["observed"]["pods"].values()]
+    placed.append(checks["storage/default-binds"]["observed"]["pods"]["default-consumer"]["node"])
+    assert cordoned not in placed, (cordoned, placed)
+    assert checks["storage/cleanup"]["status"] == "pass"
 
 
 def test_sandbox_mode_refuses_classes_it_cannot_provision(sandbox):

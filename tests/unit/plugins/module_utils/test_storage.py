@@ -357,10 +357,150 @@ def test_probe_pods_that_must_really_run_keep_off_simulated_nodes_and_a_reader_p
     assert "nodeAffinity" not in storage.probe_pod("ns", "w", "c", "busybox:1.35", "c")["spec"]["affinity"]
 
 
-def test_cleanup_check_names_what_is_left():
+def test_cleanup_check_names_what_is_left_and_that_the_next_run_removes_it():
     assert storage_validation.cleanup_check("ns", storage_validation.Cleanup()).status == "pass"
     left = storage_validation.cleanup_check("ns", storage_validation.Cleanup(True, ["pvc-1"]))
     assert left.status == "fail" and "left behind: ns, pvc-1" in left.message
+    assert "the next validation run removes them" in left.message and "by hand" not in left.message
+
+
+def test_a_volume_left_on_a_node_that_went_away_is_a_warning_naming_the_node():
+    cleanup = storage_validation.Cleanup(
+        volumes_left=["pvc-1"], stranded={"pvc-1": "worker-1"}, forced_pods={"probe/default-consumer": "worker-1"}
+    )
+    check = storage_validation.cleanup_check("probe", cleanup)
+    assert check.status == "warn", check
+    assert "volume pvc-1 stays until worker-1 is Ready again" in check.message
+    assert "removed at once the pods of nodes that are not Ready (probe/default-consumer on worker-1)" in check.message
+    # A volume left on a Ready node is not explained by the node: a failure.
+    other = storage_validation.Cleanup(volumes_left=["pvc-1", "pvc-2"], stranded={"pvc-1": "worker-1"})
+    assert storage_validation.cleanup_check("probe", other).status == "fail"
+    # Pods removed at once, everything gone: a pass that says so.
+    forced = storage_validation.Cleanup(forced_pods={"probe/reader": "worker-1"})
+    passed = storage_validation.cleanup_check("probe", forced)
+    assert passed.status == "pass" and "probe/reader on worker-1" in passed.message
+
+
+def _node(name: str, ready: str = "True", unschedulable: bool = False, simulated: bool = False) -> dict:
+    labels = {storage.SIMULATED_NODE_LABEL: "true"} if simulated else {}
+    condition = {"type": "Ready", "status": ready}
+    if ready != "True":
+        condition["message"] = "Kubelet stopped posting node status."
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"unschedulable": True} if unschedulable else {},
+        "status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, condition]},
+    }
+
+
+def test_the_probe_goes_only_to_nodes_ready_and_schedulable_at_the_start():
+    nodes = [
+        _node("cp-1"),
+        _node("worker-1", ready="Unknown"),
+        _node("worker-2", unschedulable=True),
+        _node("worker-3"),
+        _node("dgx-1", simulated=True),
+    ]
+    chosen, left_out = storage_validation.probe_nodes(nodes, real_only=True)
+    assert chosen == ["cp-1", "worker-3"]
+    assert left_out == {
+        "worker-1": "not Ready (Ready=Unknown: Kubelet stopped posting node status.)",
+        "worker-2": "cordoned",
+    }
+    # On the sandbox the simulated nodes are where the probe goes.
+    assert storage_validation.probe_nodes(nodes, real_only=False)[0] == ["cp-1", "dgx-1", "worker-3"]
+    assert storage_validation.probe_nodes([{"metadata": {"name": "x"}}], False) == (
+        [],
+        {"x": "not Ready (no Ready condition)"},
+    )
+    message = storage_validation.no_node_message(left_out)
+    assert message.startswith("no node is Ready and schedulable") and "worker-2: cordoned" in message
+    pod = storage.probe_pod("ns", "w", "c", "busybox:1.36", "c", True, nodes=chosen)
+    (term,) = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [
+        {"key": storage.SIMULATED_NODE_LABEL, "operator": "DoesNotExist"},
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["cp-1", "worker-3"]},
+    ]
+
+
+def test_pods_bound_to_a_node_that_is_not_ready_are_the_ones_removed_at_once():
+    pods = [
+        {"metadata": {"name": "a"}, "spec": {"nodeName": "worker-1"}},
+        {"metadata": {"name": "b"}, "spec": {"nodeName": "worker-2"}},
+        {"metadata": {"name": "pending"}, "spec": {}},
+    ]
+    assert storage_validation.stranded_pods(pods, ["worker-2"]) == {"a": "worker-1"}
+
+
+def test_a_local_volume_is_pinned_to_its_node_and_a_shared_one_to_none():
+    local = {
+        "spec": {
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["w-1"]}]}
+                    ]
+                }
+            }
+        }
+    }
+    assert storage_validation.volume_node(local) == "w-1"
+    assert storage_validation.volume_node({"spec": {"nfs": {"server": "nas"}}}) == ""
+
+
+def test_earlier_probes_leftovers_are_found_by_label_and_claim_namespace_not_the_current_one():
+    label = {storage.PROBE_LABEL: storage.PROBE_LABEL_VALUE}
+    namespaces = [
+        {"metadata": {"name": "clusterproof-storage-probe-aaaaaa", "labels": label}},
+        {"metadata": {"name": "clusterproof-storage-probe-bbbbbb", "labels": label}},
+        # Named like one but not labelled: someone else's, left alone.
+        {"metadata": {"name": "clusterproof-storage-probe-cccccc"}},
+        {"metadata": {"name": "team-a", "labels": label}},
+    ]
+    volumes = [
+        {"metadata": {"name": "pvc-1"}, "spec": {"claimRef": {"namespace": "clusterproof-storage-probe-aaaaaa"}}},
+        {"metadata": {"name": "pvc-2"}, "spec": {"claimRef": {"namespace": "clusterproof-storage-probe-bbbbbb"}}},
+        {"metadata": {"name": "pvc-3"}, "spec": {"claimRef": {"namespace": "team-a"}}},
+        {"metadata": {"name": "pv-static"}, "spec": {}},
+    ]
+    found = storage_validation.find_leftovers(namespaces, volumes, current="clusterproof-storage-probe-bbbbbb")
+    assert found == storage_validation.Leftovers(["clusterproof-storage-probe-aaaaaa"], ["pvc-1"])
+    assert not storage_validation.find_leftovers([], [])
+
+
+def test_the_leftovers_check_says_what_was_removed_and_what_a_node_still_holds():
+    none = storage_validation.Leftovers()
+    assert storage_validation.leftovers_check(none, none, {}).status == "pass"
+    found = storage_validation.Leftovers(["clusterproof-storage-probe-aaaaaa"], ["pvc-1"])
+    removed = storage_validation.leftovers_check(found, none, {})
+    assert removed.status == "pass"
+    assert removed.message == (
+        "removed what an earlier run left: namespace clusterproof-storage-probe-aaaaaa, volume pvc-1"
+    )
+    waiting = storage_validation.leftovers_check(found, storage_validation.Leftovers([], ["pvc-1"]), {"pvc-1": "w-1"})
+    assert waiting.status == "warn" and "volume pvc-1 stays until w-1 is Ready again" in waiting.message
+    assert "removed: namespace clusterproof-storage-probe-aaaaaa" in waiting.message
+    stuck = storage_validation.leftovers_check(found, found, {})
+    assert stuck.status == "fail" and "still there after this run deleted them and waited" in stuck.message
+
+
+def test_a_node_lost_while_the_probe_waited_is_named_by_the_probe_checks():
+    classes = declared()
+    probe = storage_validation.ClaimProbe("local-path", "ReadWriteOnce", phase="Bound", volume="pvc-1")
+    probe.pods = {"default-consumer": ("Running", "w-1"), "default-claim-reader": ("Pending", "w-1")}
+    probe.node_lost, probe.node_lost_why = "w-1", "Ready=Unknown: Kubelet stopped posting node status."
+    assert storage_validation.bind_check(classes["local-path"], probe, 180).status == "pass"
+    readback = storage_validation.readback_check(classes["local-path"], probe, True, 180)
+    assert readback.status == "fail"
+    assert "node w-1 went away while the probe waited on it (Ready=Unknown" in readback.message
+    assert "default-claim-reader, default-consumer" in readback.message
+    shared = storage_validation.ClaimProbe("shared", "ReadWriteMany", phase="Bound")
+    shared.pods = {"shared-a": ("Running", "w-1"), "shared-b": ("Pending", "w-1")}
+    shared.node_lost = "w-1"
+    rwx = storage_validation.rwx_check(classes["shared"], shared, 180)
+    assert rwx.status == "fail" and "node w-1 went away" in rwx.message
 
 
 def test_section_has_the_class_table():

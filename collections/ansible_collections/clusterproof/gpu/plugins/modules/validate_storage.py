@@ -15,8 +15,14 @@ description:
     the claim to become Bound; then, when a declared class offers C(ReadWriteMany), a claim on it
     mounted by two pods (preferring two nodes) and waits for both to run. With O(pods_run), a reader
     pod checks what they wrote.
-  - Always deletes the namespace, and waits for the volumes the probe made to go (deleting those a
-    C(Retain) class keeps), also when a step failed; a leftover is a failed check.
+  - The probe's pods go only to nodes that are Ready and schedulable when it starts; a node that
+    stops being Ready while the probe waits on it is named, and the probe stops waiting for it.
+  - Always deletes the namespace (the pods of nodes that are not Ready at once, grace period 0), and
+    waits for the volumes the probe made to go (deleting those a C(Retain) class keeps), also when a
+    step failed; a volume pinned to a node that is not Ready is a warning naming the node, any other
+    leftover a failed check.
+  - Before it probes, removes what earlier probes left (namespaces labelled
+    C(clusterproof.io/probe=storage), volumes whose claims were in them) and says so in the report.
   - Returns the checks as a site report section. Changes nothing that outlives the run, so it
     reports C(changed=false); in check mode it creates nothing and only checks the classes.
 extends_documentation_fragment:
@@ -81,7 +87,6 @@ namespace:
 """
 
 import secrets
-import time
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
@@ -89,144 +94,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import clien
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
-
-
-class Probe:
-    """Creates the probe's objects in one namespace, waits on them, and removes them all."""
-
-    def __init__(self, api, namespace, params):
-        self.core = kube.core_v1(api)
-        self.api = api
-        self.namespace = namespace
-        self.image = params["probe_image"]
-        self.size = params["claim_size"]
-        self.timeout = params["timeout"]
-        self.cleanup_timeout = params["cleanup_timeout"]
-        # Where pods really run, they keep off simulated nodes and a reader checks what they wrote.
-        self.pods_run = params["pods_run"]
-        self.volumes = set()
-
-    def create_namespace(self):
-        self.core.create_namespace(storage.probe_namespace(self.namespace))
-        # Pods are refused (403) until the namespace's default ServiceAccount exists.
-        kube.wait_for_default_service_account(self.api, self.namespace)
-
-    def claim(self, name, cls, access_mode, pods):
-        """Claim ``cls`` and start ``pods`` mounting it; wait until it is Bound and they run."""
-        probe = storage_validation.ClaimProbe(cls.name, access_mode)
-        started = time.monotonic()
-        try:
-            self.core.create_namespaced_persistent_volume_claim(
-                self.namespace, storage.probe_claim(self.namespace, name, cls.name, access_mode, self.size)
-            )
-            # The first pod alone until the claim is Bound: while a WaitForFirstConsumer claim is
-            # unbound, the scheduler holds every pod mounting it to the node it chose for the first,
-            # and a shared claim is to be shown shared across nodes.
-            created = pods[:1]
-            for pod in created:
-                self._start_pod(pod, name)
-            deadline = started + self.timeout
-            while True:
-                self._observe(probe, name, created)
-                if probe.phase == "Bound" and probe.bound_after_s is None:
-                    probe.bound_after_s = round(time.monotonic() - started, 2)
-                if probe.phase == "Bound" and len(created) < len(pods):
-                    for pod in pods[len(created) :]:
-                        self._start_pod(pod, name)
-                    created = list(pods)
-                    continue
-                running = [pod for pod, (phase, _) in probe.pods.items() if phase in ("Running", "Succeeded")]
-                if probe.phase == "Bound" and len(running) == len(pods):
-                    if self.pods_run and pods:
-                        probe.read_back = self._read_back(name, deadline)
-                    break
-                if time.monotonic() > deadline:
-                    probe.events = self._events(name)
-                    break
-                time.sleep(0.5)
-        except kube.ApiException as error:
-            probe.error = kube.api_error_message(error)
-        return probe
-
-    def _start_pod(self, pod, claim):
-        self.core.create_namespaced_pod(
-            self.namespace, storage.probe_pod(self.namespace, pod, claim, self.image, claim, self.pods_run)
-        )
-
-    def _read_back(self, claim, deadline):
-        """What a reader pod on ``claim`` prints of the probe file once it has ended, or None."""
-        reader = claim + "-reader"
-        self.core.create_namespaced_pod(
-            self.namespace, storage.probe_pod(self.namespace, reader, claim, self.image, claim, True, reader=True)
-        )
-        while time.monotonic() < deadline:
-            phase = self.core.read_namespaced_pod(reader, self.namespace).status.phase
-            if phase in ("Succeeded", "Failed"):
-                return self.core.read_namespaced_pod_log(reader, self.namespace)
-            time.sleep(0.5)
-        return None
-
-    def _observe(self, probe, name, pods):
-        claim = self.core.read_namespaced_persistent_volume_claim(name, self.namespace)
-        probe.phase = claim.status.phase or ""
-        probe.volume = claim.spec.volume_name or ""
-        if probe.volume:
-            self.volumes.add(probe.volume)
-        for pod in pods:
-            found = self.core.read_namespaced_pod(pod, self.namespace)
-            probe.pods[pod] = (found.status.phase or "", found.spec.node_name or "")
-
-    def _events(self, name):
-        try:
-            events = self.core.list_namespaced_event(
-                self.namespace, field_selector="involvedObject.name=%s" % name
-            ).items
-        except kube.ApiException:
-            return []
-        return ["%s: %s" % (event.reason, event.message) for event in events]
-
-    def clean_up(self):
-        """Delete the namespace (its claims and pods go with it), then wait for the volumes the
-        claims had to go; a volume its class retains is deleted here, the probe made it."""
-        cleanup = storage_validation.Cleanup()
-        try:
-            self.core.delete_namespace(self.namespace, propagation_policy="Foreground")
-        except kube.ApiException as error:
-            if error.status != 404:
-                cleanup.error = "deleting namespace %s: %s %s" % (self.namespace, error.status, error.reason)
-        deadline = time.monotonic() + self.cleanup_timeout
-        while time.monotonic() < deadline:
-            cleanup.namespace_left = self._exists(self.core.read_namespace, self.namespace)
-            left = []
-            for volume in sorted(self.volumes):
-                found = self._read_volume(volume)
-                if found is None:
-                    continue
-                left.append(volume)
-                if found.status.phase == "Released" and found.spec.persistent_volume_reclaim_policy == "Retain":
-                    self.core.delete_persistent_volume(volume)
-            cleanup.volumes_left = left
-            if not cleanup.namespace_left and not left:
-                break
-            time.sleep(0.5)
-        return cleanup
-
-    def _read_volume(self, name):
-        try:
-            return self.core.read_persistent_volume(name)
-        except kube.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-
-    def _exists(self, read, name):
-        try:
-            read(name)
-        except kube.ApiException as error:
-            if error.status == 404:
-                return False
-            raise
-        return True
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage_probe
 
 
 def _observed_classes(params):
@@ -243,12 +111,18 @@ def _observed_classes(params):
 
 
 def _probe_checks(api, params, default, rwx):
-    """Claims on the default class and on the ReadWriteMany class, in a namespace made and removed
-    here: the probe namespace and the binding, sharing and cleanup checks."""
-    namespace = "clusterproof-storage-probe-%s" % secrets.token_hex(3)
-    probe = Probe(api, namespace, params)
+    """What earlier probes left, removed; then claims on the default class and on the ReadWriteMany
+    class, in a namespace made and removed here, their pods on the nodes Ready at the start: the
+    leftovers, binding, sharing and cleanup checks."""
+    namespace = storage_validation.PROBE_NAMESPACE_PREFIX + secrets.token_hex(3)
+    found, remaining, stranded = storage_probe.remove_leftovers(api, namespace, params["cleanup_timeout"])
+    leftovers = storage_validation.leftovers_check(found, remaining, stranded)
+    nodes, left_out = storage_validation.probe_nodes(kube.list_nodes(api), params["pods_run"])
+    probe = storage_probe.Probe(api, namespace, params, nodes)
     default_probe = rwx_probe = None
     try:
+        if not nodes:
+            raise kube.KubeError(storage_validation.no_node_message(left_out))
         probe.create_namespace()
         mode = "ReadWriteOnce" if "ReadWriteOnce" in default.access_modes else default.access_modes[0]
         consumers = ["default-consumer"] if default.volume_binding_mode == "WaitForFirstConsumer" else []
@@ -259,9 +133,12 @@ def _probe_checks(api, params, default, rwx):
         default_probe = default_probe or storage_validation.ClaimProbe(default.name, "ReadWriteOnce")
         why = kube.api_error_message(error) if isinstance(error, kube.ApiException) else str(error)
         default_probe.error = default_probe.error or why
+        if rwx is not None and rwx_probe is None:
+            rwx_probe = storage_validation.ClaimProbe(rwx.name, "ReadWriteMany", error=why)
     finally:
         cleanup = probe.clean_up()
     return namespace, [
+        leftovers,
         storage_validation.bind_check(default, default_probe, params["timeout"]),
         storage_validation.readback_check(default, default_probe, params["pods_run"], params["timeout"]),
         storage_validation.rwx_check(rwx, rwx_probe, params["timeout"]),

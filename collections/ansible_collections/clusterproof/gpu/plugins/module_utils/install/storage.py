@@ -25,7 +25,7 @@ import base64
 import dataclasses
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
@@ -639,11 +639,16 @@ def credential_variables(classes: Iterable[StorageClassDeclaration]) -> list[str
 # The validator's probe objects
 
 
+# The storage probe's namespaces carry this label: a run finds what an earlier one left by it.
+PROBE_LABEL = "clusterproof.io/probe"
+PROBE_LABEL_VALUE = "storage"
+
+
 def probe_namespace(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: "clusterproof", "clusterproof.io/probe": "storage"}},
+        "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: "clusterproof", PROBE_LABEL: PROBE_LABEL_VALUE}},
     }
 
 
@@ -665,11 +670,20 @@ PROBE_FILE = "/data/probe"
 
 
 def probe_pod(
-    namespace: str, name: str, claim: str, image: str, group: str, real_nodes_only: bool = False, reader: bool = False
+    namespace: str,
+    name: str,
+    claim: str,
+    image: str,
+    group: str,
+    real_nodes_only: bool = False,
+    reader: bool = False,
+    nodes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A pod that mounts ``claim`` and writes to it (a ``reader`` prints what the claim holds and
     ends). Pods of one ``group`` prefer different nodes, so that a shared claim is shown shared
-    across nodes where there are several; ``real_nodes_only`` keeps them off simulated nodes."""
+    across nodes where there are several; ``real_nodes_only`` keeps them off simulated nodes, and
+    ``nodes`` (when given) keeps them to those nodes: the ones Ready when the run started (the probe
+    tolerates every taint, NotReady's too, to reach tainted GPU nodes)."""
     affinity: dict[str, Any] = {
         "podAntiAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -683,8 +697,13 @@ def probe_pod(
             ]
         }
     }
+    expressions: list[dict[str, Any]] = []
     if real_nodes_only:
-        term = {"matchExpressions": [{"key": SIMULATED_NODE_LABEL, "operator": "DoesNotExist"}]}
+        expressions.append({"key": SIMULATED_NODE_LABEL, "operator": "DoesNotExist"})
+    if nodes:
+        expressions.append({"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(nodes)})
+    if expressions:
+        term = {"matchExpressions": expressions}
         affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
     script = "cat %s" % PROBE_FILE if reader else 'echo "$(hostname)" >> %s && sleep 3600' % PROBE_FILE
     return {

@@ -15,7 +15,14 @@ Checks, in order (ids are stable)::
     storage/rwx-shared       two pods mount one ReadWriteMany claim and run (skipped, with the
                              reason, when no class offers ReadWriteMany); where pods really run,
                              each sees the other's line in the shared file
-    storage/cleanup          everything the probe created is gone
+    storage/cleanup          everything the probe created is gone (what a node that went away holds:
+                             a warning naming the node, removed by the next run)
+    storage/earlier-leftovers nothing an earlier run left (a namespace, a volume) is still there:
+                             the run removes such leftovers before it probes, and says which
+
+The probe's pods go only to nodes that are Ready and schedulable when the run starts
+(:func:`probe_nodes`); a node that goes away while the probe waits is named (``node_lost``) and the
+probe stops waiting for it. ``validate.storage_probe`` makes and removes the objects.
 
 Pure: plain data in, report checks out.
 """
@@ -52,6 +59,9 @@ class ClaimProbe:
     events: list[str] = dataclasses.field(default_factory=list)
     # Where pods really run: what a pod that mounts the claim last read from it (None: not read).
     read_back: str | None = None
+    # A node the probe's pods were placed on that stopped being Ready while the probe waited, and why.
+    node_lost: str = ""
+    node_lost_why: str = ""
 
 
 @dataclasses.dataclass
@@ -61,6 +71,114 @@ class Cleanup:
     namespace_left: bool = False
     volumes_left: list[str] = dataclasses.field(default_factory=list)
     error: str = ""
+    # Volumes left only because the node holding them is not Ready (volume -> node): their
+    # provisioner removes them there once the node is back, or the next run does.
+    stranded: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Pods bound to a node that is not Ready, deleted at once (grace period 0) so that the
+    # namespace and claims could go: pod -> node.
+    forced_pods: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Leftovers:
+    """What earlier probes left: their namespaces, and volumes whose claims were in them."""
+
+    namespaces: list[str] = dataclasses.field(default_factory=list)
+    volumes: list[str] = dataclasses.field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.namespaces or self.volumes)
+
+    def names(self) -> list[str]:
+        return ["namespace %s" % name for name in self.namespaces] + ["volume %s" % name for name in self.volumes]
+
+
+# --- where the probe may go, and what it left ----------------------------------------------------
+
+PROBE_NAMESPACE_PREFIX = "clusterproof-storage-probe-"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def ready_condition(node: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether a node (as JSON) is Ready, and else what its Ready condition says."""
+    for condition in (node.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Ready":
+            if condition.get("status") == "True":
+                return True, ""
+            why = condition.get("message") or condition.get("reason") or ""
+            return False, "Ready=%s%s" % (condition.get("status"), ": %s" % why if why else "")
+    return False, "no Ready condition"
+
+
+def probe_nodes(nodes: Iterable[Mapping[str, Any]], real_only: bool) -> tuple[list[str], dict[str, str]]:
+    """The nodes the probe's pods may go to (Ready, schedulable and, where pods really run, not
+    simulated), and those left out with the reason: name -> why."""
+    chosen, left_out = [], {}
+    for node in nodes:
+        metadata = node.get("metadata") or {}
+        name = metadata.get("name") or ""
+        if real_only and storage.SIMULATED_NODE_LABEL in (metadata.get("labels") or {}):
+            continue
+        ready, why = ready_condition(node)
+        if not ready:
+            left_out[name] = "not Ready (%s)" % why
+        elif (node.get("spec") or {}).get("unschedulable"):
+            left_out[name] = "cordoned"
+        else:
+            chosen.append(name)
+    return sorted(chosen), left_out
+
+
+def no_node_message(left_out: Mapping[str, str]) -> str:
+    found = "; ".join("%s: %s" % item for item in sorted(left_out.items())) or "the cluster has none"
+    return "no node is Ready and schedulable to run the probe's pods (%s)" % found
+
+
+def volume_node(volume: Mapping[str, Any]) -> str:
+    """The node a node-local volume (local-path's, a local PV) is pinned to, or "" for one any node
+    mounts (NFS, a shared path)."""
+    required = (((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}).get(
+        "nodeSelectorTerms"
+    ) or ()
+    for term in required:
+        for expression in term.get("matchExpressions") or ():
+            values = expression.get("values") or ()
+            if expression.get("key") == HOSTNAME_LABEL and expression.get("operator") == "In" and len(values) == 1:
+                return values[0]
+    return ""
+
+
+def find_leftovers(
+    namespaces: Iterable[Mapping[str, Any]], volumes: Iterable[Mapping[str, Any]], current: str = ""
+) -> Leftovers:
+    """The probe namespaces (by name and label) other than ``current``, and the volumes whose claim
+    was in a probe namespace other than ``current``."""
+    found = Leftovers()
+    for namespace in namespaces:
+        metadata = namespace.get("metadata") or {}
+        name = metadata.get("name") or ""
+        labelled = (metadata.get("labels") or {}).get(storage.PROBE_LABEL) == storage.PROBE_LABEL_VALUE
+        if name != current and name.startswith(PROBE_NAMESPACE_PREFIX) and labelled:
+            found.namespaces.append(name)
+    for volume in volumes:
+        claim = ((volume.get("spec") or {}).get("claimRef") or {}).get("namespace") or ""
+        if claim != current and claim.startswith(PROBE_NAMESPACE_PREFIX):
+            found.volumes.append((volume.get("metadata") or {}).get("name") or "")
+    found.namespaces.sort()
+    found.volumes.sort()
+    return found
+
+
+def stranded_pods(pods: Iterable[Mapping[str, Any]], ready: Iterable[str]) -> dict[str, str]:
+    """Pods bound to a node that is not among ``ready``: pod -> node. Their kubelet cannot confirm
+    that they stopped, so they are deleted with grace period 0 (the namespace waits for them)."""
+    names = set(ready)
+    found = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        if node and node not in names:
+            found[(pod.get("metadata") or {}).get("name") or ""] = node
+    return found
 
 
 def class_checks(
@@ -141,6 +259,17 @@ def _where_to_look(probe: ClaimProbe) -> str:
     )
 
 
+def _lost(probe: ClaimProbe) -> str:
+    if not probe.node_lost:
+        return ""
+    pods = sorted(name for name, (_, node) in probe.pods.items() if node == probe.node_lost)
+    return (
+        "node %s went away while the probe waited on it (%s)%s: the probe stopped waiting; the node's own check "
+        "says why"
+        % (probe.node_lost, probe.node_lost_why or "not Ready", "; its pods: %s" % ", ".join(pods) if pods else "")
+    )
+
+
 def bind_check(default: storage.StorageClassDeclaration | None, probe: ClaimProbe | None, timeout: float) -> Check:
     check_id = "storage/default-binds"
     if default is None or probe is None:
@@ -157,6 +286,8 @@ def bind_check(default: storage.StorageClassDeclaration | None, probe: ClaimProb
         observed["pods"] = {name: {"phase": phase, "node": node} for name, (phase, node) in probe.pods.items()}
     if probe.error:
         return Check(check_id, title, "fail", "Bound", observed, "the probe failed: %s" % probe.error)
+    if probe.node_lost and probe.phase != "Bound":
+        return Check(check_id, title, "fail", "Bound", observed, _lost(probe))
     if probe.phase != "Bound":
         message = "the claim is %s after %.0f s, expected Bound; %s" % (
             probe.phase or "missing",
@@ -180,7 +311,7 @@ def readback_check(
     writers = [name for name in probe.pods if not name.endswith("-reader")]
     expected = "the writer's line (%s)" % ", ".join(writers)
     if probe.error or probe.read_back is None:
-        why = probe.error or "the reader did not finish within %.0f s" % timeout
+        why = probe.error or _lost(probe) or "the reader did not finish within %.0f s" % timeout
         return Check(
             check_id, title, "fail", expected, None, "nothing was read back: %s; %s" % (why, _where_to_look(probe))
         )
@@ -220,6 +351,8 @@ def rwx_check(rwx: storage.StorageClassDeclaration | None, probe: ClaimProbe | N
     if probe.error:
         return Check(check_id, title, "fail", expected, observed, "the probe failed: %s" % probe.error)
     running = [name for name, (phase, _) in probe.pods.items() if phase in ("Running", "Succeeded")]
+    if probe.node_lost and (probe.phase != "Bound" or len(running) < 2 or probe.read_back is None):
+        return Check(check_id, title, "fail", expected, observed, _lost(probe))
     if probe.phase != "Bound" or len(running) < 2:
         message = "after %.0f s the claim is %s and %d of 2 pods run, expected Bound and 2; %s" % (
             timeout,
@@ -246,18 +379,78 @@ def rwx_check(rwx: storage.StorageClassDeclaration | None, probe: ClaimProbe | N
     return Check(check_id, title, "pass", expected, observed, message, probe.bound_after_s)
 
 
+def _forced(cleanup: Cleanup) -> str:
+    if not cleanup.forced_pods:
+        return ""
+    return "; removed at once the pods of nodes that are not Ready (%s)" % ", ".join(
+        "%s on %s" % item for item in sorted(cleanup.forced_pods.items())
+    )
+
+
 def cleanup_check(namespace: str, cleanup: Cleanup) -> Check:
+    """Everything the probe made is gone; what a node that went away still holds is a warning naming
+    the node (its provisioner removes it there once the node is back, or the next run does)."""
     check_id, title = "storage/cleanup", "The probe's namespace, claims and volumes are removed"
-    observed = {"namespace_left": cleanup.namespace_left, "volumes_left": list(cleanup.volumes_left)}
+    observed: dict[str, Any] = {"namespace_left": cleanup.namespace_left, "volumes_left": list(cleanup.volumes_left)}
+    if cleanup.stranded:
+        observed["on nodes not Ready"] = dict(sorted(cleanup.stranded.items()))
     expected = {"namespace_left": False, "volumes_left": []}
-    if cleanup.error or cleanup.namespace_left or cleanup.volumes_left:
+    unexplained = [volume for volume in cleanup.volumes_left if volume not in cleanup.stranded]
+    if cleanup.error or cleanup.namespace_left or unexplained:
         left = ([namespace] if cleanup.namespace_left else []) + list(cleanup.volumes_left)
-        message = "left behind: %s%s; delete them by hand" % (
-            ", ".join(left) or "nothing known",
-            " (%s)" % cleanup.error if cleanup.error else "",
+        message = (
+            "left behind: %s%s%s; the next validation run removes them before it probes (it finds the "
+            "namespace by its label %s=%s, the volumes by their claims' namespace)"
+            % (
+                ", ".join(left) or "nothing known",
+                " (%s)" % cleanup.error if cleanup.error else "",
+                _forced(cleanup),
+                storage.PROBE_LABEL,
+                storage.PROBE_LABEL_VALUE,
+            )
         )
         return Check(check_id, title, "fail", expected, observed, message)
-    return Check(check_id, title, "pass", expected, observed)
+    if cleanup.stranded:
+        message = (
+            "%s stays until %s is Ready again: the volume's directory is on that node, where its provisioner "
+            "removes it once the node is back; the next validation run removes what is still left%s"
+            % (
+                ", ".join("volume %s" % volume for volume in sorted(cleanup.stranded)),
+                ", ".join(sorted(set(cleanup.stranded.values()))),
+                _forced(cleanup),
+            )
+        )
+        return Check(check_id, title, "warn", expected, observed, message)
+    return Check(check_id, title, "pass", expected, observed, _forced(cleanup).lstrip("; "))
+
+
+def leftovers_check(found: Leftovers, remaining: Leftovers, stranded: Mapping[str, str]) -> Check:
+    """What earlier runs left (a run cut off, a node that went away) is removed before the probe:
+    said when there was some, a warning for what a node that is not Ready still holds, a failure
+    for anything else that would not go."""
+    check_id, title = "storage/earlier-leftovers", "Nothing an earlier storage probe left is still there"
+    expected: list[str] = []
+    if not found:
+        return Check(check_id, title, "pass", expected, [])
+    removed = [name for name in found.names() if name not in remaining.names()]
+    if not remaining:
+        return Check(check_id, title, "pass", expected, [], "removed what an earlier run left: %s" % ", ".join(removed))
+    waiting = [volume for volume in remaining.volumes if volume in stranded]
+    stuck = [name for name in remaining.names() if name.split(" ", 1)[1] not in stranded]
+    said = "removed: %s; " % ", ".join(removed) if removed else ""
+    if stuck:
+        message = (
+            "%san earlier run left %s, still there after this run deleted them and waited: look at the "
+            "namespace's remaining objects and finalizers (kubectl get all,pvc -n NAME) and the volumes' "
+            "provisioner; the next run tries again" % (said, ", ".join(stuck))
+        )
+        return Check(check_id, title, "fail", expected, remaining.names(), message)
+    message = "%s%s stays until %s is Ready again (the volume's directory is on that node)" % (
+        said,
+        ", ".join("volume %s" % volume for volume in waiting),
+        ", ".join(sorted({stranded[volume] for volume in waiting})),
+    )
+    return Check(check_id, title, "warn", expected, remaining.names(), message)
 
 
 def class_table(
