@@ -449,6 +449,9 @@ SCENARIO_CASES = [
     scn("quota-inf", at("projects", 0, "gpu_quota", value=INF), "projects[0].gpu_quota:", "found inf"),
     scn("quota-negative", at("projects", 0, "gpu_quota", value=-1), "projects[0].gpu_quota:", "found -1"),
     scn("quota-thousandths", at("projects", 0, "gpu_quota", value=0.125), "projects[0].gpu_quota:", "in hundredths", "found 0.125"),
+    # Within a float tolerance of a hundredth, but not one: decided on the decimal written (issue 32).
+    scn("quota-1e-9", at("projects", 0, "gpu_quota", value=1e-9), "projects[0].gpu_quota:", "in hundredths", "found 1e-09"),
+    scn("gpus-a-hair-over-a-half", at(*JOB1, "gpus", value=0.500000001), "steps[0].submit[1].gpus:", "in hundredths", "found 0.500000001"),
     scn("quota-huge", at("projects", 0, "gpu_quota", value=1e12), "projects[0].gpu_quota:", "at most 10000"),
     scn("min-nan", at("projects", 0, "min", value=NAN), "projects[0].min:", "found nan"),
     scn("limit-inf", at("projects", 0, "gpu_limit", value=INF), "projects[0].gpu_limit: expected a number at least the quota (4)", "found inf"),

@@ -15,13 +15,13 @@ Pure: takes plain mappings (Ansible's hostvars and groups), returns dataclasses 
 from __future__ import annotations
 
 import dataclasses
-import decimal
 import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import bounds
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common import steps as steps_rule
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.bounds import (
     INT32_MAX,
     PORT_BASE_MAX,
@@ -263,7 +263,7 @@ def is_label_value(value: Any) -> bool:
 def _in_steps(value: float, steps: int) -> bool:
     """Whether ``value`` is a whole number of 1/``steps``, decided on the decimal the admin wrote
     (its shortest repr): 0.29 is 29 hundredths, 1e-9 is not a hundredth, however close."""
-    return (decimal.Decimal(repr(value)) * steps) % 1 == 0
+    return steps_rule.whole_steps(value, steps)
 
 
 def _in_hundredths(value: float) -> bool:

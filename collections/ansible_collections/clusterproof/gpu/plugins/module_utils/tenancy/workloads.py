@@ -125,8 +125,8 @@ def check_amount(name: str, field: str, value: Any) -> Decimal:
         raise WorkloadError("%s: expected a non-negative number of %s, found %r" % (where, unit, value)) from None
     if not amount.is_finite() or amount < 0:
         raise WorkloadError("%s: expected a non-negative number of %s, found %r" % (where, unit, value))
-    # A MiB is 0.0009765625 GiB: the amount is whole in steps when it is within a rounding of one.
-    if abs(amount / step - (amount / step).to_integral_value()) > Decimal("1e-6"):
+    # A MiB is 0.0009765625 GiB, exactly: the amount is a whole number of steps, or it is not.
+    if (amount / step) % 1 != 0:
         raise WorkloadError("%s: expected a number of %s, found %s" % (where, unit, value))
     return amount
 

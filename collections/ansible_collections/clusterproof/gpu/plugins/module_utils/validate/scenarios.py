@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common import steps
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names as tenant_names
@@ -220,14 +221,15 @@ _IN_BOUNDS = ", at most %d, in hundredths (0.25, not 0.001)" % MAX_CAPACITY
 
 
 def _hundredths(value: Any, most: float = MAX_CAPACITY) -> bool:
-    """A finite number from 0 to ``most`` in hundredths (0.25, not 0.001): what the model counts."""
-    return _number(value) and 0 <= value <= most and abs(value * 100 - round(value * 100)) < 1e-6
+    """A finite number from 0 to ``most`` in hundredths (0.25, not 0.001, nor 1e-9): what the model
+    counts, decided on the decimal written (common.steps), not within a float tolerance."""
+    return _number(value) and 0 <= value <= most and steps.whole_steps(value, 100)
 
 
 def _in_steps(value: Any, resource: str) -> bool:
     """A CPU (cores) or memory (GiB) amount from 0 to its bound in its steps (RESOURCE_STEPS)."""
     per = RESOURCE_STEPS[resource]
-    return _number(value) and 0 <= value <= RESOURCE_MAX[resource] and abs(value * per - round(value * per)) < 1e-6
+    return _number(value) and 0 <= value <= RESOURCE_MAX[resource] and steps.whole_steps(value, per)
 
 
 def _cpu_memory_rule(resource: str, policy: Any, flat: bool) -> str | None:
