@@ -20,8 +20,10 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import pr
 
 from .conftest import (
     PlaybookRun,
+    ad_hoc,
     dry_run_apply,
     free_port_base,
+    module_result,
     render_role_chart,
     run_playbook,
     sandbox_down,
@@ -41,10 +43,12 @@ PROJECTS = """
         gpu_quota: 4
         gpu_limit: 8
         interactive_time_limit_seconds: 15
+        users: [alice]
       - name: team-b
         gpu_quota: 2
         gpu_limit: 6
         gpu_lending_limit: 1
+        users: [bob]
       - name: team-c
         gpu_quota: 2
         gpu_limit: 2
@@ -280,3 +284,42 @@ def site_projects(site: Site) -> list[projects.Project]:
 def resources_named(api, api_version: str, kind: str) -> set[str]:
     resource = dynamic.DynamicClient(api).resources.get(api_version=api_version, kind=kind)
     return {item.metadata.name for item in resource.get().items}
+
+
+def test_a_member_cannot_escape_kueue_s_quota_and_the_validator_tries_each_escape(site: Site, api) -> None:
+    """Issue 30 on Kueue: as alice and bob, each escape is refused by the guard it tests (the
+    admission policy for another queue, no queue and a bare GPU pod; Pod Security; RBAC), their own
+    GPU Job admitted; team-c declares no member. A CPU Job naming no queue in a project namespace is
+    Kueue's to admit (manageJobsWithoutQueueName): it waits, suspended."""
+    declared = yaml.safe_load(PROJECTS)["clusterproof_projects"]
+    done = ad_hoc(
+        "clusterproof.gpu.validate_isolation",
+        {"kubeconfig": str(site.state_dir / "kubeconfig"), "projects": declared, "scheduler": "kueue"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = {check["id"]: check for check in module_result(done)["section"]["checks"]}
+    attempts = ("own-queue", "other-queue", "no-queue", "bare-gpu-pod", "privileged-pod", "host-network-pod")
+    for project in ("team-a", "team-b"):
+        for attempt in (*attempts, "other-namespace", "network-policy"):
+            check = checks["isolation/%s/%s" % (project, attempt)]
+            assert check["status"] == "pass", check
+    # Kueue has no scheduler of its own to bypass: that attempt is KAI's alone.
+    assert not [key for key in checks if key.endswith("/bypass-scheduler")]
+    assert checks["isolation/team-c/member"]["status"] == "skip"
+    assert checks["isolation/admission-policy"]["status"] == "pass"
+    assert "ValidatingAdmissionPolicy" in checks["isolation/team-a/no-queue"]["observed"]
+
+    name = "no-queue-" + uuid.uuid4().hex[:6]
+    container = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}},
+    }
+    batch = client.BatchV1Api(api)
+    batch.create_namespaced_job("team-a", job)
+    assert wait_for(lambda: batch.read_namespaced_job(name, "team-a").spec.suspend, 30), "Kueue did not take the Job"
+    time.sleep(3)
+    assert batch.read_namespaced_job(name, "team-a").spec.suspend is True
+    assert not [pod for pod in client.CoreV1Api(api).list_namespaced_pod("team-a").items if name in pod.metadata.name]

@@ -541,3 +541,16 @@ def test_chart_sources_are_pinned_for_every_provisioner_and_local_path_matches_t
     assert set(storage.CHART_SOURCES) == set(storage.PROVISIONERS)
     # The chart a real cluster gets is the version the sandbox runs.
     assert storage.CHART_SOURCES["local-path"].version == sandbox_build.SandboxVersions.local_path_provisioner
+
+
+def test_a_claim_whose_chosen_node_went_away_before_its_pod_was_bound_names_that_node():
+    classes = declared()
+    shared = storage_validation.ClaimProbe("shared", "ReadWriteMany", phase="Pending", selected_node="w-1")
+    shared.pods = {"shared-a": ("Pending", "")}
+    shared.node_lost, shared.node_lost_why = "w-1", "Ready=Unknown"
+    check = storage_validation.rwx_check(classes["shared"], shared, 180)
+    assert check.status == "fail"
+    assert (
+        "node w-1 went away while the probe waited on it (Ready=Unknown); the claim's volume was to be made there"
+        in (check.message)
+    )

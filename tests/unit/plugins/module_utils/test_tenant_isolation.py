@@ -403,3 +403,68 @@ def test_the_policy_and_network_policy_checks_fail_when_missing_or_changed():
     failed = checks.network_policy_check("team-a", network, opened)
     assert failed.status == "fail" and failed.category == "security"
     assert checks.network_policy_check("team-a", network, network).status == "pass"
+
+
+# --- a connection between projects, with real pods ------------------------------------------------
+
+
+def test_the_reach_probe_s_pods_pass_restricted_pod_security_and_stay_on_real_ready_nodes():
+    server, service = checks.reach_server("team-b", "busybox:1.36", ["w-1", "w-2"])
+    client = checks.reach_client("team-a", "team-b", "busybox:1.36", ["w-1"])
+    for pod in (server, client):
+        spec = pod["spec"]
+        assert spec["securityContext"] == checks.RESTRICTED_POD_SECURITY
+        assert spec["containers"][0]["securityContext"] == checks.RESTRICTED_CONTAINER_SECURITY
+        assert "hostNetwork" not in spec and "schedulerName" not in spec
+        (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        assert {"key": "clusterproof.io/sandbox-node", "operator": "DoesNotExist"} in term["matchExpressions"]
+        assert pod["metadata"]["labels"][checks.REACH_LABEL] == checks.REACH_LABEL_VALUE
+    assert server["spec"]["containers"][0]["command"][:3] == ["/bin/busybox", "httpd", "-f"]
+    assert service["spec"]["selector"] == {"app.kubernetes.io/name": checks.REACH_SERVER}
+    assert server["metadata"]["labels"]["app.kubernetes.io/name"] == checks.REACH_SERVER
+    assert client["metadata"]["namespace"] == "team-a"
+    script = client["spec"]["containers"][0]["command"][-1]
+    # By the Service's DNS name, so that DNS is tried too; a few tries, each with a connect timeout.
+    assert "nc -w 3 clusterproof-reach.team-b.svc 8080" in script and "for try in 1 2 3 4" in script
+
+
+def _client(phase: str, message: str = "", waiting: str = "") -> dict:
+    state = {"terminated": {"message": message, "reason": "Error"}} if phase in ("Succeeded", "Failed") else {}
+    if waiting:
+        state = {"waiting": {"reason": waiting}}
+    return {"status": {"phase": phase, "containerStatuses": [{"state": state}]}}
+
+
+def test_a_client_pod_read_back_says_connected_refused_or_why_it_is_unknown():
+    assert checks.connection_of(_client("Succeeded")).connected is True
+    refused = checks.connection_of(_client("Failed", "nc: timed out\n"))
+    assert refused == checks.Connection(False, "nc: timed out")
+    assert checks.connection_of(_client("Pending", waiting="ErrImagePull")) == checks.Connection(
+        None, "still Pending (ErrImagePull)"
+    )
+    assert checks.connection_of(None).connected is None
+
+
+def test_reach_check_passes_only_when_the_project_s_own_pod_connects_and_the_other_s_is_refused():
+    connected, refused = checks.Connection(True), checks.Connection(False, "nc: timed out")
+    passed = checks.reach_check("team-b", True, checks.Reach(connected, "team-a", refused))
+    assert passed.status == "pass" and passed.category == "security"
+    assert passed.observed == {"from team-b (its own)": "connected", "from team-a": "refused (nc: timed out)"}
+    # Reached: the policy is there but nothing holds it.
+    walked = checks.reach_check("team-b", True, checks.Reach(connected, "team-a", connected))
+    assert walked.status == "warn" and "a pod of team-a opened a connection to team-b's Service" in walked.message
+    assert "enforcer" in walked.action
+    # The control failed: a refusal from team-a proves nothing.
+    broken = checks.reach_check(
+        "team-b", True, checks.Reach(checks.Connection(False, "nc: bad address"), "team-a", refused)
+    )
+    assert broken.status == "fail" and "team-b's own pod could not reach its Service" in broken.message
+    assert "nc: bad address" in broken.message and "DNS" in broken.action
+    unknown = checks.reach_check(
+        "team-b", True, checks.Reach(connected, "team-a", checks.Connection(None, "still Pending"))
+    )
+    assert unknown.status == "fail" and "did not finish: still Pending" in unknown.message
+    assert checks.reach_check("team-b", False).status == "skip"
+    assert checks.reach_check("team-b", True).status == "skip"

@@ -13,8 +13,11 @@ description:
     project's queue, one that bypasses the quota scheduler, a privileged pod, a pod on the host's network and
     a workload in another project's namespace (each must be refused, by the guard that the check names).
   - Reads back the admission policy and each project's NetworkPolicy.
-  - Where pods really run, says that a connection between projects is not tried yet; on the sandbox, that
-    pods do not run. A pod's GPUs through C(NVIDIA_VISIBLE_DEVICES) are the runtime's, reported as needing hardware.
+  - Where pods really run, tries a connection to each isolated project's Service (busybox's httpd) from a pod of
+    another project (must be refused) and from one of its own (must connect, by the Service's DNS name), with
+    real pods on the real nodes Ready at the start, labelled C(clusterproof.io/probe=network) and removed at the
+    end (and at the start, what an earlier run left). On the sandbox, says that pods do not run. A pod's GPUs
+    through C(NVIDIA_VISIBLE_DEVICES) are the runtime's, reported as needing hardware.
   - Declared exceptions (C(clusterproof_tenancy.exceptions)) are shown as such.
   - Returns a report section (category security); changes nothing. The caller's credentials must be allowed to
     impersonate users and groups (a cluster admin's are).
@@ -32,6 +35,15 @@ options:
     description: Whether the cluster's pods really run (not on the sandbox).
     type: bool
     default: false
+  probe_image:
+    description:
+      - Image of the connection probe's pods (busybox, for its C(nc) and C(httpd)).
+      - Left out, the pinned busybox, from C(plugins/module_utils/versions.py).
+    type: str
+  reach_timeout:
+    description: Seconds for the connection probe's pods to start and finish.
+    type: int
+    default: 120
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
@@ -57,17 +69,37 @@ failed_checks:
   type: int
 """
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, projects
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import isolation as isolation_validation
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import reach_probe
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
 
 OPTIONS = {
     "projects": {"type": "list", "elements": "dict", "required": True},
     "tenancy": {"type": "dict", "default": {}},
     "pods_run": {"type": "bool", "default": False},
+    "probe_image": {"type": "str"},
+    "reach_timeout": {"type": "int", "default": 120},
 }
+
+
+def _reach(api, params, declared):
+    """Where pods run: the connections tried to each isolated project's Service, from the project
+    before it in the inventory (and from itself); {} where there is no other project or no node."""
+    isolated = [data["name"] for data in declared if projects.Project.from_dict(data).network_isolation]
+    names = [data["name"] for data in declared]
+    if not params["pods_run"] or len(names) < 2 or not isolated:
+        return {}
+    sources = {name: names[names.index(name) - 1] for name in isolated}
+    nodes, _ = storage_validation.probe_nodes(kube.list_nodes(api), real_only=True)
+    if not nodes:
+        return {}
+    image = params["probe_image"] or versions.BUSYBOX.image
+    return reach_probe.try_reach(api, isolated, sources, image, nodes, params["reach_timeout"])
 
 
 def _work(module):
@@ -82,6 +114,7 @@ def _work(module):
         applier = kube.Applier(api)
         policy = admission.policy_manifests(backend.admission_rules)
         checks.append(isolation_validation.policy_check(policy, [applier.get(manifest) for manifest in policy]))
+        reached = _reach(api, params, declared)
         for index, data in enumerate(declared):
             name = data["name"]
             project = projects.Project.from_dict(data)
@@ -89,7 +122,7 @@ def _work(module):
             found = applier.get(projects.network_policy_manifest(project))
             checks.append(isolation_validation.network_policy_check(name, wanted[0] if wanted else None, found))
             if project.network_isolation:
-                checks.append(isolation_validation.reach_check(name, params["pods_run"]))
+                checks.append(isolation_validation.reach_check(name, params["pods_run"], reached.get(name)))
             member = isolation_validation.member_of(data)
             if member is None:
                 checks.append(isolation_validation.no_member_check(name))

@@ -9,6 +9,6 @@ message (it imports ``base`` only, so host-side modules carry no client layer).
 May import: the ``kubernetes`` client library (lazily, with a clear error when it is missing) and
 Ansible's module API in ``runner``. Touches: the cluster named by the kubeconfig. Nothing under
 ``model/``, ``tenancy/``, ``validate/`` or ``report/`` imports this package: those stay pure
-(``validate/scenario_runner.py`` and ``validate/storage_probe.py`` excepted: they run scenarios and
-the storage probe on the cluster).
+(``validate/scenario_runner.py``, ``storage_probe.py`` and ``reach_probe.py`` excepted: they run
+scenarios, the storage probe and the connection probe on the cluster).
 """

@@ -2,14 +2,15 @@
 
 Nodes, projects, storage, quota trees, tenant isolation and the fairness scenarios. Pure comparisons over API
 objects as JSON, returning ``report.model`` checks; the cluster is read by the modules through the
-client layer and handed in. Two exceptions, each creating and removing objects of its own through
-``kube.client``: ``scenario_runner`` runs a scenario on the cluster, ``storage_probe`` runs the
-storage probe (claims, their pods, and what earlier probes left).
+client layer and handed in. Three exceptions, each creating and removing objects of its own through
+``kube.client``: ``scenario_runner`` runs a scenario on the cluster, ``storage_probe`` the storage
+probe (claims, their pods, and what earlier probes left), ``reach_probe`` the pods that try a
+connection between projects.
 
 May import: ``common/``, ``versions`` (the probes' images), ``tenancy/``, ``model/``, ``report.model``,
 ``install/`` (storage declarations), ``scheduler.registry`` and ``scheduler.base`` (the engine through
 its backend), and
-``kube.client`` in ``scenario_runner`` and ``storage_probe`` alone, and ``sandbox.control_plane``
+``kube.client`` in ``scenario_runner``, ``storage_probe`` and ``reach_probe`` alone, and ``sandbox.control_plane``
 (the engine's process records, read on the sandbox to tell a stopped scheduler) in
 ``scenario_runner`` alone. Never imports an engine file directly.
 """

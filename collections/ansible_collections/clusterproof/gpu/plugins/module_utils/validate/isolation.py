@@ -17,8 +17,10 @@ runs in full, nothing is created) and judges the answer:
 - ``other-namespace``: a workload in another project's namespace: refused by RBAC.
 
 Beside them, read back: the admission policy and its binding as clusterproof installs them, and
-each project's NetworkPolicy. What only running pods can show (a connection to another project's
-Service, a GPU seen through ``NVIDIA_VISIBLE_DEVICES``) is said as such where pods do not run.
+each project's NetworkPolicy. Where pods really run, real pods try a connection to each project's
+Service from another project's namespace and from its own (``validate.reach_probe`` runs them; the
+manifests and the verdict are here). What only running pods can show (that connection, a GPU seen
+through ``NVIDIA_VISIBLE_DEVICES``) is said as such where pods do not run.
 """
 
 from __future__ import annotations
@@ -371,9 +373,143 @@ def _peers_shown(peers: Iterable[Mapping[str, Any]]) -> str:
     return "; ".join(shown) or "nothing"
 
 
-def reach_check(project: str, pods_run: bool) -> Check:
-    """A connection from another project's pod to this project's Service: tried only where pods
-    run; said as not tried otherwise."""
+# --- a connection between projects, with real pods (validate.reach_probe runs them) ---------------
+
+REACH_LABEL = "clusterproof.io/probe"
+REACH_LABEL_VALUE = "network"
+REACH_SERVICE = "clusterproof-reach"
+REACH_SERVER = "clusterproof-reach-server"
+REACH_PORT = 8080
+# Tries per client, each with a connect timeout: a refusal is not a race with the Service's endpoints.
+REACH_TRIES = 4
+REACH_CONNECT_TIMEOUT_S = 3
+
+
+def _reach_pod(namespace: str, name: str, image: str, nodes: Sequence[str], command: list[str]) -> dict[str, Any]:
+    """A pod every Pod Security level admits, on a real node Ready at the start, labelled for cleanup."""
+    expressions: list[dict[str, Any]] = [{"key": "clusterproof.io/sandbox-node", "operator": "DoesNotExist"}]
+    if nodes:
+        expressions.append({"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(nodes)})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {REACH_LABEL: REACH_LABEL_VALUE, "app.kubernetes.io/name": name},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "securityContext": dict(RESTRICTED_POD_SECURITY),
+            # GPU hosts and control planes are tainted; the probe is a few kilobytes of busybox.
+            "tolerations": [{"operator": "Exists"}],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": expressions}]
+                    }
+                }
+            },
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": image,
+                    "command": command,
+                    "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+                    "resources": {"requests": {"cpu": "10m", "memory": "8Mi"}},
+                    # What nc said (a name not resolved, a timeout) comes back in the pod's status.
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                }
+            ],
+        },
+    }
+
+
+def reach_server(namespace: str, image: str, nodes: Sequence[str]) -> list[dict[str, Any]]:
+    """The server a project's pods and another project's pod try to reach: busybox's httpd, and its
+    Service."""
+    pod = _reach_pod(
+        namespace, REACH_SERVER, image, nodes, ["/bin/busybox", "httpd", "-f", "-p", str(REACH_PORT), "-h", "/"]
+    )
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": REACH_SERVICE, "namespace": namespace, "labels": {REACH_LABEL: REACH_LABEL_VALUE}},
+        "spec": {
+            "selector": {"app.kubernetes.io/name": REACH_SERVER},
+            "ports": [{"name": "http", "port": REACH_PORT, "targetPort": REACH_PORT, "protocol": "TCP"}],
+        },
+    }
+    return [pod, service]
+
+
+def reach_client_name(target: str) -> str:
+    return "clusterproof-reach-to-%s" % target
+
+
+def reach_client(namespace: str, target: str, image: str, nodes: Sequence[str]) -> dict[str, Any]:
+    """A pod in ``namespace`` that opens a TCP connection to ``target``'s Service by its DNS name
+    (so DNS is tried too): it succeeds when one try of a few connects, and fails with nc's words."""
+    address = "%s.%s.svc" % (REACH_SERVICE, target)
+    tries = " ".join(str(number) for number in range(1, REACH_TRIES + 1))
+    script = (
+        "for try in %s; do /bin/busybox nc -w %d %s %d </dev/null && exit 0; /bin/busybox sleep 2; done; exit 1"
+        % (
+            tries,
+            REACH_CONNECT_TIMEOUT_S,
+            address,
+            REACH_PORT,
+        )
+    )
+    return _reach_pod(namespace, reach_client_name(target), image, nodes, ["/bin/busybox", "sh", "-c", script])
+
+
+@dataclasses.dataclass(frozen=True)
+class Connection:
+    """What one client pod found: connected or not, and what it said (or why it did not run)."""
+
+    connected: bool | None
+    said: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Reach:
+    """The connections tried for one project: from its own namespace (the control: its Service
+    answers and DNS resolves) and from ``source``, another project's namespace."""
+
+    own: Connection
+    source: str
+    other: Connection
+
+
+def connection_of(pod: Mapping[str, Any] | None) -> Connection:
+    """A client pod (as JSON) read back: Succeeded is connected, Failed is not, anything else is
+    unknown with the pod's phase and reason."""
+    if pod is None:
+        return Connection(None, "the client pod is gone")
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    said = ""
+    for container in status.get("containerStatuses") or ():
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        said = (terminated.get("message") or terminated.get("reason") or "").strip()
+    if phase == "Succeeded":
+        return Connection(True, said)
+    if phase == "Failed":
+        return Connection(False, said or "exited non-zero")
+    waiting = [
+        ((container.get("state") or {}).get("waiting") or {}).get("reason") or ""
+        for container in status.get("containerStatuses") or ()
+    ]
+    why = ", ".join(reason for reason in waiting if reason) or status.get("reason") or ""
+    return Connection(None, "still %s%s" % (phase, " (%s)" % why if why else ""))
+
+
+def reach_check(project: str, pods_run: bool, reach: Reach | None = None, source: str = "") -> Check:
+    """A connection from another project's pod to this project's Service: tried with real pods
+    where pods run (beside the same from the project's own pod, the control); said as not tried
+    on the sandbox, or where there is no other project to try from."""
     check_id = "%s/%s/network-reach" % (SECTION_ID, project)
     title = "%s: another project's pod cannot open a connection to its Service" % project
     if not pods_run:
@@ -385,17 +521,67 @@ def reach_check(project: str, pods_run: bool) -> Check:
             "not tried",
             "pods do not run on this site (simulated nodes): the NetworkPolicy is checked as an object above",
         )
-    return Check(
-        check_id,
-        title,
-        "warn",
-        "refused",
-        "not tried",
-        "clusterproof does not yet install a NetworkPolicy enforcer beside flannel, which enforces none: "
-        "the NetworkPolicy is in place but nothing may hold it",
-        category="security",
-        action="install a NetworkPolicy enforcer (kube-network-policies, or a CNI that enforces them)",
-    )
+    if reach is None:
+        return Check(
+            check_id,
+            title,
+            "skip",
+            "refused",
+            "not tried",
+            "no other project to try a connection from, or no real node Ready to run the probe's pods",
+            category="security",
+        )
+    observed = {
+        "from %s (its own)" % project: _shown(reach.own),
+        "from %s" % reach.source: _shown(reach.other),
+    }
+    expected = {"from %s (its own)" % project: "connected", "from %s" % reach.source: "refused"}
+    if reach.own.connected is not True:
+        return Check(
+            check_id,
+            title,
+            "fail",
+            expected,
+            observed,
+            "%s's own pod could not reach its Service %s.%s.svc:%d (%s): the attempt from %s proves nothing "
+            "until it can" % (project, REACH_SERVICE, project, REACH_PORT, reach.own.said or "no word", reach.source),
+            category="security",
+            action="the project's NetworkPolicy must let its own namespace in, and its pods must reach the cluster's "
+            "DNS: look at the policy above, CoreDNS, and the server pod %s in %s" % (REACH_SERVER, project),
+        )
+    if reach.other.connected is None:
+        return Check(
+            check_id,
+            title,
+            "fail",
+            expected,
+            observed,
+            "the client in %s did not finish: %s" % (reach.source, reach.other.said),
+            category="security",
+            action="look at pod %s in namespace %s" % (reach_client_name(project), reach.source),
+        )
+    if reach.other.connected:
+        return Check(
+            check_id,
+            title,
+            "warn",
+            expected,
+            observed,
+            "a pod of %s opened a connection to %s's Service: the NetworkPolicy is in place but nothing enforces "
+            "it (flannel enforces none, and clusterproof installs no enforcer yet, docs/tenancy.md)"
+            % (reach.source, project),
+            category="security",
+            action="install a NetworkPolicy enforcer beside the CNI, or a CNI that enforces NetworkPolicies",
+        )
+    return Check(check_id, title, "pass", expected, observed, category="security")
+
+
+def _shown(connection: Connection) -> str:
+    if connection.connected is True:
+        return "connected"
+    if connection.connected is False:
+        return "refused (%s)" % connection.said if connection.said else "refused"
+    return "unknown (%s)" % connection.said
 
 
 def no_member_check(project: str) -> Check:

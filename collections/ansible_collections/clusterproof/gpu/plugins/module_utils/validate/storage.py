@@ -62,6 +62,8 @@ class ClaimProbe:
     # A node the probe's pods were placed on that stopped being Ready while the probe waited, and why.
     node_lost: str = ""
     node_lost_why: str = ""
+    # The node the scheduler chose for a WaitForFirstConsumer claim's volume, once it has.
+    selected_node: str = ""
 
 
 @dataclasses.dataclass
@@ -263,10 +265,20 @@ def _lost(probe: ClaimProbe) -> str:
     if not probe.node_lost:
         return ""
     pods = sorted(name for name, (_, node) in probe.pods.items() if node == probe.node_lost)
+    if pods:
+        where = "; its pods: %s" % ", ".join(pods)
+    elif probe.selected_node == probe.node_lost:
+        where = "; the claim's volume was to be made there"
+    else:
+        where = ""
     return (
-        "node %s went away while the probe waited on it (%s)%s: the probe stopped waiting; the node's own check "
-        "says why"
-        % (probe.node_lost, probe.node_lost_why or "not Ready", "; its pods: %s" % ", ".join(pods) if pods else "")
+        "node %s went away while the probe waited on it (%s)%s: the probe stopped waiting; "
+        "the node's own check says why"
+        % (
+            probe.node_lost,
+            probe.node_lost_why or "not Ready",
+            where,
+        )
     )
 
 

@@ -24,6 +24,8 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import clien
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
 
 POLL_S = 0.5
+# Where the scheduler chose to make a WaitForFirstConsumer claim's volume (set on the claim).
+SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 
 
 class Probe:
@@ -85,7 +87,9 @@ class Probe:
                     if self.pods_run and pods:
                         probe.read_back = self._read_back(probe, name, deadline)
                     break
-                if self._node_lost(probe, [node for _, node in probe.pods.values()]):
+                # The claim's chosen node too: a WaitForFirstConsumer volume is made there before
+                # the pod is bound, and never is while that node's kubelet is gone.
+                if self._node_lost(probe, [node for _, node in probe.pods.values()] + [probe.selected_node]):
                     break
                 if time.monotonic() > deadline:
                     probe.events = self._events(name)
@@ -137,6 +141,7 @@ class Probe:
     def _observe(self, probe: storage_validation.ClaimProbe, name: str, pods: Sequence[str]) -> None:
         claim = self.core.read_namespaced_persistent_volume_claim(name, self.namespace)
         probe.phase = claim.status.phase or ""
+        probe.selected_node = (claim.metadata.annotations or {}).get(SELECTED_NODE_ANNOTATION, "")
         probe.volume = claim.spec.volume_name or ""
         if probe.volume:
             self.volumes.add(probe.volume)
