@@ -5,6 +5,8 @@ the inventory's checks of projects, the GPU device layer and the rest report. ``
 loader of the project's own YAML files (UTF-8, no aliases, bounded), refusing with the file's name.
 ``bounds``: how large a value is once its shared references are expanded (an inventory's aliases).
 ``objects``: whether an object holds every field clusterproof wants of it (``is_subset``).
+``wait``: the one waiter, until what is looked at holds or the time runs out (``wait_until``),
+with the last value seen as the reason when it runs out.
 
 May import: the standard library, and PyYAML for ``yaml_file``. Touches nothing but the file
 ``yaml_file`` is asked to read.
