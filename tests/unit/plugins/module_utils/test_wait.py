@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import wait
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 
 
 class FakeTime:
@@ -91,3 +92,52 @@ def test_by_default_the_real_clock_is_used():
     looks = []
     waited = wait.wait_until(lambda: looks.append(1) or len(looks) >= 2, timeout=5, interval=0.001)
     assert waited.held and len(looks) == 2 and 0 <= waited.waited_s < 5
+
+
+# --- the waiter's users ---------------------------------------------------------------------------
+
+
+class ServiceAccounts:
+    """A CoreV1Api whose default ServiceAccount answers each status of ``answers`` in turn (200: found)."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    def read_namespaced_service_account(self, name, namespace):
+        status = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if status != 200:
+            raise kube.ApiException(status=status, reason="Not Found" if status == 404 else "Forbidden")
+
+
+def test_the_default_service_account_is_waited_for_and_its_absence_named(monkeypatch):
+    accounts = ServiceAccounts([404, 404, 200])
+    monkeypatch.setattr(kube, "core_v1", lambda api: accounts)
+    kube.wait_for_default_service_account(None, "probe", timeout_s=30)
+    assert accounts.answers == [200]
+    monkeypatch.setattr(kube, "core_v1", lambda api: ServiceAccounts([404]))
+    with pytest.raises(kube.KubeError, match="namespace probe has no default ServiceAccount after 0 s"):
+        kube.wait_for_default_service_account(None, "probe", timeout_s=0)
+    monkeypatch.setattr(kube, "core_v1", lambda api: ServiceAccounts([403]))
+    with pytest.raises(kube.KubeError, match="reading the default ServiceAccount of namespace probe failed: 403"):
+        kube.wait_for_default_service_account(None, "probe", timeout_s=30)
+
+
+class CRDs:
+    """An Applier's get: each CRD named in ``established`` is Established after ``polls`` reads."""
+
+    def __init__(self, established, polls=1):
+        self.established, self.polls, self.reads = set(established), polls, []
+
+    def get(self, manifest):
+        name = manifest["metadata"]["name"]
+        self.reads.append(name)
+        ready = name in self.established and self.reads.count(name) >= self.polls
+        return {"status": {"conditions": [{"type": "Established", "status": "True" if ready else "False"}]}}
+
+
+def test_crds_are_waited_for_in_turn_and_the_one_not_established_is_named():
+    crds = CRDs({"a.x", "b.x"}, polls=2)
+    kube.Applier.wait_established(crds, ["a.x", "b.x"], timeout=30)
+    assert crds.reads == ["a.x", "a.x", "b.x", "b.x"]
+    with pytest.raises(kube.KubeError, match="CRD c.x was not established within 0 s"):
+        kube.Applier.wait_established(CRDs({"a.x"}), ["a.x", "c.x"], timeout=0)
