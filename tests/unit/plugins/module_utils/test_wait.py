@@ -6,6 +6,7 @@ import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import wait
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, lifecycle
 
 
 class FakeTime:
@@ -141,3 +142,44 @@ def test_crds_are_waited_for_in_turn_and_the_one_not_established_is_named():
     assert crds.reads == ["a.x", "a.x", "b.x", "b.x"]
     with pytest.raises(kube.KubeError, match="CRD c.x was not established within 0 s"):
         kube.Applier.wait_established(CRDs({"a.x"}), ["a.x", "c.x"], timeout=0)
+
+
+def test_a_sandbox_component_is_ready_exited_or_late_and_answers_or_not(tmp_path, monkeypatch):
+    layout = control_plane.Layout(tmp_path)
+    component = control_plane.Component("etcd", ("etcd",), "https://127.0.0.1:1/readyz")
+    looks = {"ready": [False, True], "pid": 7}
+    monkeypatch.setattr(control_plane, "is_ready", lambda layout, component: looks["ready"].pop(0))
+    monkeypatch.setattr(control_plane, "running_pid", lambda layout, name, argv=None: looks["pid"])
+    control_plane.wait_ready(layout, component, timeout=30)
+    looks["ready"] = [False, True]
+    assert control_plane.answers(layout, component, grace=30)
+    looks["ready"] = [False] * 3
+    with pytest.raises(control_plane.SandboxError, match="etcd did not become ready at https://127.0.0.1:1/readyz"):
+        control_plane.wait_ready(layout, component, timeout=0)
+    looks["ready"] = [False] * 3
+    assert not control_plane.answers(layout, component, grace=0)
+    looks.update(ready=[False] * 3, pid=None)
+    with pytest.raises(control_plane.SandboxError, match="etcd exited while starting"):
+        control_plane.wait_ready(layout, component, timeout=30)
+    looks["ready"] = [False] * 3
+    assert not control_plane.answers(layout, component, grace=30)
+
+
+class Nodes:
+    """A CoreV1Api listing simulated nodes, one more Ready at each listing."""
+
+    def __init__(self):
+        self.ready = 0
+
+    def list_node(self, **_):
+        self.ready += 1
+        conditions = [{"type": "Ready", "status": "True"}]
+        return {
+            "items": [{"metadata": {"name": f"n{i}"}, "status": {"conditions": conditions}} for i in range(self.ready)]
+        }
+
+
+def test_simulated_nodes_are_waited_for_and_the_number_ready_returned_either_way(monkeypatch):
+    monkeypatch.setattr(lifecycle, "existing_nodes", lambda core: core.list_node()["items"])
+    assert lifecycle.wait_nodes_ready(Nodes(), 2, timeout=30) == 2
+    assert lifecycle.wait_nodes_ready(Nodes(), 5, timeout=0) == 1
