@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
+
 import pytest
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import serve
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import wait
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, lifecycle
@@ -183,3 +189,27 @@ def test_simulated_nodes_are_waited_for_and_the_number_ready_returned_either_way
     monkeypatch.setattr(lifecycle, "existing_nodes", lambda core: core.list_node()["items"])
     assert lifecycle.wait_nodes_ready(Nodes(), 2, timeout=30) == 2
     assert lifecycle.wait_nodes_ready(Nodes(), 5, timeout=0) == 1
+
+
+IGNORES_TERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
+)
+
+
+def test_the_bundle_s_servers_are_stopped_and_one_that_ignores_sigterm_killed(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    polite = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    stubborn = subprocess.Popen([sys.executable, "-c", IGNORES_TERM], start_new_session=True, stdout=subprocess.PIPE)
+    assert stubborn.stdout.readline()  # its handler is in place
+    processes = [{"pid": p.pid, "start": serve._start_time(p.pid), "command": "x"} for p in (polite, stubborn)]
+    (state / "serve.json").write_text(json.dumps({"processes": processes}))
+    began = time.monotonic()
+    assert serve.stop(state, timeout=0.5)
+    took = time.monotonic() - began
+    # Both end, the stubborn one killed once its 0.5 s were up (stop may have reaped them already).
+    polite.wait(timeout=5)
+    stubborn.wait(timeout=5)
+    assert [serve._start_time(p["pid"]) for p in processes] == [None, None]
+    assert 0.5 <= took < 10
+    assert not (state / "serve.json").exists()
