@@ -12,6 +12,8 @@ import pytest
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import serve
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import wait
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabHost
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, lifecycle
 
 
@@ -213,3 +215,33 @@ def test_the_bundle_s_servers_are_stopped_and_one_that_ignores_sigterm_killed(tm
     assert [serve._start_time(p["pid"]) for p in processes] == [None, None]
     assert 0.5 <= took < 10
     assert not (state / "serve.json").exists()
+
+
+def test_lab_machines_are_powered_off_and_one_that_does_not_stop_is_killed():
+    polite = subprocess.Popen(["sleep", "60"])
+    stubborn = subprocess.Popen([sys.executable, "-c", IGNORES_TERM], stdout=subprocess.PIPE)
+    assert stubborn.stdout.readline()
+    try:
+        began = time.monotonic()
+        assert machines.stop({"lab-1": polite.pid, "lab-2": stubborn.pid}, seconds=0.5) == ["lab-2"]
+        assert 0.5 <= time.monotonic() - began < 10
+    finally:
+        for process in (polite, stubborn):
+            process.kill()
+            process.wait()
+
+
+def test_lab_hosts_are_waited_for_and_a_degraded_one_s_failed_units_restarted_once(monkeypatch):
+    answers = {"lab-1": ["starting", "running"], "lab-2": ["degraded", "degraded", "running"]}
+    commands = []
+    monkeypatch.setattr(machines, "system_state", lambda layout, host: answers[host.name].pop(0))
+    monkeypatch.setattr(machines, "failed_units", lambda layout, host: ["kubelet.service"])
+    monkeypatch.setattr(machines, "ssh", lambda layout, address, command, timeout: commands.append(command))
+    hosts = [LabHost("lab-1", "10.0.0.2"), LabHost("lab-2", "10.0.0.3")]
+    states, restarted = machines.wait_running(None, hosts, timeout=30)
+    assert states == {"lab-1": "running", "lab-2": "running"}
+    assert restarted == {"lab-2": ["kubelet.service"]}
+    assert commands == ["systemctl reset-failed kubelet.service; systemctl restart kubelet.service"]
+    answers.update({"lab-1": ["starting"] * 3, "lab-2": ["running"]})
+    states, _ = machines.wait_running(None, hosts, timeout=0)
+    assert states == {"lab-1": "starting", "lab-2": "running"}
