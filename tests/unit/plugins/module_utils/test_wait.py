@@ -17,6 +17,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machin
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabHost
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, lifecycle
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner as sr
+from ansible_collections.clusterproof.gpu.plugins.modules import validate_storage
 
 
 class FakeTime:
@@ -293,3 +294,63 @@ def test_a_submitted_workload_is_waited_for_until_its_pods_run_on_a_node_or_its_
     run = types.SimpleNamespace(core=cluster, options=sr.RunOptions(arrival_seconds=0))
     sr._Run._placed_or_waiting(run, "cp-a", "train")  # returns all the same: the step judges what runs
     assert len(cluster.selectors) == 1
+
+
+class StorageCluster:
+    """A CoreV1Api for the storage probe: the namespace goes after ``namespace_reads`` reads; the
+    retained volume is released at once and goes once deleted."""
+
+    def __init__(self, namespace_reads=2, reader_phases=("Pending", "Running", "Succeeded")):
+        self.namespace_reads, self.reader_phases = namespace_reads, list(reader_phases)
+        self.deleted, self.created = [], []
+
+    def delete_namespace(self, name, propagation_policy):
+        pass
+
+    def read_namespace(self, name):
+        self.namespace_reads -= 1
+        if self.namespace_reads < 0:
+            raise kube.ApiException(status=404, reason="Not Found")
+
+    def read_persistent_volume(self, name):
+        if name in self.deleted:
+            raise kube.ApiException(status=404, reason="Not Found")
+        status = types.SimpleNamespace(phase="Released")
+        return types.SimpleNamespace(
+            status=status, spec=types.SimpleNamespace(persistent_volume_reclaim_policy="Retain")
+        )
+
+    def delete_persistent_volume(self, name):
+        self.deleted.append(name)
+
+    def create_namespaced_pod(self, namespace, manifest):
+        self.created.append(manifest["metadata"]["name"])
+
+    def read_namespaced_pod(self, name, namespace):
+        phase = self.reader_phases.pop(0) if len(self.reader_phases) > 1 else self.reader_phases[0]
+        return types.SimpleNamespace(status=types.SimpleNamespace(phase=phase))
+
+    def read_namespaced_pod_log(self, name, namespace):
+        return "written by probe-0\n"
+
+
+def storage_probe(cluster, cleanup_timeout=30):
+    probe = object.__new__(validate_storage.Probe)
+    probe.core, probe.namespace, probe.volumes = cluster, "cp-storage", {"pv-1"}
+    probe.cleanup_timeout, probe.image = cleanup_timeout, "busybox"
+    return probe
+
+
+def test_the_storage_probe_waits_for_its_namespace_and_volumes_to_go_and_names_what_is_left():
+    cluster = StorageCluster(namespace_reads=2)
+    cleanup = storage_probe(cluster).clean_up()
+    assert (cleanup.namespace_left, cleanup.volumes_left, cluster.deleted) == (False, [], ["pv-1"])
+    cleanup = storage_probe(StorageCluster(namespace_reads=99), cleanup_timeout=0).clean_up()
+    assert (cleanup.namespace_left, cleanup.volumes_left) == (True, ["pv-1"])
+
+
+def test_the_storage_probe_reads_back_what_its_reader_printed_or_none_when_its_time_is_up():
+    cluster = StorageCluster()
+    assert storage_probe(cluster)._read_back("claim-a", time.monotonic() + 30) == "written by probe-0\n"
+    assert cluster.created == ["claim-a-reader"]
+    assert storage_probe(StorageCluster(reader_phases=["Pending"]))._read_back("claim-a", time.monotonic()) is None

@@ -84,6 +84,7 @@ import secrets
 import time
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
@@ -159,11 +160,12 @@ class Probe:
         self.core.create_namespaced_pod(
             self.namespace, storage.probe_pod(self.namespace, reader, claim, self.image, claim, True, reader=True)
         )
-        while time.monotonic() < deadline:
-            phase = self.core.read_namespaced_pod(reader, self.namespace).status.phase
-            if phase in ("Succeeded", "Failed"):
-                return self.core.read_namespaced_pod_log(reader, self.namespace)
-            time.sleep(0.5)
+
+        def ended() -> bool:
+            return self.core.read_namespaced_pod(reader, self.namespace).status.phase in ("Succeeded", "Failed")
+
+        if wait_until(ended, timeout=deadline - time.monotonic(), interval=0.5).held:
+            return self.core.read_namespaced_pod_log(reader, self.namespace)
         return None
 
     def _observe(self, probe, name, pods):
@@ -194,8 +196,8 @@ class Probe:
         except kube.ApiException as error:
             if error.status != 404:
                 cleanup.error = "deleting namespace %s: %s %s" % (self.namespace, error.status, error.reason)
-        deadline = time.monotonic() + self.cleanup_timeout
-        while time.monotonic() < deadline:
+
+        def gone() -> bool:
             cleanup.namespace_left = self._exists(self.core.read_namespace, self.namespace)
             left = []
             for volume in sorted(self.volumes):
@@ -206,9 +208,9 @@ class Probe:
                 if found.status.phase == "Released" and found.spec.persistent_volume_reclaim_policy == "Retain":
                     self.core.delete_persistent_volume(volume)
             cleanup.volumes_left = left
-            if not cleanup.namespace_left and not left:
-                break
-            time.sleep(0.5)
+            return not cleanup.namespace_left and not left
+
+        wait_until(gone, timeout=self.cleanup_timeout, interval=0.5)
         return cleanup
 
     def _read_volume(self, name):
