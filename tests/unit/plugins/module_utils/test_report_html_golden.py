@@ -16,13 +16,14 @@ and markup, ``&``, quotes and non-ASCII text in every field the page shows.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_benchmark, gpu_facts, gpu_health
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history, render
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history, render, templates
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as rp
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, projects
@@ -289,3 +290,12 @@ def test_the_page_is_the_recorded_page(case):
 def test_every_recorded_page_has_its_case():
     # A recorded page whose case was removed would be checked by nothing.
     assert sorted(path.stem for path in RECORDED.glob("*.html")) == sorted(CASES)
+
+
+def test_the_engine_escapes_every_value_and_nothing_is_marked_safe():
+    # Escaping is the engine's alone: no template marks a value safe, no renderer escapes by hand.
+    for name, source in templates.TEMPLATES.items():
+        assert not re.search(r"\|\s*safe\b|autoescape\s+false", source), name
+    source = Path(render.__file__).read_text()
+    assert not re.search(r"^import html\b|^from html\b|Markup\(|markupsafe", source, re.M)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in render.to_html(odd_characters())
