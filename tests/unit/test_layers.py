@@ -9,6 +9,9 @@ Rules (each a test below):
   ``model/`` and ``report/model.py`` nothing of the collection but the pins, ``node/`` not the
   report's renderers; ``versions`` (the pins, module_utils/versions.py) imports nothing of the
   collection, so that every layer may import it;
+- a third-party package that only the controller has is imported only where a docstring allows
+  it: ``jinja2`` (a dependency of ansible-core) by ``report/render.py``, for the HTML page, so that
+  nothing which runs on a GPU host needs it (``THIRD_PARTY``);
 - an engine file (``scheduler/kai.py``, ``kueue.py``, ``koordinator.py``) is imported only inside
   ``scheduler/``; everything else asks ``scheduler.registry`` for a backend (``ENGINE_IMPORTERS``
   lists the temporary exceptions, each with its reason);
@@ -60,8 +63,14 @@ ALLOWED = {
     "model.": PINS,
     "report.model": PINS,
     "report.history": ("report.model", *PINS),
+    "report.templates": (),
     "bundle.contents": PINS,
-    "bundle.serve": PINS,
+    # The waiter imports nothing of the collection: waiting for the servers adds no layer.
+    "bundle.serve": ("common.wait", *PINS),
+}
+# Third-party packages that only the controller has, and the files below plugins/ that may import them.
+THIRD_PARTY = {
+    "jinja2": ("module_utils/report/render.py",),
 }
 FORBIDDEN = {
     "node.": ("report.render",),
@@ -205,6 +214,25 @@ def test_layers_do_not_import_what_their_docstring_forbids(layer):
     assert found == [], "%s must not import %s: %s" % (layer, ", ".join(FORBIDDEN[layer]), found)
 
 
+@pytest.mark.parametrize("package", sorted(THIRD_PARTY))
+def test_controller_only_packages_are_imported_only_where_allowed(package):
+    found = []
+    for path in PLUGIN_FILES:
+        if str(path.relative_to(PLUGINS)) in THIRD_PARTY[package]:
+            continue
+        for node in ast.walk(_parse(path)):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            if any(name == package or name.startswith(package + ".") for name in names):
+                found.append(_where(path, node))
+    assert found == [], "%s may be imported only by %s: %s" % (package, ", ".join(THIRD_PARTY[package]), found)
+
+
 def _outside_scheduler(exceptions: dict[str, str]) -> Iterator[Path]:
     """The plugin files outside scheduler/ that a rule about engines covers: all but its listed exceptions."""
     for path in PLUGIN_FILES:
@@ -224,7 +252,7 @@ def test_engine_files_are_reached_through_the_registry():
 
 def test_listed_exceptions_exist():
     # An exception that no longer applies is removed from its list, not left to cover a new one.
-    for relative in [*ENGINE_IMPORTERS, *NOT_ENGINE_COMPARISONS]:
+    for relative in [*ENGINE_IMPORTERS, *NOT_ENGINE_COMPARISONS, *(f for files in THIRD_PARTY.values() for f in files)]:
         assert (PLUGINS / relative).is_file(), relative
 
 
@@ -255,3 +283,4 @@ def test_the_walk_sees_the_layers():
     assert "tenancy.names" in graph["tenancy.projects"]
     assert "scheduler.registry" in graph["validate.scenario_runner"]
     assert "versions" in graph["sandbox.build"]
+    assert "report.templates" in graph["report.render"]

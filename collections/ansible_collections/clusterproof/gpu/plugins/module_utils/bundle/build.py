@@ -42,6 +42,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import contents
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.contents import BundlePins, ImageRef, ImageSpec
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.serve import registry_config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules, kubernetes_cni
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
@@ -648,18 +649,19 @@ class LoopbackRegistry:
         config = self.layout.cache / "registry-build.yml"
         config.write_text(registry_config(self.layout.registry, "127.0.0.1:%d" % self.port, read_only=False))
         log = (self.layout.cache / "registry-build.log").open("ab")
-        self.process = subprocess.Popen(
+        process = self.process = subprocess.Popen(
             ["docker-registry", "serve", str(config)], stdout=log, stderr=log, start_new_session=True
         )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+
+        def up() -> str:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
+                return "listening"
             except OSError:
-                if self.process.poll() is not None:
-                    break
-                time.sleep(0.2)
+                return "starting" if process.poll() is None else "exited"
+
+        if wait_until(up, lambda seen: seen != "starting", timeout=20, interval=0.2).value == "listening":
+            return self
         self.__exit__(None, None, None)
         raise BundleBuildError(
             "docker-registry did not start on 127.0.0.1:%d (log: %s)"

@@ -19,9 +19,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 
 
 class ServeError(RuntimeError):
@@ -131,15 +132,24 @@ def start(bundle: Path, endpoint: Endpoint, state: Path, timeout: float = 20) ->
         process = subprocess.Popen(command, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
         processes.append({"pid": process.pid, "start": _start_time(process.pid), "command": command[0]})
     (state / "serve.json").write_text(json.dumps({**wanted, "processes": processes}, indent=2) + "\n")
-    deadline = time.monotonic() + timeout
-    while not all(_listening(endpoint.address, port) for port in endpoint.ports):
-        if time.monotonic() > deadline or not _alive({"processes": processes}):
-            stop(state)
-            raise ServeError(
-                "the bundle's servers did not start on %s (log: %s)" % (endpoint.address, state / "serve.log")
-            )
-        time.sleep(0.2)
+
+    def up() -> str:
+        if all(_listening(endpoint.address, port) for port in endpoint.ports):
+            return "listening"
+        return "starting" if _alive({"processes": processes}) else "exited"
+
+    if wait_until(up, lambda seen: seen != "starting", timeout=timeout, interval=0.2).value != "listening":
+        stop(state)
+        raise ServeError("the bundle's servers did not start on %s (log: %s)" % (endpoint.address, state / "serve.log"))
     return True
+
+
+def _gone(process: dict[str, Any]) -> bool:
+    """Whether a recorded server has exited; reaps it if it is this process's child."""
+    if _start_time(process["pid"]) != process["start"]:
+        return True
+    _reap(process["pid"])
+    return False
 
 
 def _http_server(address: str, folder: Path, port: int) -> list[str]:
@@ -157,10 +167,7 @@ def stop(state: Path, timeout: float = 10) -> bool:
             continue
         stopped = True
         os.killpg(process["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while _start_time(process["pid"]) == process["start"] and time.monotonic() < deadline:
-            _reap(process["pid"])
-            time.sleep(0.1)
+        wait_until(lambda process=process: _gone(process), timeout=timeout, interval=0.1)
         if _start_time(process["pid"]) == process["start"]:
             os.killpg(process["pid"], signal.SIGKILL)
             _reap(process["pid"])

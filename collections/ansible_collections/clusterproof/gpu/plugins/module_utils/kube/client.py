@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.objects import is_subset
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube.base import AUTH_ARG_SPEC, KubeError
 
 __all__ = ["AUTH_ARG_SPEC", "KubeError", "is_subset"]  # re-exported: modules name them through the client layer
@@ -90,21 +91,22 @@ def wait_for_default_service_account(api: Any, namespace: str, timeout_s: float 
     a moment after the namespace; until then the API server refuses every pod there (403, "error
     looking up service account"), and a controller creating them records a FailedCreate."""
     core = core_v1(api)
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def exists() -> bool:
         try:
             core.read_namespaced_service_account("default", namespace)
-            return
+            return True
         except ApiException as error:
             if error.status != 404:
                 doing = f"reading the default ServiceAccount of namespace {namespace}"
                 raise KubeError(f"{doing} failed: {api_error_message(error)}") from error
-        if time.monotonic() > deadline:
-            raise KubeError(
-                f"namespace {namespace} has no default ServiceAccount after {timeout_s:.0f} s: the "
-                "kube-controller-manager (its serviceaccount controller) makes it; look at its pod or log"
-            )
-        time.sleep(0.2)
+        return False
+
+    if wait_until(exists, timeout=timeout_s, interval=0.2).timed_out:
+        raise KubeError(
+            f"namespace {namespace} has no default ServiceAccount after {timeout_s:.0f} s: the "
+            "kube-controller-manager (its serviceaccount controller) makes it; look at its pod or log"
+        )
 
 
 # The kinds a tenant's attempt may be sent as (``create_as``), with how the typed client makes them.
@@ -263,21 +265,23 @@ class Applier:
     def wait_established(self, names: Iterable[str], timeout: float) -> None:
         """Wait until each CustomResourceDefinition named is Established (its API is served)."""
         deadline = time.monotonic() + timeout
+
+        def established(name: str) -> bool:
+            crd = self.get(
+                {
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition",
+                    "metadata": {"name": name},
+                }
+            )
+            conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+            return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
         for name in names:
-            while True:
-                crd = self.get(
-                    {
-                        "apiVersion": "apiextensions.k8s.io/v1",
-                        "kind": "CustomResourceDefinition",
-                        "metadata": {"name": name},
-                    }
-                )
-                conditions = ((crd or {}).get("status") or {}).get("conditions") or []
-                if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
-                    break
-                if time.monotonic() > deadline:
-                    raise KubeError("CRD %s was not established within %d s" % (name, timeout))
-                time.sleep(0.2)
+            # One deadline for them all: each name waits for what is left of it.
+            left = deadline - time.monotonic()
+            if wait_until(lambda name=name: established(name), timeout=left, interval=0.2).timed_out:
+                raise KubeError("CRD %s was not established within %d s" % (name, timeout))
 
     def refresh_discovery(self) -> None:
         """Forget the API's resource list, after CRDs were added."""

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabError, LabHost, LabPlan
 
 # The hosts' Debian: the suite the bundle's packages are of, from Debian's archive.
@@ -552,10 +553,10 @@ def wait_running(
     units restarted on the way. A unit that failed at boot is restarted once: with several
     machines booting at once, systemd inside may lose a race for its cgroup ("Failed to attach to
     cgroup"), and the unit then starts on a second try."""
-    deadline = time.monotonic() + timeout
     states = {host.name: "not reached yet" for host in hosts}
     restarted: dict[str, list[str]] = {}
-    while True:
+
+    def look() -> dict[str, str]:
         for host in hosts:
             if states[host.name] == "running":
                 continue
@@ -566,9 +567,10 @@ def wait_running(
                     units = " ".join(restarted[host.name])
                     ssh(layout, host.address, f"systemctl reset-failed {units}; systemctl restart {units}", timeout=60)
                     states[host.name] = system_state(layout, host)
-        if all(state == "running" for state in states.values()) or time.monotonic() > deadline:
-            return states, {name: units for name, units in restarted.items() if units}
-        time.sleep(1)
+        return states
+
+    wait_until(look, lambda seen: all(state == "running" for state in seen.values()), timeout=timeout, interval=1)
+    return states, {name: units for name, units in restarted.items() if units}
 
 
 # What a host runs that makes its poweroff slow: the kubelet (which restarts pods), containerd and
@@ -607,8 +609,8 @@ def stop(pids: dict[str, int], seconds: float = STOP_SECONDS) -> list[str]:
     deadline = time.monotonic() + seconds
     killed = []
     for name, pid in pids.items():
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        # One deadline for them all: each machine is given what is left of it.
+        wait_until(lambda pid=pid: not _alive(pid), timeout=deadline - time.monotonic(), interval=0.2)
         if _alive(pid):
             _kill(pid, signal.SIGKILL)
             killed.append(name)

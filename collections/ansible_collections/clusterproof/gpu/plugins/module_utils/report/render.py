@@ -2,34 +2,39 @@
 
 Pure string rendering over the model in ``report.model`` (which says what each file holds), plus
 :func:`write_report`, the one function that touches the filesystem: it writes a run's artefacts
-under the reports directory and moves the ``latest`` link.
+under the reports directory and moves the ``latest`` link. The HTML page is Jinja2's, from the
+templates of ``report.templates``, with autoescaping on: Python works out what the page shows (the
+chart's coordinates, a value's words in :func:`format_value`) and the engine escapes all of it.
 
-May import: ``report.model`` and the standard library. Nothing runs on a GPU host from here: host-side
-code (``node/``) imports the model alone.
+May import: ``report.model``, ``report.templates``, the standard library and ``jinja2``. Jinja2 is a
+dependency of ansible-core, so it is there wherever this runs: in ``site_report``, on the controller
+(``delegate_to: localhost``, the controller's interpreter). Nothing runs on a GPU host from here:
+host-side code (``node/``) imports the model alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
-import html
+import functools
 import json
 import math
 import os
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import jinja2
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import templates
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import (
     GENERATOR,
     SCHEMA_VERSION,
     STATUSES,
     Chart,
-    Check,
     Report,
-    Section,
-    Table,
     TimelinePoint,
     classify,
     to_dict,
@@ -141,54 +146,6 @@ def _seconds(value: float) -> str:
 
 # --- HTML -----------------------------------------------------------------------------------------
 
-_CSS = """
-:root { --pass: #1a7f37; --fail: #cf222e; --warn: #9a6700; --skip: #6e7781; --hw: #6639ba; }
-* { box-sizing: border-box; }
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 0;
-  color: #1f2328; background: #f6f8fa; line-height: 1.45; }
-main { max-width: 1200px; margin: 0 auto; padding: 1.5rem; }
-h1 { font-size: 1.5rem; margin: 0 0 .25rem; }
-h2 { font-size: 1.25rem; margin: 0 0 .75rem; }
-h3 { font-size: 1rem; margin: 1rem 0 .5rem; }
-.banner { border-radius: 8px; padding: 1rem 1.25rem; color: #fff; margin-bottom: 1.25rem; }
-.banner.pass { background: var(--pass); }
-.banner.fail { background: var(--fail); }
-.banner .verdict { font-size: 2rem; font-weight: 700; letter-spacing: .05em; }
-.banner dl { display: grid; grid-template-columns: max-content 1fr; gap: .1rem 1rem; margin: .5rem 0 0; }
-.banner dt { opacity: .85; }
-.banner dd { margin: 0; font-weight: 600; }
-.counts { display: flex; flex-wrap: wrap; gap: .5rem; margin-top: .75rem; }
-.count { background: rgba(255,255,255,.92); color: #1f2328; border-radius: 999px; padding: .1rem .7rem;
-  font-size: .9rem; }
-section.card { background: #fff; border: 1px solid #d0d7de; border-radius: 8px; padding: 1rem 1.25rem;
-  margin-bottom: 1.25rem; }
-table { border-collapse: collapse; width: 100%; font-size: .9rem; }
-th, td { border: 1px solid #d0d7de; padding: .35rem .5rem; text-align: left; vertical-align: top; }
-th { background: #f6f8fa; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.msg { max-width: 32rem; overflow-wrap: anywhere; }
-tr.row-fail td { background: #ffebe9; }
-tr.row-warn td { background: #fff8c5; }
-.status { display: inline-block; min-width: 6.5rem; text-align: center; border-radius: 4px; color: #fff;
-  font-weight: 600; font-size: .8rem; padding: .05rem .4rem; text-transform: uppercase; }
-.status.pass { background: var(--pass); }
-.status.fail { background: var(--fail); }
-.status.warn { background: var(--warn); }
-.status.skip { background: var(--skip); }
-.status.needs-hardware { background: var(--hw); }
-.failed-list li { margin: .2rem 0; }
-.category { font-size: .8em; font-weight: 600; text-transform: uppercase; padding: 0 .3em;
-  border: 1px solid #999; border-radius: 3px; }
-.action { font-size: .9em; font-style: italic; }
-.chart { margin: .5rem 0 1rem; overflow-x: auto; }
-code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .85em; }
-footer { color: #6e7781; font-size: .8rem; text-align: center; padding: 1rem; }
-"""
-
-
-def _e(value: Any) -> str:
-    return html.escape(value if isinstance(value, str) else format_value(value), quote=True)
-
 
 def format_value(value: Any) -> str:
     """An expected or observed value as short text for people."""
@@ -207,130 +164,90 @@ def format_value(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def to_html(report: Report) -> str:
-    """A self-contained HTML page: verdict banner, failed checks, then each section in order."""
-    classify(report)
-    counts = report.counts
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        "<head>",
-        '<meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{GENERATOR}: {report.verdict.upper()}, site {_e(report.site)}</title>",
-        f"<style>{_CSS}</style>",
-        "</head>",
-        "<body>",
-        "<main>",
-        f'<header class="banner {report.verdict}" id="verdict">',
-        f'<div class="verdict">{report.verdict.upper()}</div>',
-        f"<h1>Site validation: {_e(report.site)}</h1>",
-        "<dl>",
-        f"<dt>Cluster mode</dt><dd>{_e(report.cluster_mode)}</dd>",
-        f"<dt>Started</dt><dd>{_e(report.started or None)}</dd>",
-        f"<dt>Finished</dt><dd>{_e(report.finished or None)}</dd>",
-        "</dl>",
-        f'<div class="counts">{_count_chips(counts)}</div>',
-        "</header>",
-    ]
-    failed = report.failed_checks
-    if failed:
-        parts.append(f'<section class="card" id="failed-checks"><h2>Failed checks ({len(failed)})</h2>')
-        parts.append('<ul class="failed-list">')
-        for check in failed:
-            link = f'<a href="#{_e(_anchor(check.id))}"><code>{_e(check.id)}</code></a>'
-            parts.append(
-                f'<li>{link} <span class="category">{_e(check.category)}</span>: {_e(check.message or check.title)}'
-                f'<br><span class="action">What to do: {_e(check.action)}</span></li>'
-            )
-        parts.append("</ul></section>")
-    for section in report.sections:
-        parts.append(_section_html(section))
-    parts.append(
-        f"<footer>{GENERATOR} report, schema version {SCHEMA_VERSION}. "
-        "Also written as report.json and junit.xml.</footer>"
-    )
-    parts.extend(["</main>", "</body>", "</html>", ""])
-    return "\n".join(parts)
+def _shown(value: Any) -> Any:
+    """What the page shows of a value (the environment's ``finalize``): text as it is, anything
+    else as :func:`format_value` words it; the engine escapes what this returns."""
+    return value if isinstance(value, str) else format_value(value)
 
 
-def _count_chips(counts: Mapping[str, int]) -> str:
-    chips = [f'<span class="count">{counts["total"]} checks</span>']
-    for status in STATUSES:
-        if counts[status]:
-            chips.append(f'<span class="count">{counts[status]} {_e(status)}</span>')
-    return "".join(chips)
-
-
-def _section_html(section: Section) -> str:
-    parts = [
-        f'<section class="card" id="{_e("section-" + section.id)}">',
-        f'<h2><span class="status {section.verdict}">{section.verdict}</span> {_e(section.title)}</h2>',
-    ]
-    for table in section.tables:
-        parts.append(_table_html(table))
-    for chart in section.charts:
-        parts.append(render_chart(chart))
-    if section.checks:
-        parts.append("<h3>Checks</h3>")
-        parts.append(
-            "<table><thead><tr><th>Status</th><th>Check</th><th>Expected</th><th>Observed</th><th>Message</th>"
-            "</tr></thead><tbody>"
-        )
-        for check in section.checks:
-            row_class = {"fail": "row-fail", "warn": "row-warn"}.get(check.status, "")
-            parts.append(
-                f'<tr id="{_e(_anchor(check.id))}" class="{row_class}">'
-                f'<td><span class="status {_e(check.status)}">{_e(check.status)}</span></td>'
-                f"<td>{_e(check.title)}<br><code>{_e(check.id)}</code></td>"
-                f"<td>{_e(check.expected)}</td><td>{_e(check.observed)}</td>"
-                f'<td class="msg">{_e(check.message) if check.message else ""}{_action_html(check)}</td></tr>'
-            )
-        parts.append("</tbody></table>")
-    parts.append("</section>")
-    return "\n".join(parts)
-
-
-def _action_html(check: Check) -> str:
-    if check.status not in ("fail", "warn") or not check.category:
-        return ""
-    return (
-        f'<br><span class="category">{_e(check.category)}</span> '
-        f'<span class="action">What to do: {_e(check.action)}</span>'
-    )
-
-
-def _table_html(table: Table) -> str:
-    parts = [
-        f"<h3>{_e(table.title)}</h3>",
-        f'<table id="{_e("table-" + table.id)}"><thead><tr>'
-        + "".join(f"<th>{_e(column)}</th>" for column in table.columns)
-        + "</tr></thead><tbody>",
-    ]
-    for index, row in enumerate(table.rows):
-        status = table.row_status[index] if table.row_status and index < len(table.row_status) else ""
-        cells = "".join(
-            f'<td class="num">{_e(cell)}</td>'
-            if isinstance(cell, (int, float)) and not isinstance(cell, bool)
-            else f"<td>{_e(cell)}</td>"
-            for cell in row
-        )
-        parts.append(f'<tr class="{_e("row-" + status) if status else ""}">{cells}</tr>')
-    parts.append("</tbody></table>")
-    return "\n".join(parts)
+def _is_number(value: Any) -> bool:
+    """A table cell right-aligned as a number (the ``numeric`` test): a bool is a word, yes or no."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _anchor(check_id: str) -> str:
     return "check-" + re.sub(r"\s", "_", check_id)
 
 
-def render_chart(chart: Chart) -> str:
-    """The hook the HTML uses for a section's charts; today every chart is an allocation chart."""
-    svg = allocation_chart_svg(chart.timeline, title=chart.title, y_label=chart.y_label)
-    return f'<h3>{_e(chart.title)}</h3><div class="chart" id="{_e("chart-" + chart.id)}">{svg}</div>'
-
-
 _PALETTE = ("#0969da", "#cf222e", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#1b7c83", "#953800", "#57606a")
+
+
+@dataclasses.dataclass(frozen=True)
+class _ChartLine:
+    """One project's step line in the allocation chart, and its legend entry."""
+
+    project: str
+    colour: str
+    path: str  # the SVG path's d
+    nudge: str  # pixels the line is moved down, so that equal lines stay visible side by side
+    legend_y: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _ChartGeometry:
+    """Where the allocation chart's template draws everything; coordinates are text, as the page
+    has them. No ``lines``: no allocation recorded."""
+
+    title: str
+    y_label: str
+    width: int
+    height: int
+    left: int
+    right: int
+    top: int
+    bottom: int
+    y_ticks: list[tuple[str, str]]  # (y, label)
+    x_ticks: list[tuple[str, str]]  # (x, label)
+    lines: list[_ChartLine]
+
+
+_ENVIRONMENT = jinja2.Environment(
+    loader=jinja2.DictLoader(templates.TEMPLATES),
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+    finalize=_shown,
+)
+_ENVIRONMENT.filters["anchor"] = _anchor
+_ENVIRONMENT.tests["numeric"] = _is_number
+
+
+def to_html(report: Report) -> str:
+    """A self-contained HTML page: verdict banner, failed checks, then each section in order."""
+    return "".join(_html_pieces(report))
+
+
+def _html_pieces(report: Report) -> Iterator[str]:
+    """The page in pieces, as the template renders it: ``write_report`` writes them as they come."""
+    classify(report)
+    return _ENVIRONMENT.get_template("page.html").generate(
+        report=report,
+        counts=report.counts,
+        failed=report.failed_checks,
+        statuses=STATUSES,
+        generator=GENERATOR,
+        schema_version=SCHEMA_VERSION,
+    )
+
+
+def _chart_geometry(chart: Chart) -> _ChartGeometry:
+    """A section's chart for the page's template; today every chart is an allocation chart."""
+    return _allocation_geometry(chart.timeline, title=chart.title, y_label=chart.y_label)
+
+
+_ENVIRONMENT.globals["chart_geometry"] = _chart_geometry
 
 
 def allocation_chart_svg(
@@ -346,6 +263,14 @@ def allocation_chart_svg(
     ``timeline`` is ``[(t_seconds, {project: gpus}), ...]``. A project absent from a point holds
     0 GPUs there. Allocation changes in steps, so each line holds its value until the next point.
     """
+    geometry = _allocation_geometry(timeline, title=title, y_label=y_label, width=width, height=height)
+    return str(_ENVIRONMENT.get_template("parts.html").module.allocation_chart(geometry))
+
+
+def _allocation_geometry(
+    timeline: Sequence[TimelinePoint], *, title: str, y_label: str, width: int = 760, height: int = 320
+) -> _ChartGeometry:
+    """The allocation chart's axes, ticks and one step line per project, for its template."""
     points = sorted(((float(t), dict(values)) for t, values in timeline), key=lambda point: point[0])
     projects: list[str] = []
     for _, values in points:
@@ -354,19 +279,9 @@ def allocation_chart_svg(
                 projects.append(project)
     legend_width = 170
     left, right, top, bottom = 56, width - legend_width, 28, height - 44
-    svg = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}" font-family="sans-serif" '
-        'font-size="12">',
-        f"<title>{_e(title)}</title>",
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
-    ]
+    geometry = functools.partial(_ChartGeometry, title, y_label, width, height, left, right, top, bottom)
     if not points or not projects:
-        svg.append(
-            f'<text x="{width // 2}" y="{height // 2}" text-anchor="middle" fill="#6e7781">'
-            "no allocation recorded</text></svg>"
-        )
-        return "".join(svg)
+        return geometry([], [], [])
 
     t_min, t_last = points[0][0], points[-1][0]
     # The axis runs a little past the last point, so that the state reached there shows as a line.
@@ -383,31 +298,20 @@ def allocation_chart_svg(
         return f"{bottom - value / y_max * (bottom - top):.1f}"
 
     # Grid lines and y ticks.
+    y_ticks = []
     tick = 0.0
     while tick <= y_max + y_step / 2:
-        y = y_of(tick)
-        svg.append(f'<line x1="{left}" y1="{y}" x2="{right}" y2="{y}" stroke="#eaeef2"/>')
-        svg.append(f'<text x="{left - 6}" y="{y}" dy="4" text-anchor="end" fill="#57606a">{_num(tick)}</text>')
+        y_ticks.append((y_of(tick), _num(tick)))
         tick += y_step
     # X ticks.
+    x_ticks = []
     tick = math.ceil(t_min / x_step) * x_step
     while tick <= t_max + x_step / 1000:
-        x = x_of(tick)
-        svg.append(f'<line x1="{x}" y1="{bottom}" x2="{x}" y2="{bottom + 4}" stroke="#57606a"/>')
-        svg.append(f'<text x="{x}" y="{bottom + 17}" text-anchor="middle" fill="#57606a">{_num(tick)}</text>')
+        x_ticks.append((x_of(tick), _num(tick)))
         tick += x_step
-    # Axes and their labels.
-    middle_x, middle_y = (left + right) // 2, (top + bottom) // 2
-    svg.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#57606a"/>')
-    svg.append(f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#57606a"/>')
-    svg.append(f'<text x="{middle_x}" y="{height - 8}" text-anchor="middle" fill="#1f2328">time (s)</text>')
-    svg.append(
-        f'<text x="14" y="{middle_y}" text-anchor="middle" fill="#1f2328" '
-        f'transform="rotate(-90 14 {middle_y})">{_e(y_label)}</text>'
-    )
     # One step line per project, then its legend entry.
+    lines = []
     for index, project in enumerate(projects):
-        colour = _PALETTE[index % len(_PALETTE)]
         path = []
         for position, (t, values) in enumerate(points):
             x, y = x_of(t), y_of(float(values.get(project, 0.0)))
@@ -417,18 +321,10 @@ def allocation_chart_svg(
         # Projects often hold the same number of GPUs at once: each line is nudged a pixel or two off
         # the others so that overlapping lines stay visible side by side.
         nudge = (index - (len(projects) - 1) / 2) * min(2.5, 12 / len(projects))
-        svg.append(
-            f'<path d="{" ".join(path)}" transform="translate(0 {nudge:.2f})" fill="none" stroke="{colour}" '
-            f'stroke-width="2" data-project="{_e(project)}"><title>{_e(project)}</title></path>'
+        lines.append(
+            _ChartLine(project, _PALETTE[index % len(_PALETTE)], " ".join(path), f"{nudge:.2f}", top + 8 + index * 20)
         )
-        legend_y = top + 8 + index * 20
-        svg.append(
-            f'<line x1="{right + 16}" y1="{legend_y}" x2="{right + 36}" y2="{legend_y}" '
-            f'stroke="{colour}" stroke-width="3"/>'
-        )
-        svg.append(f'<text x="{right + 42}" y="{legend_y + 4}" fill="#1f2328">{_e(project)}</text>')
-    svg.append("</svg>")
-    return "".join(svg)
+    return geometry(y_ticks, x_ticks, lines)
 
 
 def _nice_step(span: float, target_ticks: int) -> float:
@@ -486,7 +382,7 @@ def write_report(report: Report, reports_dir: str | os.PathLike[str], now: datet
         "latest": str(site_dir / "latest"),
     }
     _write_atomically(Path(paths["json"]), lambda file: _write_json(report, file))
-    _write_atomically(Path(paths["html"]), lambda file: file.write(to_html(report)))
+    _write_atomically(Path(paths["html"]), lambda file: file.writelines(_html_pieces(report)))
     _write_atomically(Path(paths["junit"]), lambda file: file.write(to_junit_xml(report)))
 
     latest = site_dir / "latest"

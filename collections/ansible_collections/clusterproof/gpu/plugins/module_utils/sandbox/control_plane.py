@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import scheduler_profile
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import pki as sandbox_pki
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below, PortAt
@@ -511,14 +512,16 @@ def is_ready(layout: Layout, component: Component) -> bool:
 
 
 def wait_ready(layout: Layout, component: Component, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if is_ready(layout, component):
-            return
+            return True
         if running_pid(layout, component.name) is None:
             log = layout.log(component.name)
             raise SandboxError(f"{component.name} exited while starting; last lines of {log}:\n{tail(log)}")
-        time.sleep(0.2)
+        return False
+
+    if wait_until(ready, timeout=timeout, interval=0.2).held:
+        return
     log = layout.log(component.name)
     raise SandboxError(
         f"{component.name} did not become ready at {component.ready_url} within {timeout:.0f} s; "
@@ -612,12 +615,13 @@ READY_GRACE = 10.0
 
 def answers(layout: Layout, component: Component, grace: float = READY_GRACE) -> bool:
     """Whether a running component answers its readiness check within ``grace`` seconds."""
-    deadline = time.monotonic() + grace
-    while not is_ready(layout, component):
-        if time.monotonic() > deadline or running_pid(layout, component.name) is None:
-            return False
-        time.sleep(0.5)
-    return True
+
+    def state() -> str:
+        if is_ready(layout, component):
+            return "ready"
+        return "gone" if running_pid(layout, component.name) is None else "starting"
+
+    return wait_until(state, lambda seen: seen != "starting", timeout=grace, interval=0.5).value == "ready"
 
 
 def run_components(layout: Layout, wanted: Iterable[Component], timeout: float = 120.0) -> list[str]:

@@ -8,11 +8,11 @@ directory, its processes and its Node objects.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout, Ports, SandboxError
@@ -50,12 +50,9 @@ def ready_count(nodes: Sequence[Mapping[str, Any]]) -> int:
 
 def wait_nodes_ready(core: Any, expected: int, timeout: float) -> int:
     """Wait until ``expected`` simulated nodes are Ready, or ``timeout``; the number Ready."""
-    deadline = time.monotonic() + timeout
-    while True:
-        ready = ready_count(existing_nodes(core))
-        if ready >= expected or time.monotonic() > deadline:
-            return ready
-        time.sleep(0.5)
+    return wait_until(
+        lambda: ready_count(existing_nodes(core)), lambda ready: ready >= expected, timeout=timeout, interval=0.5
+    ).value
 
 
 def missing(layout: Layout) -> str | None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import yaml_file
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import base as kube_base
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare, quota_lint
@@ -657,13 +658,13 @@ class _Run:
 
     def _placed_or_waiting(self, namespace: str, name: str, pods_wanted: int = 1) -> None:
         """Wait until the workload's pods run, or have waited ``arrival_seconds``."""
-        deadline = time.monotonic() + self.options.arrival_seconds
         selector = "%s=%s" % (workloads.WORKLOAD_NAME_LABEL, name)
-        while time.monotonic() < deadline:
+
+        def placed() -> bool:
             pods = self.core.list_namespaced_pod(namespace, label_selector=selector).items
-            if sum(1 for pod in pods if pod.status.phase == "Running" and pod.spec.node_name) >= pods_wanted:
-                return
-            time.sleep(0.25)
+            return sum(1 for pod in pods if pod.status.phase == "Running" and pod.spec.node_name) >= pods_wanted
+
+        wait_until(placed, timeout=self.options.arrival_seconds, interval=0.25)
 
     def _cleanup(self, objects: Sequence[dict[str, Any]]) -> str | None:
         """Remove what the run created; None when it is gone, else why not (a sentence)."""
@@ -678,13 +679,10 @@ class _Run:
         return None
 
     def _namespaces_gone(self, names: set[str]) -> bool:
-        deadline = time.monotonic() + CLEANUP_SECONDS
-        while time.monotonic() < deadline:
-            existing = {ns.metadata.name for ns in self.core.list_namespace().items}
-            if not names & existing:
-                return True
-            time.sleep(1)
-        return False
+        def gone() -> bool:
+            return not names & {ns.metadata.name for ns in self.core.list_namespace().items}
+
+        return wait_until(gone, timeout=CLEANUP_SECONDS, interval=1).held
 
 
 def _reach(connect: Callable[[], Any], name: str) -> tuple[Any, list[Any]]:

@@ -8,8 +8,8 @@ start or report the pod). At the end it deletes the pods of nodes that are not R
 period 0: nobody is there to confirm they stopped, and the namespace and claims wait for them), then
 the namespace, and waits for the volumes, except those pinned to a node that is not Ready.
 
-May import: ``kube.client``, ``install.storage`` (the probe's manifests), ``validate.storage``, the
-standard library. Touches: the probe's namespace (``clusterproof-storage-probe-<random>``), its
+May import: ``kube.client``, ``install.storage`` (the probe's manifests), ``validate.storage``,
+``common.wait``, the standard library. Touches: the probe's namespace (``clusterproof-storage-probe-<random>``), its
 claims and pods, the volumes of those claims, and earlier probes' namespaces and volumes.
 """
 
@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
@@ -110,14 +111,18 @@ class Probe:
         node went away, or the time ran out)."""
         reader = claim + "-reader"
         self._start_pod(reader, claim, reader=True)
-        while time.monotonic() < deadline:
+
+        def ended_or_lost() -> bool:
             found = self.core.read_namespaced_pod(reader, self.namespace)
             if found.status.phase in ("Succeeded", "Failed"):
-                return self.core.read_namespaced_pod_log(reader, self.namespace)
+                return True
             if self._node_lost(probe, [found.spec.node_name or ""]):
                 probe.pods[reader] = (found.status.phase or "", found.spec.node_name or "")
-                return None
-            time.sleep(POLL_S)
+                return True
+            return False
+
+        if wait_until(ended_or_lost, timeout=deadline - time.monotonic(), interval=POLL_S).held and not probe.node_lost:
+            return self.core.read_namespaced_pod_log(reader, self.namespace)
         return None
 
     def _node_lost(self, probe: storage_validation.ClaimProbe, nodes: Sequence[str]) -> bool:
@@ -216,8 +221,8 @@ class Removal:
         """Wait up to the timeout for ``namespaces`` and ``volumes`` to go (deleting a Released volume
         its class retains); a volume pinned to a node that is not Ready is not waited for. What is
         still there at the end."""
-        deadline = time.monotonic() + self.timeout
-        while True:
+
+        def look() -> tuple[storage_validation.Leftovers, bool]:
             left = storage_validation.Leftovers(
                 [namespace for namespace in namespaces if self._exists(self.core.read_namespace, namespace)]
             )
@@ -238,9 +243,12 @@ class Removal:
                         continue
                 self.stranded.pop(volume, None)
                 waiting = True
-            if (not left.namespaces and not waiting) or time.monotonic() > deadline:
-                return left
-            time.sleep(POLL_S)
+            return left, waiting
+
+        waited = wait_until(
+            look, lambda seen: not seen[0].namespaces and not seen[1], timeout=self.timeout, interval=POLL_S
+        )
+        return waited.value[0]
 
     def _read_volume(self, name: str) -> Any:
         try:

@@ -1,0 +1,393 @@
+"""The one waiter (common/wait.py): until what is looked at holds, or the time runs out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import serve
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common import wait
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabHost
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, lifecycle
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner as sr
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage_probe
+
+
+class FakeTime:
+    """A clock that only moves when the waiter sleeps; records each sleep."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def counting(values):
+    """A look that returns ``values`` in turn (the last one from then on), counting its calls."""
+    seen = list(values)
+    calls = []
+
+    def look():
+        calls.append(len(calls))
+        return seen[min(len(calls) - 1, len(seen) - 1)]
+
+    return look, calls
+
+
+def test_a_value_that_holds_at_once_returns_without_sleeping():
+    fake = FakeTime()
+    look, calls = counting([True])
+    waited = wait.wait_until(look, timeout=10, interval=1, clock=fake.clock, sleep=fake.sleep)
+    assert waited == wait.Waited(True, True, 0.0)
+    assert not waited.timed_out
+    assert (len(calls), fake.sleeps) == (1, [])
+
+
+def test_looks_every_interval_until_it_holds_and_returns_the_value_that_held():
+    fake = FakeTime()
+    look, calls = counting([1, 2, 3, 5, 8])
+    waited = wait.wait_until(look, lambda n: n >= 5, timeout=10, interval=0.5, clock=fake.clock, sleep=fake.sleep)
+    assert (waited.value, waited.held, waited.waited_s) == (5, True, 1.5)
+    assert fake.sleeps == [0.5, 0.5, 0.5]
+    assert len(calls) == 4
+
+
+def test_the_time_running_out_returns_the_last_value_seen_as_the_reason():
+    fake = FakeTime()
+    look, calls = counting(["starting", "starting", "still starting", "ready"])
+    waited = wait.wait_until(look, lambda s: s == "ready", timeout=2, interval=1, clock=fake.clock, sleep=fake.sleep)
+    assert (waited.value, waited.held, waited.timed_out) == ("still starting", False, True)
+    # Looked at 0 and 1 s, then once more when the time is up: the reason is what was seen last.
+    assert len(calls) == 3 and fake.sleeps == [1, 1]
+    assert waited.waited_s == 2
+
+
+def test_no_time_at_all_still_looks_once():
+    fake = FakeTime()
+    look, calls = counting([False])
+    waited = wait.wait_until(look, timeout=0, interval=1, clock=fake.clock, sleep=fake.sleep)
+    assert (waited.held, len(calls)) == (False, 1)
+    fake.now = 0.0
+    look, calls = counting([False, True])
+    fake.sleeps.clear()
+    waited = wait.wait_until(look, timeout=-5, interval=1, clock=fake.clock, sleep=fake.sleep)
+    assert (waited.held, len(calls), fake.sleeps) == (False, 1, [])
+
+
+def test_a_look_that_raises_ends_the_wait():
+    fake = FakeTime()
+
+    def look():
+        if fake.now >= 101:
+            raise RuntimeError("the process exited while starting")
+        return False
+
+    with pytest.raises(RuntimeError, match="exited while starting"):
+        wait.wait_until(look, timeout=10, interval=1, clock=fake.clock, sleep=fake.sleep)
+    assert fake.sleeps == [1]
+
+
+def test_by_default_the_real_clock_is_used():
+    looks = []
+    waited = wait.wait_until(lambda: looks.append(1) or len(looks) >= 2, timeout=5, interval=0.001)
+    assert waited.held and len(looks) == 2 and 0 <= waited.waited_s < 5
+
+
+# --- the waiter's users ---------------------------------------------------------------------------
+
+
+class ServiceAccounts:
+    """A CoreV1Api whose default ServiceAccount answers each status of ``answers`` in turn (200: found)."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    def read_namespaced_service_account(self, name, namespace):
+        status = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if status != 200:
+            raise kube.ApiException(status=status, reason="Not Found" if status == 404 else "Forbidden")
+
+
+def test_the_default_service_account_is_waited_for_and_its_absence_named(monkeypatch):
+    accounts = ServiceAccounts([404, 404, 200])
+    monkeypatch.setattr(kube, "core_v1", lambda api: accounts)
+    kube.wait_for_default_service_account(None, "probe", timeout_s=30)
+    assert accounts.answers == [200]
+    monkeypatch.setattr(kube, "core_v1", lambda api: ServiceAccounts([404]))
+    with pytest.raises(kube.KubeError, match="namespace probe has no default ServiceAccount after 0 s"):
+        kube.wait_for_default_service_account(None, "probe", timeout_s=0)
+    monkeypatch.setattr(kube, "core_v1", lambda api: ServiceAccounts([403]))
+    with pytest.raises(kube.KubeError, match="reading the default ServiceAccount of namespace probe failed: 403"):
+        kube.wait_for_default_service_account(None, "probe", timeout_s=30)
+
+
+class CRDs:
+    """An Applier's get: each CRD named in ``established`` is Established after ``polls`` reads."""
+
+    def __init__(self, established, polls=1):
+        self.established, self.polls, self.reads = set(established), polls, []
+
+    def get(self, manifest):
+        name = manifest["metadata"]["name"]
+        self.reads.append(name)
+        ready = name in self.established and self.reads.count(name) >= self.polls
+        return {"status": {"conditions": [{"type": "Established", "status": "True" if ready else "False"}]}}
+
+
+def test_crds_are_waited_for_in_turn_and_the_one_not_established_is_named():
+    crds = CRDs({"a.x", "b.x"}, polls=2)
+    kube.Applier.wait_established(crds, ["a.x", "b.x"], timeout=30)
+    assert crds.reads == ["a.x", "a.x", "b.x", "b.x"]
+    with pytest.raises(kube.KubeError, match="CRD c.x was not established within 0 s"):
+        kube.Applier.wait_established(CRDs({"a.x"}), ["a.x", "c.x"], timeout=0)
+
+
+def test_a_sandbox_component_is_ready_exited_or_late_and_answers_or_not(tmp_path, monkeypatch):
+    layout = control_plane.Layout(tmp_path)
+    component = control_plane.Component("etcd", ("etcd",), "https://127.0.0.1:1/readyz")
+    looks = {"ready": [False, True], "pid": 7}
+    monkeypatch.setattr(control_plane, "is_ready", lambda layout, component: looks["ready"].pop(0))
+    monkeypatch.setattr(control_plane, "running_pid", lambda layout, name, argv=None: looks["pid"])
+    control_plane.wait_ready(layout, component, timeout=30)
+    looks["ready"] = [False, True]
+    assert control_plane.answers(layout, component, grace=30)
+    looks["ready"] = [False] * 3
+    with pytest.raises(control_plane.SandboxError, match="etcd did not become ready at https://127.0.0.1:1/readyz"):
+        control_plane.wait_ready(layout, component, timeout=0)
+    looks["ready"] = [False] * 3
+    assert not control_plane.answers(layout, component, grace=0)
+    looks.update(ready=[False] * 3, pid=None)
+    with pytest.raises(control_plane.SandboxError, match="etcd exited while starting"):
+        control_plane.wait_ready(layout, component, timeout=30)
+    looks["ready"] = [False] * 3
+    assert not control_plane.answers(layout, component, grace=30)
+
+
+class Nodes:
+    """A CoreV1Api listing simulated nodes, one more Ready at each listing."""
+
+    def __init__(self):
+        self.ready = 0
+
+    def list_node(self, **_):
+        self.ready += 1
+        conditions = [{"type": "Ready", "status": "True"}]
+        return {
+            "items": [{"metadata": {"name": f"n{i}"}, "status": {"conditions": conditions}} for i in range(self.ready)]
+        }
+
+
+def test_simulated_nodes_are_waited_for_and_the_number_ready_returned_either_way(monkeypatch):
+    monkeypatch.setattr(lifecycle, "existing_nodes", lambda core: core.list_node()["items"])
+    assert lifecycle.wait_nodes_ready(Nodes(), 2, timeout=30) == 2
+    assert lifecycle.wait_nodes_ready(Nodes(), 5, timeout=0) == 1
+
+
+IGNORES_TERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
+)
+
+
+def test_the_bundle_s_servers_are_stopped_and_one_that_ignores_sigterm_killed(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    polite = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    stubborn = subprocess.Popen([sys.executable, "-c", IGNORES_TERM], start_new_session=True, stdout=subprocess.PIPE)
+    assert stubborn.stdout.readline()  # its handler is in place
+    processes = [{"pid": p.pid, "start": serve._start_time(p.pid), "command": "x"} for p in (polite, stubborn)]
+    (state / "serve.json").write_text(json.dumps({"processes": processes}))
+    began = time.monotonic()
+    assert serve.stop(state, timeout=0.5)
+    took = time.monotonic() - began
+    # Both end, the stubborn one killed once its 0.5 s were up (stop may have reaped them already).
+    polite.wait(timeout=5)
+    stubborn.wait(timeout=5)
+    assert [serve._start_time(p["pid"]) for p in processes] == [None, None]
+    assert 0.5 <= took < 10
+    assert not (state / "serve.json").exists()
+
+
+def test_lab_machines_are_powered_off_and_one_that_does_not_stop_is_killed():
+    polite = subprocess.Popen(["sleep", "60"])
+    stubborn = subprocess.Popen([sys.executable, "-c", IGNORES_TERM], stdout=subprocess.PIPE)
+    assert stubborn.stdout.readline()
+    try:
+        began = time.monotonic()
+        assert machines.stop({"lab-1": polite.pid, "lab-2": stubborn.pid}, seconds=0.5) == ["lab-2"]
+        assert 0.5 <= time.monotonic() - began < 10
+    finally:
+        for process in (polite, stubborn):
+            process.kill()
+            process.wait()
+
+
+def test_lab_hosts_are_waited_for_and_a_degraded_one_s_failed_units_restarted_once(monkeypatch):
+    answers = {"lab-1": ["starting", "running"], "lab-2": ["degraded", "degraded", "running"]}
+    commands = []
+    monkeypatch.setattr(machines, "system_state", lambda layout, host: answers[host.name].pop(0))
+    monkeypatch.setattr(machines, "failed_units", lambda layout, host: ["kubelet.service"])
+    monkeypatch.setattr(machines, "ssh", lambda layout, address, command, timeout: commands.append(command))
+    hosts = [LabHost("lab-1", "10.0.0.2"), LabHost("lab-2", "10.0.0.3")]
+    states, restarted = machines.wait_running(None, hosts, timeout=30)
+    assert states == {"lab-1": "running", "lab-2": "running"}
+    assert restarted == {"lab-2": ["kubelet.service"]}
+    assert commands == ["systemctl reset-failed kubelet.service; systemctl restart kubelet.service"]
+    answers.update({"lab-1": ["starting"] * 3, "lab-2": ["running"]})
+    states, _ = machines.wait_running(None, hosts, timeout=0)
+    assert states == {"lab-1": "starting", "lab-2": "running"}
+
+
+def listed(*items):
+    return types.SimpleNamespace(items=list(items))
+
+
+def ns(*names):
+    return listed(*(types.SimpleNamespace(metadata=types.SimpleNamespace(name=name)) for name in names))
+
+
+def pod(phase, node):
+    return types.SimpleNamespace(status=types.SimpleNamespace(phase=phase), spec=types.SimpleNamespace(node_name=node))
+
+
+class Cluster:
+    """A CoreV1Api whose listings answer each of the given lists in turn (the last from then on)."""
+
+    def __init__(self, namespaces=(), pods=()):
+        self.namespaces, self.pods, self.selectors = list(namespaces), list(pods), []
+
+    def list_namespace(self):
+        return self.namespaces.pop(0) if len(self.namespaces) > 1 else self.namespaces[0]
+
+    def list_namespaced_pod(self, namespace, label_selector):
+        self.selectors.append((namespace, label_selector))
+        return self.pods.pop(0) if len(self.pods) > 1 else self.pods[0]
+
+
+def test_a_scenario_s_namespaces_are_waited_for_until_gone(monkeypatch):
+    run = types.SimpleNamespace(core=Cluster([ns("cp-a", "default"), ns("default")]))
+    assert sr._Run._namespaces_gone(run, {"cp-a", "cp-b"})
+    monkeypatch.setattr(sr, "CLEANUP_SECONDS", 0)
+    run = types.SimpleNamespace(core=Cluster([ns("cp-a")]))
+    assert not sr._Run._namespaces_gone(run, {"cp-a"})
+
+
+def test_a_submitted_workload_is_waited_for_until_its_pods_run_on_a_node_or_its_arrival_time_is_up():
+    running = pod("Running", "n1"), pod("Running", "n2")
+    cluster = Cluster(pods=[listed(), listed(pod("Pending", None), running[0]), listed(*running)])
+    run = types.SimpleNamespace(core=cluster, options=sr.RunOptions(arrival_seconds=30))
+    sr._Run._placed_or_waiting(run, "cp-a", "train", pods_wanted=2)
+    assert len(cluster.selectors) == 3 and cluster.selectors[0][0] == "cp-a"
+    cluster = Cluster(pods=[listed(pod("Pending", None))])
+    run = types.SimpleNamespace(core=cluster, options=sr.RunOptions(arrival_seconds=0))
+    sr._Run._placed_or_waiting(run, "cp-a", "train")  # returns all the same: the step judges what runs
+    assert len(cluster.selectors) == 1
+
+
+class StorageCluster:
+    """A CoreV1Api (and API client) for the storage probe: the namespace goes after
+    ``namespace_reads`` reads; the retained volume is released at once and goes once deleted; the
+    reader pod runs on ``node``, Ready unless ``node_ready`` is False."""
+
+    def __init__(
+        self, namespace_reads=2, reader_phases=("Pending", "Running", "Succeeded"), pinned="", node_ready=True
+    ):
+        self.namespace_reads, self.reader_phases = namespace_reads, list(reader_phases)
+        self.pinned, self.node_ready = pinned, node_ready
+        self.deleted, self.created = [], []
+
+    def sanitize_for_serialization(self, value):
+        return value if isinstance(value, dict) else getattr(value, "as_json", {})
+
+    def read_namespace(self, name):
+        self.namespace_reads -= 1
+        if self.namespace_reads < 0:
+            raise kube.ApiException(status=404, reason="Not Found")
+
+    def read_persistent_volume(self, name):
+        if name in self.deleted:
+            raise kube.ApiException(status=404, reason="Not Found")
+        affinity = {}
+        if self.pinned:
+            term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [self.pinned]}]}
+            affinity = {"nodeAffinity": {"required": {"nodeSelectorTerms": [term]}}}
+        return types.SimpleNamespace(
+            status=types.SimpleNamespace(phase="Released"),
+            spec=types.SimpleNamespace(persistent_volume_reclaim_policy="Delete" if self.pinned else "Retain"),
+            as_json={"spec": affinity},
+        )
+
+    def delete_persistent_volume(self, name):
+        self.deleted.append(name)
+
+    def create_namespaced_pod(self, namespace, manifest):
+        self.created.append(manifest["metadata"]["name"])
+
+    def read_namespaced_pod(self, name, namespace):
+        phase = self.reader_phases.pop(0) if len(self.reader_phases) > 1 else self.reader_phases[0]
+        return types.SimpleNamespace(
+            status=types.SimpleNamespace(phase=phase), spec=types.SimpleNamespace(node_name="w-1")
+        )
+
+    def read_namespaced_pod_log(self, name, namespace):
+        return "written by probe-0\n"
+
+    def read_node(self, name):
+        status = "True" if self.node_ready else "Unknown"
+        return {"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": status}]}}
+
+
+def removal(cluster, timeout=30):
+    done = storage_probe.Removal.__new__(storage_probe.Removal)
+    done.api, done.core, done.timeout, done.stranded = cluster, cluster, timeout, {}
+    return done
+
+
+def test_the_storage_probe_waits_for_its_namespace_and_volumes_to_go_and_names_what_is_left():
+    cluster = StorageCluster(namespace_reads=2)
+    left = removal(cluster).wait_gone(["cp-storage"], ["pv-1"])
+    assert (left.namespaces, left.volumes, cluster.deleted) == ([], [], ["pv-1"])
+    left = removal(StorageCluster(namespace_reads=99), timeout=0).wait_gone(["cp-storage"], ["pv-1"])
+    assert (left.namespaces, left.volumes) == (["cp-storage"], ["pv-1"])
+
+
+def test_a_volume_pinned_to_a_node_that_is_not_ready_is_not_waited_for(monkeypatch):
+    monkeypatch.setattr(storage_probe.kube, "list_nodes", lambda api: [])
+    cluster = StorageCluster(namespace_reads=0, pinned="w-1")
+    started = time.monotonic()
+    gone = removal(cluster, timeout=30)
+    left = gone.wait_gone(["cp-storage"], ["pv-1"])
+    assert time.monotonic() - started < 5
+    assert (left.namespaces, left.volumes, gone.stranded) == ([], ["pv-1"], {"pv-1": "w-1"})
+
+
+def storage_probe_of(cluster):
+    probe = storage_probe.Probe.__new__(storage_probe.Probe)
+    probe.api, probe.core, probe.namespace, probe.volumes = cluster, cluster, "cp-storage", {"pv-1"}
+    probe.image, probe.pods_run, probe.nodes, probe.lost = "busybox", True, ["w-1"], set()
+    return probe
+
+
+def test_the_storage_probe_reads_back_what_its_reader_printed_or_none_when_its_time_is_up_or_its_node_went():
+    cluster = StorageCluster()
+    claim = storage_validation.ClaimProbe("local-path", "ReadWriteOnce")
+    assert storage_probe_of(cluster)._read_back(claim, "claim-a", time.monotonic() + 30) == "written by probe-0\n"
+    assert cluster.created == ["claim-a-reader"]
+    late = storage_probe_of(StorageCluster(reader_phases=["Pending"]))
+    assert late._read_back(claim, "claim-a", time.monotonic()) is None and not claim.node_lost
+    gone = storage_probe_of(StorageCluster(reader_phases=["Pending"], node_ready=False))
+    assert gone._read_back(claim, "claim-a", time.monotonic() + 30) is None
+    assert (claim.node_lost, claim.node_lost_why, gone.nodes) == ("w-1", "Ready=Unknown", [])
