@@ -22,13 +22,13 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.model.engine impo
 
 def place_waiting(engine: Engine) -> bool:
     """kueue: the admitted workloads whose pods wait go to nodes that have room now, first admitted first."""
-    return engine._place_reserved() if engine.reserved else False
+    return engine.place_reserved() if engine.reserved else False
 
 
 def admission_order(engine: Engine) -> list[int]:
     """The pending jobs in the order they are admitted: submission order; kueue: a queue's
     higher-priority work (interactive) first, as a ClusterQueue orders its workloads."""
-    pending = engine._pending()
+    pending = engine.pending_jobs()
     if not engine.policy.interactive_first:
         return pending
     pending = [j for j in pending if j not in engine.reserved]
@@ -53,14 +53,14 @@ def admit(engine: Engine) -> bool:
             continue
         if fair and alloc[engine.leaf[j]] + start_units[j] > entitled[engine.leaf[j]] + EPS:
             continue
-        if not engine._may_start(j):
+        if not engine.may_start(j):
             continue
         if gangs and engine.in_core[j]:
-            changed = engine._start_gang(j) or changed  # a gang that does not fit says nothing of one pod
-        elif engine._try_place(j):
+            changed = engine.start_gang(j) or changed  # a gang that does not fit says nothing of one pod
+        elif engine.try_place(j):
             changed = True
         elif engine.reserves:
-            engine._reserve(j)  # Kueue admits by quota: its pods wait for a node
+            engine.reserve(j)  # Kueue admits by quota: its pods wait for a node
             changed = True
         elif g:
             whole_fails = g
@@ -111,10 +111,10 @@ def lend_idle(engine: Engine) -> bool:
         j = jobs[position]
         g = engine.whole[j]
         placed = False
-        if not ((g and g >= whole_fails) or (not g and engine.units[j] >= fraction_fails)) and engine._may_start(j):
-            placed = engine._start(j)
+        if not ((g and g >= whole_fails) or (not g and engine.units[j] >= fraction_fails)) and engine.may_start(j):
+            placed = engine.start(j)
             if not placed and engine.reserves:
-                engine._reserve(j)
+                engine.reserve(j)
                 placed = True
             elif not placed and not engine.in_core[j]:
                 if g:

@@ -26,14 +26,14 @@ def consolidate(engine: Engine) -> bool:
     GPUs that holds it, a fraction taking a whole GPU's room). Nothing is evicted for good."""
     changed = False
     failed_size = INF  # a node could not be emptied for this many GPUs: nor for more, until something moves
-    for j in engine._pending():
+    for j in engine.pending_jobs():
         g = engine.whole[j]
         q = engine.leaf[j]
         if not g or g >= failed_size or engine.free_whole < g or engine.gang[j] >= 0:
             continue  # a gang's pods are not consolidated for (nor moved): not modelled
-        if engine.alloc[q] + engine.units[j] > engine.entitled[q] + EPS or not engine._may_start(j):
+        if engine.alloc[q] + engine.units[j] > engine.entitled[q] + EPS or not engine.may_start(j):
             continue
-        if engine._node_for_whole(g) >= 0:
+        if engine.node_for_whole(g) >= 0:
             continue
         plan = _plan(engine, g)
         if plan is None:
@@ -41,13 +41,13 @@ def consolidate(engine: Engine) -> bool:
             continue
         n, moves = plan
         for v, _ in moves:
-            engine._release(v)
-        engine._take_whole(j, n, g)
+            engine.release(v)
+        engine.take_whole(j, n, g)
         for v, m in moves:
             if engine.whole[v]:
-                engine._take_whole(v, m, engine.whole[v])
+                engine.take_whole(v, m, engine.whole[v])
             else:
-                engine._place_on(v, m)
+                engine.place_on(v, m)
         changed = True
         failed_size = INF
     return changed

@@ -79,11 +79,11 @@ def _one_cohort(engine: Engine) -> bool:
 
     for q in range(len(tree.projects)):
         push(q)
-    for j in engine._pending():
+    for j in engine.pending_jobs():
         if j in engine.reserved or engine.place[j] is not None:
             continue  # admitted, or placed since the pass began (a waiting workload given the room)
         p, units, priority = engine.leaf[j], engine.units[j], engine.jobs[j].interactive
-        if engine._within_limits(j):
+        if engine.within_limits(j):
             continue  # admitted: it waits for a node, preempting nothing (Kueue preempts for quota)
         if (p, units, priority) in failed:
             continue  # as the claim that just found nothing
@@ -131,14 +131,14 @@ def _one_cohort(engine: Engine) -> bool:
             continue
         victims = [running[i] for i in chosen]
         for v in victims:
-            engine._kueue_evict(v)
+            engine.kueue_evict(v)
         preempted.update(victims)
         # Kueue preempts for quota, whatever the nodes: the claimant is admitted, and its pods
         # join those admitted earlier that wait for a node; the room the victims leave goes to
         # the pods waiting longest (seeds 224, 226: a workload admitted before the claimant
         # takes the freed node, and the claimant waits).
-        engine._reserve(j)
-        engine._place_reserved()
+        engine.reserve(j)
+        engine.place_reserved()
         push(p)  # the victims' queues only fall: their entries are put right when they come up
         changed = True
         failed.clear()

@@ -42,7 +42,7 @@ class Policy:
 
     Reclaim and victims:
 
-    ``saturation_test``: in a tree, KAI's test between sibling queues (``Rules._saturation_ok``).
+    ``saturation_test``: in a tree, KAI's test between sibling queues (``Rules.saturation_ok``).
     ``preempts_for_quota``: a pending job its cohort's quotas still cover claims nothing (Kueue
     preempts for quota, not for room on the nodes).
     ``victim_keeps_level``: a victim's project stays at or above its level after the victim goes

@@ -23,8 +23,8 @@ def preempt_within_projects(engine: Engine) -> bool:
     those it did not need; the node where that evicts the least wins (ties: node order). The
     project holds no more than before (or its fair share)."""
     changed = False
-    for j in engine._pending():
-        if engine.preemptible[j] or engine.gang[j] >= 0 or not engine._interactive_ok(j):
+    for j in engine.pending_jobs():
+        if engine.preemptible[j] or engine.gang[j] >= 0 or not engine.interactive_ok(j):
             continue  # an interactive gang preempting its own project: not modelled
         q = engine.leaf[j]
         own = sorted((v for v in engine.leaf_running[q] if engine.preemptible[v] and engine.gang[v] < 0), reverse=True)
@@ -35,13 +35,13 @@ def preempt_within_projects(engine: Engine) -> bool:
             by_node.setdefault(engine.place[v][0], []).append(v)  # type: ignore[index]
         best: tuple[int, int, list[int]] | None = None  # (units freed, node, victims)
         # Within its limits already, the job needs only GPUs (victims lower what the project holds).
-        within = engine._within_limits(j)
+        within = engine.within_limits(j)
         for n, candidates in sorted(by_node.items()):
 
             def fits(trial: list[int], j: int = j, n: int = n, within: bool = within) -> bool:
                 if within:
-                    return engine._gpus_fit(j, n, trial)
-                return engine._fits(j, n, trial, engine._removed_in(trial))
+                    return engine.gpus_fit(j, n, trial)
+                return engine.fits_on(j, n, trial, engine.removed_in(trial))
 
             chosen: list[int] = []
             for v in candidates:
@@ -60,7 +60,7 @@ def preempt_within_projects(engine: Engine) -> bool:
         if engine.alloc[q] - freed + engine.units[j] > max(engine.alloc[q], engine.entitled[q]) + EPS:
             continue
         for v in chosen:
-            engine._release(v)
-        engine._place_on(j, n)
+            engine.release(v)
+        engine.place_on(j, n)
         changed = True
     return changed

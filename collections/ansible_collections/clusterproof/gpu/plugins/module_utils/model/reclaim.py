@@ -28,7 +28,7 @@ def reclaim(engine: Engine) -> bool:
     below the tier's level, so every reclaim shrinks what is owed and the loop ends.
     """
     changed = False
-    engine.over_heaps = [engine._over_heap(level) for level in engine.tiers]
+    engine.over_heaps = [engine.over_heap(level) for level in engine.tiers]
     # Within one pass victims only get scarcer for a given claimant project, so a claim that failed
     # fails again for as big a job of that project, unless preemption left idle room behind, or a
     # claim of an earlier tier lifted some project above a later tier's level (its quota).
@@ -36,10 +36,10 @@ def reclaim(engine: Engine) -> bool:
     successes = [0] * len(engine.tiers)
     alloc, start_units = engine.alloc, engine.start_units
     try:
-        for j in engine._pending():
+        for j in engine.pending_jobs():
             if not any(engine.over_heaps):
                 break
-            if engine.gang_pods and engine._gang_blocked(j):
+            if engine.gang_pods and engine.gang_blocked(j):
                 continue
             if engine.policy.preempts_for_quota and engine.used + engine.start_units[j] <= engine.cohort_cap + EPS:
                 # Kueue preempts for quota, not for room on the nodes: a workload its cohort's
@@ -48,8 +48,8 @@ def reclaim(engine: Engine) -> bool:
             q = engine.leaf[j]
             for tier, level in enumerate(engine.tiers):
                 if alloc[q] + start_units[j] > level[q] + EPS:
-                    continue  # above the level once started (_entitled's first test, inline: most fail it)
-                if not engine.over_heaps[tier] or not engine._entitled(j, level):
+                    continue  # above the level once started (within_level's first test, inline: most fail it)
+                if not engine.over_heaps[tier] or not engine.within_level(j, level):
                     continue
                 if engine.in_core[j]:
                     if _claim_gang(engine, j, level):
@@ -80,11 +80,11 @@ def reclaim(engine: Engine) -> bool:
 def _claim(engine: Engine, j: int, tier: int, level: list[float]) -> bool:
     """Find victims for job ``j``: the nodes of the best-ranked victims first; the first that works."""
     if engine.node_heaps is None:
-        engine._start_node_bounds()
-    if engine.whole[j] and engine._best_node_bound(tier) < engine.whole[j]:
+        engine.start_node_bounds()
+    if engine.whole[j] and engine.best_node_bound(tier) < engine.whole[j]:
         return False  # no node could free enough whole GPUs even if every eligible job went
     claimant_path = set(engine.tree.path[engine.leaf[j]])
-    leaves = engine._victim_leaves(tier, claimant_path, level)
+    leaves = engine.victim_leaves(tier, claimant_path, level)
     try:
         return _claim_from(engine, j, leaves, claimant_path, level, tier)
     finally:
@@ -103,10 +103,10 @@ def _claim_from(
             n = engine.place[v][0]  # type: ignore[index]
             if n in visited:
                 continue
-            if g and engine._node_bound(tier, n) < g:
+            if g and engine.node_bound(tier, n) < g:
                 visited.add(n)  # the bound does not move while this claim looks
                 continue
-            if not engine._eligible(v, {}, claimant_path, level):
+            if not engine.eligible(v, {}, claimant_path, level):
                 continue
             visited.add(n)
             candidates = [
@@ -114,16 +114,16 @@ def _claim_from(
                 for w in sorted(engine.node_jobs[n])
                 if engine.preemptible[w]
                 and engine.leaf[w] not in claimant_path
-                and engine._eligible(w, {}, claimant_path, level)
+                and engine.eligible(w, {}, claimant_path, level)
             ]
             # A quick necessary test: could job j fit on node n if every candidate went?
-            if not engine._gpus_fit(j, n, candidates):
+            if not engine.gpus_fit(j, n, candidates):
                 continue
-            victims = engine._victims_on(j, n, candidates, claimant_path, level)
+            victims = engine.victims_on(j, n, candidates, claimant_path, level)
             if victims is None:
                 continue
-            engine._evict(victims)
-            engine._place_on(j, n)
+            engine.evict(victims)
+            engine.place_on(j, n)
             return True
     return False
 
@@ -138,23 +138,23 @@ def _claim_gang(engine: Engine, j: int, level: list[float]) -> bool:
     over = [
         q
         for q in range(len(engine.alloc))
-        if not engine.tree.children[q] and engine._above(q, level) and q not in claimant_path
+        if not engine.tree.children[q] and engine.above(q, level) and q not in claimant_path
     ]
     left = [v for q in over for v in engine.leaf_running[q] if engine.preemptible[v]]
     chosen: list[int] = []
     removed: dict[int, int] = {}
-    while not engine._gang_fits(core, chosen, removed):
-        usable = [v for v in left if engine._eligible(v, removed, claimant_path, level)]
+    while not engine.gang_fits(core, chosen, removed):
+        usable = [v for v in left if engine.eligible(v, removed, claimant_path, level)]
         if not usable:
             return False
-        pick = min(usable, key=lambda v: engine._rank(v, removed, claimant_path, level))
+        pick = min(usable, key=lambda v: engine.rank(v, removed, claimant_path, level))
         chosen.append(pick)
-        going = set(engine._gang_mates(pick))
+        going = set(engine.gang_mates(pick))
         left = [v for v in left if v not in going]
-        removed = engine._removed_in(chosen)
-    chosen = without_unneeded(chosen, lambda trial: engine._gang_fits(core, trial, engine._removed_in(trial)))
-    engine._evict(chosen)
-    started = engine._start_gang(j)
+        removed = engine.removed_in(chosen)
+    chosen = without_unneeded(chosen, lambda trial: engine.gang_fits(core, trial, engine.removed_in(trial)))
+    engine.evict(chosen)
+    started = engine.start_gang(j)
     assert started, "the gang's victims were chosen so that its core pods fit"
     return True
 

@@ -1,16 +1,17 @@
 """Limit rules: whether a job may start, and whether it fits once victims are gone.
 
 Besides fair share, a job starts only within the limits (``max``) of every project on its path and,
-for Kueue, its cohort's quotas (``_within_limits``); non-preemptible work only within its project's
-quota, on KAI within every ancestor's (``_interactive_ok``); a gang's pods only with their gang
-(``_may_start``). ``_entitled`` says whether a job keeps its project within a level (fair share or
-quota) and so may reclaim. ``_fits``, ``_gpus_fit`` and ``_gang_fits`` say whether a claimant
+for Kueue, its cohort's quotas (``within_limits``); non-preemptible work only within its project's
+quota, on KAI within every ancestor's (``interactive_ok``); a gang's pods only with their gang
+(``may_start``). ``within_level`` says whether a job keeps its project within a level (fair share or
+quota) and so may reclaim. ``fits_on``, ``gpus_fit`` and ``gang_fits`` say whether a claimant
 fits once some victims go: the limits counted without them, KAI's saturation test between sibling
-queues in a tree (``_saturation_ok``), and GPUs on the node. CPU and memory (policy runai, flat
+queues in a tree (``saturation_ok``), and GPUs on the node. CPU and memory (policy runai, flat
 projects) are compared beside the GPUs in every rule.
 
-``Rules`` adds these to the placement state (``model.state``); it changes nothing. May import the
-standard library, ``model.data`` and ``model.state``. Touches nothing.
+``Rules`` adds these to the placement state (``model.state``); it changes nothing. The levels it
+compares with (``entitled``, ``tiers``, ``res_levels``) are set by the engine (``model.engine``).
+May import the standard library, ``model.data`` and ``model.state``. Touches nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Rules(State):
         """What starting job ``j`` adds of resource ``r``: its pods to start (a gang's core pods share a size)."""
         return self.res_req[j][r] * (self.start_units[j] // self.units[j])
 
-    def _res_over(self, q: int, level: list[float], removed: Mapping[Any, int] | None = None) -> bool:
+    def res_over(self, q: int, level: list[float], removed: Mapping[Any, int] | None = None) -> bool:
         """Whether project ``q`` (less what ``removed`` takes) is above the tier's CPU or memory level."""
         t = self._tier(level)
         for r in range(len(RESOURCES)):
@@ -51,11 +52,11 @@ class Rules(State):
                     return False
         return True
 
-    def _above(self, q: int, level: list[float]) -> bool:
+    def above(self, q: int, level: list[float]) -> bool:
         """Whether project ``q`` is above ``level``: in GPUs, or (multi-resource) in CPU or memory."""
-        return self.alloc[q] > level[q] + EPS or (self.multi and self._res_over(q, level))
+        return self.alloc[q] > level[q] + EPS or (self.multi and self.res_over(q, level))
 
-    def _within_limits(self, j: int) -> bool:
+    def within_limits(self, j: int) -> bool:
         units, tree, alloc = self.start_units[j], self.tree, self.alloc
         if self.used + units > self.cohort_cap + EPS:
             return False
@@ -66,7 +67,7 @@ class Rules(State):
             return self._res_within_limits(self.leaf[j], [self._start_res(j, r) for r in range(len(RESOURCES))])
         return True
 
-    def _interactive_ok(self, j: int) -> bool:
+    def interactive_ok(self, j: int) -> bool:
         """Non-preemptible work starts only within the project's quota (KAI; Koordinator's non-preemptible);
         on KAI within the quota of every ancestor too, each holding its children's non-preemptible
         work (v0.12.0, ``resultsWithNonPreemptibleOverQuota`` walks the queue's parents)."""
@@ -83,25 +84,25 @@ class Rules(State):
                     return False
         return True
 
-    def _may_start(self, j: int) -> bool:
+    def may_start(self, j: int) -> bool:
         """Rules other than fair share: the limits on the path, the interactive rule, and a gang's
         pods starting with their gang."""
         if self.only_fair_share and self.preemptible[j]:
             return True
-        if self.gang_pods and self._gang_blocked(j):
+        if self.gang_pods and self.gang_blocked(j):
             return False
-        return self._interactive_ok(j) and self._within_limits(j)
+        return self.interactive_ok(j) and self.within_limits(j)
 
-    def _entitled(self, j: int, level: list[float] | None = None) -> bool:
+    def within_level(self, j: int, level: list[float] | None = None) -> bool:
         """Whether job ``j`` keeps its project within ``level`` (default: fair share, or elastic min).
 
-        Limits are not checked here: reclaim may free room under a full parent, and `_fits` checks them.
+        Limits are not checked here: reclaim may free room under a full parent, and `fits_on` checks them.
         """
         q = self.leaf[j]
         bound = (self.entitled if level is None else level)[q]
-        if self.gang_pods and self._gang_blocked(j):
+        if self.gang_pods and self.gang_blocked(j):
             return False
-        if self.alloc[q] + self.start_units[j] > bound + EPS or not self._interactive_ok(j):
+        if self.alloc[q] + self.start_units[j] > bound + EPS or not self.interactive_ok(j):
             return False
         if self.multi:  # KAI's reclaimer: within the level in every resource
             t = self._tier(level)
@@ -110,15 +111,15 @@ class Rules(State):
                     return False
         return True
 
-    def _gang_fits(self, core: list[int], victims: list[int], removed: dict[int, int]) -> bool:
+    def gang_fits(self, core: list[int], victims: list[int], removed: dict[int, int]) -> bool:
         """Whether the ``core`` pods (of one gang, whole GPUs each) fit once ``victims`` and their
-        gang mates are gone: the limits on the path, and a node for each pod as ``_try_place`` picks
+        gang mates are gone: the limits on the path, and a node for each pod as ``try_place`` picks
         it (the fewest free GPUs that hold it, ties: node order)."""
         need = sum(self.units[m] for m in core)
-        gone = self._with_mates(victims)
+        gone = self.with_mates(victims)
         if self.cohort_cap < INF and self.used - sum(self.units[v] for v in gone) + need > self.cohort_cap + EPS:
             return False
-        if self.saturation_test and not self._saturation_ok(core[0], need, removed):
+        if self.saturation_test and not self.saturation_ok(core[0], need, removed):
             return False
         tree, alloc = self.tree, self.alloc
         for a in tree.path[self.leaf[core[0]]]:
@@ -149,7 +150,7 @@ class Rules(State):
             free[n] -= g
         return True
 
-    def _gpus_fit(self, j: int, n: int, victims: list[int]) -> bool:
+    def gpus_fit(self, j: int, n: int, victims: list[int]) -> bool:
         """Whether job ``j`` finds GPUs on node ``n`` once ``victims`` are gone (quota aside): whole GPUs
         for a whole-GPU job, else room on a shared GPU or a free one."""
         freed_whole = 0
@@ -170,11 +171,11 @@ class Rules(State):
         units = self.units[j]
         return any(used - freed_shared.get(gpu, 0) + units <= UNITS_PER_GPU for gpu, used in partial.items())
 
-    def _removed_in(self, victims: list[int]) -> dict[Any, int]:
+    def removed_in(self, victims: list[int]) -> dict[Any, int]:
         """Per project on the victims' paths, the GPU units they free; multi-resource, also per
         (resource, project) the CPU or memory they free."""
         removed: dict[Any, int] = {}
-        for v in self._with_mates(victims):
+        for v in self.with_mates(victims):
             for a in self.tree.path[self.leaf[v]]:
                 removed[a] = removed.get(a, 0) + self.units[v]
                 if self.multi:
@@ -182,12 +183,12 @@ class Rules(State):
                         removed[(r, a)] = removed.get((r, a), 0) + amount
         return removed
 
-    def _fits(self, j: int, n: int, victims: list[int], removed: dict[int, int]) -> bool:
+    def fits_on(self, j: int, n: int, victims: list[int], removed: dict[int, int]) -> bool:
         units, tree, alloc = self.units[j], self.tree, self.alloc
         if not self.gang_pods:  # the common case, kept to the victims given (all on node n)
             gone = victims
         else:  # a gang's pods go with it; those on node n make room there
-            gone = self._with_mates(victims)
+            gone = self.with_mates(victims)
             victims = [v for v in gone if self.place[v][0] == n]  # type: ignore[index]
         if self.cohort_cap < INF and self.used - sum(self.units[v] for v in gone) + units > self.cohort_cap + EPS:
             return False
@@ -196,11 +197,11 @@ class Rules(State):
                 return False
         if self.multi and not self._res_within_limits(self.leaf[j], self.res_req[j], removed):
             return False
-        if self.saturation_test and not self._saturation_ok(j, units, removed):
+        if self.saturation_test and not self.saturation_ok(j, units, removed):
             return False
-        return self._gpus_fit(j, n, victims)
+        return self.gpus_fit(j, n, victims)
 
-    def _saturation_ok(self, j: int, units: int, removed: Mapping[Any, int]) -> bool:
+    def saturation_ok(self, j: int, units: int, removed: Mapping[Any, int]) -> bool:
         """runai in a tree: whether KAI lets job ``j`` (``units`` to start) take ``removed``. At each
         level of the claimant's path, a queue that would go above its fair share must stay less
         saturated (held over fair share) than every sibling that loses work, the victims gone (v0.12.0,

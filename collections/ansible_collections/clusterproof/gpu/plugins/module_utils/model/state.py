@@ -7,7 +7,7 @@ waited), checks it (ValueError on an inconsistent one) and keeps the counts curr
 It decides nothing: which job may start is ``model.rules``, which may go ``model.victims``, and
 when, the actions (``model.allocate``, ``consolidation``, ``reclaim``, ``preempt``,
 ``fair_sharing``). The policy's settings it reads are data of its ``Policy`` (``model.policy``).
-While reclaim runs, ``_occupy`` and ``_release`` keep its indexes current through ``_note_alloc``
+While reclaim runs, ``_occupy`` and ``release`` keep its indexes current through ``note_alloc``
 (``model.victims``, the engine's).
 
 May import the standard library, ``model.data``, ``model.tree`` and ``model.policy``. Touches
@@ -109,11 +109,11 @@ class State:
         self._read_gangs()
         self.place: list[tuple[int, tuple[int, ...]] | None] = [None] * len(self.jobs)
         # The pending jobs in submission order, narrowed as jobs start; a released job waits in
-        # _released until the next _pending() merges it back (a full rescan per pass cost 0.15 s of
+        # _released until the next pending_jobs() merges it back (a full rescan per pass cost 0.15 s of
         # the 10,000-project step).
         self._pending_list: list[int] = list(range(len(self.jobs)))
         self._released: list[int] = []
-        # Bumped whenever a job is placed or released: _pending() hands back its last list while
+        # Bumped whenever a job is placed or released: pending_jobs() hands back its last list while
         # nothing moved (most phases of a settled pass change nothing).
         self.moves = 0
         self._pending_moves = -1
@@ -160,7 +160,7 @@ class State:
             for name in waiting:
                 j = index.get(name, -1)
                 if j >= 0 and self.place[j] is None and j not in self.reserved:
-                    self._reserve(j)
+                    self.reserve(j)
         self.buckets: list[list[int]] = [[] for _ in range(max(self.node_size, default=0) + 1)]
         for n, free in enumerate(self.free):
             self.buckets[free].append(n)
@@ -227,7 +227,7 @@ class State:
                 self.in_core[j] = True
             self.gang_core.append(core)
         # What starting each job adds to its project: its own units; for a core pod, those of its
-        # gang's core pods not running (all of them now; _occupy and _release keep it current).
+        # gang's core pods not running (all of them now; _occupy and release keep it current).
         self.start_units = list(self.units)
         for core in self.gang_core:
             total = sum(self.units[m] for m in core)
@@ -240,7 +240,7 @@ class State:
         for m in core:
             self.start_units[m] = total
 
-    def _gang_blocked(self, j: int) -> bool:
+    def gang_blocked(self, j: int) -> bool:
         """Whether job ``j`` cannot be started on its own: a core pod other than the first one not
         running (the first starts the core), or a pod beyond the core while the core does not run."""
         gid = self.gang[j]
@@ -253,39 +253,39 @@ class State:
             return j != next(m for m in core if self.place[m] is None)
         return self.place[core[0]] is None
 
-    def _start_gang(self, j: int) -> bool:
+    def start_gang(self, j: int) -> bool:
         """Bin-pack the core pods of job ``j``'s gang that do not run, all or none."""
         placed = []
         for m in self.gang_core[self.gang[j]]:
             if self.place[m] is not None:
                 continue
-            if not self._try_place(m):
+            if not self.try_place(m):
                 for k in placed:
-                    self._release(k)
+                    self.release(k)
                 return False
             placed.append(m)
         return True
 
-    def _start(self, j: int) -> bool:
-        return self._start_gang(j) if self.in_core[j] else self._try_place(j)
+    def start(self, j: int) -> bool:
+        return self.start_gang(j) if self.in_core[j] else self.try_place(j)
 
-    def _gang_mates(self, v: int) -> list[int]:
+    def gang_mates(self, v: int) -> list[int]:
         """What goes when job ``v`` is evicted: a core pod takes its whole gang with it."""
         gid = self.gang[v]
         if gid < 0 or not self.in_core[v]:
             return [v]
         return [m for m in self.gang_pods[gid] if self.place[m] is not None]
 
-    def _evict(self, victims: Sequence[int]) -> None:
-        for v in self._with_mates(victims):
-            self._release(v)
+    def evict(self, victims: Sequence[int]) -> None:
+        for v in self.with_mates(victims):
+            self.release(v)
 
-    def _with_mates(self, victims: Sequence[int]) -> list[int]:
+    def with_mates(self, victims: Sequence[int]) -> list[int]:
         if not self.gang_pods:
             return list(victims)
         seen: dict[int, None] = {}
         for v in victims:
-            for m in self._gang_mates(v):
+            for m in self.gang_mates(v):
                 seen.setdefault(m)
         return list(seen)
 
@@ -442,9 +442,9 @@ class State:
             self._count_resources(j, 1)
         self.stamp[q] += 1
         if self.over_heaps is not None:
-            self._note_alloc(q, n)
+            self.note_alloc(q, n)
 
-    def _release(self, j: int) -> None:
+    def release(self, j: int) -> None:
         placement = self.place[j]
         assert placement is not None
         n, gpus = placement
@@ -478,7 +478,7 @@ class State:
             else:
                 self._set_partial(n, gpu, used - units)
         if self.over_heaps is not None:
-            self._note_alloc(q, n, gone=j)
+            self.note_alloc(q, n, gone=j)
 
     def _count_resources(self, j: int, sign: int) -> None:
         q = self.leaf[j]
@@ -488,7 +488,7 @@ class State:
             if not self.preemptible[j]:
                 self.res_fixed[r][q] += sign * amount
 
-    def _reserve(self, j: int) -> None:
+    def reserve(self, j: int) -> None:
         """kueue: admit ``j`` by quota alone, its pods waiting for a node."""
         self.reserved.add(j)
         self.leaf_reserved[self.leaf[j]].add(j)
@@ -508,26 +508,26 @@ class State:
             self.alloc[a] += units
         self.stamp[q] += 1
 
-    def _kueue_evict(self, j: int) -> None:
+    def kueue_evict(self, j: int) -> None:
         """A victim: a running job released, or an admitted one that waits for a node unadmitted."""
         if j in self.reserved:
             self._unreserve(j)
             self._released.append(j)
         else:
-            self._release(j)
+            self.release(j)
 
-    def _place_reserved(self) -> bool:
+    def place_reserved(self) -> bool:
         """kueue: the admitted workloads whose pods wait go to nodes that have room now, first admitted first."""
         changed = False
         for j in sorted(self.reserved, key=self.admitted.__getitem__):
-            if self.whole[j] and self._node_for_whole(self.whole[j]) < 0:
+            if self.whole[j] and self.node_for_whole(self.whole[j]) < 0:
                 continue  # no node holds it yet: its quota stays held, its queue's heap entry current
             admitted = self.admitted[j]
             self._unreserve(j)  # placing counts the job's quota again
-            if self._try_place(j):
+            if self.try_place(j):
                 changed = True
             else:
-                self._reserve(j)
+                self.reserve(j)
                 self.admitted[j] = admitted
         return changed
 
@@ -551,7 +551,7 @@ class State:
             del self.partial_room[bisect.bisect_left(self.partial_room, key)]
             self.room_total -= UNITS_PER_GPU - used
 
-    def _node_for_whole(self, g: int) -> int:
+    def node_for_whole(self, g: int) -> int:
         buckets, free = self.buckets, self.free
         for f in range(g, len(buckets)):
             bucket = buckets[f]
@@ -562,7 +562,7 @@ class State:
                 heapq.heappop(bucket)
         return -1
 
-    def _take_whole(self, j: int, n: int, g: int) -> None:
+    def take_whole(self, j: int, n: int, g: int) -> None:
         lst = self.free_idx[n]
         gpus = tuple(lst[:g])
         del lst[:g]
@@ -571,14 +571,14 @@ class State:
         heapq.heappush(self.buckets[self.free[n]], n)
         self._occupy(j, n, gpus)
 
-    def _try_place(self, j: int) -> bool:
+    def try_place(self, j: int) -> bool:
         """Bin-pack job ``j`` into idle capacity; False when no node holds it."""
         g = self.whole[j]
         if g:
-            n = self._node_for_whole(g)
+            n = self.node_for_whole(g)
             if n < 0:
                 return False
-            self._take_whole(j, n, g)
+            self.take_whole(j, n, g)
             return True
         units = self.units[j]
         room = self.partial_room
@@ -591,7 +591,7 @@ class State:
             self._set_partial(n, gpu, used + units)
             self._occupy(j, n, (gpu,))
             return True
-        n = self._node_for_whole(1)
+        n = self.node_for_whole(1)
         if n < 0:
             return False
         self._take_fraction_from_whole(j, n)
@@ -606,11 +606,11 @@ class State:
         self._set_partial(n, gpu, self.units[j])
         self._occupy(j, n, (gpu,))
 
-    def _place_on(self, j: int, n: int) -> None:
+    def place_on(self, j: int, n: int) -> None:
         """Place job ``j`` on node ``n``, which reclaim has just made room on."""
         g = self.whole[j]
         if g:
-            self._take_whole(j, n, g)
+            self.take_whole(j, n, g)
             return
         units = self.units[j]
         best = None
@@ -627,7 +627,7 @@ class State:
         self._set_partial(n, gpu, used + units)
         self._occupy(j, n, (gpu,))
 
-    def _pending(self) -> list[int]:
+    def pending_jobs(self) -> list[int]:
         """The jobs not placed, in submission order: a list never changed after it is handed out
         (callers place jobs while they walk it), the same one while no job moved."""
         if self.moves == self._pending_moves and not self._released:
