@@ -7,12 +7,12 @@ Rules (each a test below):
   the modules: such an import is how a cycle hides;
 - the pure layers import only what their docstring allows: ``tenancy/`` only ``tenancy/``,
   ``model/`` only ``model/`` and the pins, ``report/model.py`` nothing of the collection but the pins,
-  ``node/`` not the report's renderers;
+  ``node/`` not the report's renderers; ``versions`` (the pins, module_utils/versions.py) imports
+  nothing of the collection, so that every layer may import it;
 - inside ``model/``, each module imports only the model modules below it (``MODEL_LAYERS``: data,
   the tree, shares, placement state, limit rules, victim ranking, the engine, its actions, the
   policies, the front), and no module of the model but ``quota_lint`` compares a policy's name: what
-  differs between policies is a ``Policy`` value (``model/policy.py``); ``versions`` (the pins, module_utils/versions.py) imports nothing of the
-  collection, so that every layer may import it;
+  differs between policies is a ``Policy`` value (``model/policy.py``);
 - an engine file (``scheduler/kai.py``, ``kueue.py``, ``koordinator.py``) is imported only inside
   ``scheduler/``; everything else asks ``scheduler.registry`` for a backend (``ENGINE_IMPORTERS``
   lists the temporary exceptions, each with its reason);
@@ -266,7 +266,8 @@ def test_the_model_compares_no_policy_name_but_in_quota_lint():
             continue
         for node in ast.walk(_parse(path)):
             if isinstance(node, ast.Compare):
-                operands = (node.left, *node.comparators)
+                operands = [node.left, *node.comparators]
+                operands += [item for o in operands if isinstance(o, (ast.Tuple, ast.List, ast.Set)) for item in o.elts]
                 literals = {o.value for o in operands if isinstance(o, ast.Constant) and isinstance(o.value, str)}
                 if literals & POLICY_NAMES:
                     found.append(
