@@ -6,9 +6,13 @@ Rules (each a test below):
 - no function-level (or class-level) import of the collection's own code, in module_utils or in
   the modules: such an import is how a cycle hides;
 - the pure layers import only what their docstring allows: ``tenancy/`` only ``tenancy/``,
-  ``model/`` and ``report/model.py`` nothing of the collection but the pins, ``node/`` not the
-  report's renderers; ``versions`` (the pins, module_utils/versions.py) imports nothing of the
-  collection, so that every layer may import it;
+  ``model/`` only ``model/`` and the pins, ``report/model.py`` nothing of the collection but the pins,
+  ``node/`` not the report's renderers; ``versions`` (the pins, module_utils/versions.py) imports
+  nothing of the collection, so that every layer may import it;
+- inside ``model/``, each module imports only the model modules below it (``MODEL_LAYERS``: data,
+  the tree, shares, placement state, limit rules, victim ranking, the engine, its actions, the
+  policies, the front), and no module of the model but ``quota_lint`` compares a policy's name: what
+  differs between policies is a ``Policy`` value (``model/policy.py``);
 - a third-party package that only the controller has is imported only where a docstring allows
   it: ``jinja2`` (a dependency of ansible-core) by ``report/render.py``, for the HTML page, so that
   nothing which runs on a GPU host needs it (``THIRD_PARTY``);
@@ -46,7 +50,6 @@ ENGINE_IMPORTERS = {
 # Files outside scheduler/ whose comparisons with these strings are about something else, and what.
 NOT_ENGINE_COMPARISONS = {
     # Fair-share policies (runai, elastic, kueue) are the model's own names; a backend says which it follows.
-    "module_utils/model/fairshare.py": "compares fair-share policies",
     "module_utils/model/quota_lint.py": "compares fair-share policies",
     # Build items are binaries (the kueue binary), built whichever engine a site runs.
     "module_utils/sandbox/build.py": "compares build items",
@@ -60,7 +63,7 @@ ALLOWED = {
     "versions": (),
     "common.": PINS,
     "tenancy.": ("tenancy.", "common.", *PINS),
-    "model.": PINS,
+    "model.": ("model.", *PINS),
     "report.model": PINS,
     "report.history": ("report.model", *PINS),
     "report.templates": (),
@@ -72,6 +75,45 @@ ALLOWED = {
 THIRD_PARTY = {
     "jinja2": ("module_utils/report/render.py",),
 }
+# What each module of model/ may import of model/, as its docstring says: the layers from the data up
+# to the front (fairshare), so that a reader finds each part in one place and no part reaches up.
+MODEL_LAYERS = {
+    "model": (),
+    "model.data": (),
+    "model.policy": (),
+    "model.quota_lint": (),
+    "model.tree": ("model.data",),
+    "model.shares": ("model.data", "model.tree"),
+    "model.scaling": ("model.data",),
+    "model.state": ("model.data", "model.tree", "model.policy"),
+    "model.rules": ("model.data", "model.state"),
+    "model.victims": ("model.data", "model.rules"),
+    "model.engine": ("model.data", "model.policy", "model.shares", "model.tree", "model.victims"),
+    "model.allocate": ("model.data", "model.engine"),
+    "model.consolidation": ("model.data", "model.engine"),
+    "model.preempt": ("model.data", "model.engine", "model.victims"),
+    "model.reclaim": ("model.data", "model.engine", "model.victims"),
+    "model.fair_sharing": ("model.data", "model.engine", "model.reclaim"),
+    "model.policies": (
+        "model.policy",
+        "model.allocate",
+        "model.consolidation",
+        "model.fair_sharing",
+        "model.preempt",
+        "model.reclaim",
+    ),
+    "model.fairshare": (
+        "model.consolidation",
+        "model.data",
+        "model.engine",
+        "model.fair_sharing",
+        "model.policies",
+        "model.scaling",
+        "model.shares",
+        "model.tree",
+    ),
+}
+POLICY_NAMES = {"runai", "elastic", "kueue"}
 FORBIDDEN = {
     "node.": ("report.render",),
     "validate.": tuple(sorted(ENGINE_FILES)),
@@ -233,6 +275,35 @@ def test_controller_only_packages_are_imported_only_where_allowed(package):
     assert found == [], "%s may be imported only by %s: %s" % (package, ", ".join(THIRD_PARTY[package]), found)
 
 
+def test_model_modules_import_only_the_layers_below_them():
+    model = sorted(name for name in MODULES if name == "model" or name.startswith("model."))
+    assert model == sorted(MODEL_LAYERS), "list each module of model/ in MODEL_LAYERS, with what it may import"
+    found = [
+        "%s imports %s" % (_where(MODULES[name], statement), target)
+        for name in model
+        for statement, target in _imports(_parse(MODULES[name]))
+        if target.startswith("model") and target not in MODEL_LAYERS[name]
+    ]
+    assert found == [], "a model module imports only the layers MODEL_LAYERS lists for it: %s" % found
+
+
+def test_the_model_compares_no_policy_name_but_in_quota_lint():
+    found = []
+    for name, path in MODULES.items():
+        if not name.startswith("model.") or name == "model.quota_lint":
+            continue
+        for node in ast.walk(_parse(path)):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                operands += [item for o in operands if isinstance(o, (ast.Tuple, ast.List, ast.Set)) for item in o.elts]
+                literals = {o.value for o in operands if isinstance(o, ast.Constant) and isinstance(o.value, str)}
+                if literals & POLICY_NAMES:
+                    found.append(
+                        "%s compares with %s" % (_where(path, node), ", ".join(sorted(literals & POLICY_NAMES)))
+                    )
+    assert found == [], "what differs between policies is a Policy value (model/policy.py): %s" % found
+
+
 def _outside_scheduler(exceptions: dict[str, str]) -> Iterator[Path]:
     """The plugin files outside scheduler/ that a rule about engines covers: all but its listed exceptions."""
     for path in PLUGIN_FILES:
@@ -284,3 +355,5 @@ def test_the_walk_sees_the_layers():
     assert "scheduler.registry" in graph["validate.scenario_runner"]
     assert "versions" in graph["sandbox.build"]
     assert "report.templates" in graph["report.render"]
+    assert "model.victims" in graph["model.engine"]
+    assert "model.engine" in graph["model.reclaim"]

@@ -47,6 +47,11 @@ PLUGINS = "collections/ansible_collections/clusterproof/gpu/plugins/"
 # Files whose comments and docstrings cite the version they were learnt from, and what they cite.
 CITATIONS = {
     PLUGINS + "module_utils/model/fairshare.py": "the KAI and Kueue sources each rule of the model follows",
+    PLUGINS + "module_utils/model/shares.py": "KAI's division of shares the model follows",
+    PLUGINS + "module_utils/model/rules.py": "the KAI rules on what may start the model follows",
+    PLUGINS + "module_utils/model/victims.py": "KAI's reclaim strategies the victim rule follows",
+    PLUGINS + "module_utils/model/fair_sharing.py": "Kueue's fair-sharing preemption the model follows",
+    PLUGINS + "module_utils/model/policies.py": "the KAI and Kueue versions each policy follows",
     PLUGINS + "module_utils/scheduler/kai.py": "KAI behaviour the backend works around (its queue label, metrics port)",
     PLUGINS + "module_utils/scheduler/koordinator.py": "the ElasticQuota plugin source the quota division follows",
 }
