@@ -17,19 +17,24 @@ Rules (each a test below):
   lists the temporary exceptions, each with its reason);
 - no comparison with an engine's name as a string outside ``scheduler/``: what differs between
   engines is a property of their backend (``NOT_ENGINE_COMPARISONS``: files where the same words
-  name something else).
+  name something else);
+- no playbook or role compares the site's scheduler, or anything, with an engine's name: they ask
+  ``clusterproof_site.engine``, which the site inventory settles from the backend
+  (``scheduler.registry.site_engine``).
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-PLUGINS = Path(__file__).resolve().parents[2] / "collections/ansible_collections/clusterproof/gpu/plugins"
+ROOT = Path(__file__).resolve().parents[2]
+PLUGINS = ROOT / "collections/ansible_collections/clusterproof/gpu/plugins"
 MODULE_UTILS = PLUGINS / "module_utils"
 PACKAGE = "ansible_collections.clusterproof.gpu.plugins.module_utils"
 COLLECTION = "ansible_collections.clusterproof.gpu"
@@ -274,6 +279,45 @@ def test_no_comparison_with_an_engine_name_outside_scheduler():
                 if names:
                     found.append("%s compares with %s" % (_where(path, node), ", ".join(sorted(names))))
     assert found == [], "ask the engine's backend (scheduler/base.py) instead of its name: %s" % found
+
+
+_ENGINE = r"""['"](?:%s)['"]""" % "|".join(sorted(ENGINE_NAMES))
+# In a playbook's or role's YAML (a when, a template): the scheduler compared with anything, or
+# anything compared with an engine's name (==, !=, in a list of names).
+_YAML_ENGINE_COMPARISON = re.compile(
+    r"scheduler\s*(?:==|!=|(?:not\s+)?in\s*[\[(])"
+    r"|(?:==|!=)\s*%(engine)s|%(engine)s\s*(?:==|!=)"
+    r"|(?:not\s+)?in\s*[\[(][^\])]*%(engine)s" % {"engine": _ENGINE}
+)
+
+
+def _ansible_yaml() -> list[Path]:
+    return sorted(path for folder in ("playbooks", "roles") for path in (ROOT / folder).rglob("*.yml"))
+
+
+def test_no_playbook_or_role_compares_an_engine_name():
+    found = []
+    for path in _ansible_yaml():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.lstrip().startswith("#") and _YAML_ENGINE_COMPARISON.search(line):
+                found.append("%s:%d: %s" % (path.relative_to(ROOT), number, line.strip()))
+    assert found == [], "ask clusterproof_site.engine (scheduler/registry.py site_engine) instead: %s" % found
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "when: clusterproof_site.scheduler == 'kai'",
+        "when: clusterproof_site.scheduler != \"kueue\" and clusterproof_site.cluster_mode == 'sandbox'",
+        "when: clusterproof_site.scheduler in ['kai', 'kueue']",
+        "when: site_engine not in ('koordinator',)",
+        "x: \"{{ 'kai' == tenant_admission_scheduler }}\"",
+    ],
+)
+def test_the_yaml_scan_sees_an_engine_comparison(line):
+    # The test above passes vacuously if the pattern matches nothing: it must see today's forms.
+    assert _YAML_ENGINE_COMPARISON.search(line)
+    assert _ansible_yaml(), "no playbook or role found"
 
 
 def test_the_walk_sees_the_layers():

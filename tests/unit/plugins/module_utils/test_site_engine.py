@@ -4,11 +4,16 @@ engine is its backend file and one registry line, and no playbook or role names 
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import schema
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 
+ROOT = Path(__file__).resolve().parents[4]
 FACTS = {"name", "display_name", "install_role", "has_queues", "gpu_agent", "sandbox_stop_roles"}
 
 
@@ -64,6 +69,24 @@ def test_each_schedulers_facts_are_what_the_playbooks_compared_names_for():
 @pytest.mark.parametrize("scheduler", schema.schedulers())
 def test_every_fact_is_defined_for_every_scheduler_and_mode(scheduler, mode):
     assert set(_settled(scheduler, mode)["engine"]) == FACTS
+
+
+def test_every_engine_fact_a_playbook_or_role_reads_is_settled():
+    used = set()
+    for folder in ("playbooks", "roles"):
+        for path in (ROOT / folder).rglob("*.yml"):
+            used |= set(re.findall(r"clusterproof_site\.engine\.(\w+)", path.read_text()))
+    assert used and used <= FACTS
+
+
+def test_every_engines_roles_exist():
+    for name in registry.names():
+        engine = registry.site_engine(name)
+        assert (ROOT / "roles" / engine["install_role"] / "tasks/main.yml").is_file(), name
+        for role in engine["sandbox_stop_roles"]:
+            assert (ROOT / "roles" / role / "tasks/absent.yml").is_file(), role
+            specs = yaml.safe_load((ROOT / "roles" / role / "meta/argument_specs.yml").read_text())
+            assert "absent" in specs["argument_specs"], role
 
 
 def test_an_unknown_scheduler_has_no_facts():
