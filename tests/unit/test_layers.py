@@ -20,7 +20,9 @@ Rules (each a test below):
   name something else);
 - no playbook or role compares the site's scheduler, or anything, with an engine's name: they ask
   ``clusterproof_site.engine``, which the site inventory settles from the backend
-  (``scheduler.registry.site_engine``).
+  (``scheduler.registry.site_engine``); nor does one work the cluster mode out again (a comparison
+  with the mode, or the inventory's raw ``clusterproof_cluster_mode``): they ask
+  ``clusterproof_site.sandbox``, settled once with the site.
 """
 
 from __future__ import annotations
@@ -295,13 +297,55 @@ def _ansible_yaml() -> list[Path]:
     return sorted(path for folder in ("playbooks", "roles") for path in (ROOT / folder).rglob("*.yml"))
 
 
-def test_no_playbook_or_role_compares_an_engine_name():
-    found = []
+def _yaml_lines() -> Iterator[tuple[str, str]]:
+    """Every line of the playbooks' and roles' YAML that is not a comment, as (where, line)."""
     for path in _ansible_yaml():
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.lstrip().startswith("#") and _YAML_ENGINE_COMPARISON.search(line):
-                found.append("%s:%d: %s" % (path.relative_to(ROOT), number, line.strip()))
+            if not line.lstrip().startswith("#"):
+                yield "%s:%d" % (path.relative_to(ROOT), number), line
+
+
+def test_no_playbook_or_role_compares_an_engine_name():
+    found = ["%s: %s" % (where, line.strip()) for where, line in _yaml_lines() if _YAML_ENGINE_COMPARISON.search(line)]
     assert found == [], "ask clusterproof_site.engine (scheduler/registry.py site_engine) instead: %s" % found
+
+
+# The mode compared (==, !=, in a list), or read from the inventory rather than the settled site.
+_YAML_MODE_COMPARISON = re.compile(
+    r"cluster_mode\s*(?:==|!=|(?:not\s+)?in\s*[\[(])|(?:==|!=)\s*\S*cluster_mode"
+    r"|clusterproof_cluster_mode\s*(?:\||}}|\)|$)|['\"]sandbox['\"]\s*(?:==|!=)"
+)
+
+
+def test_no_playbook_or_role_works_the_cluster_mode_out_again():
+    found = ["%s: %s" % (where, line.strip()) for where, line in _yaml_lines() if _YAML_MODE_COMPARISON.search(line)]
+    assert found == [], "ask clusterproof_site.sandbox (inventory/schema.py) instead: %s" % found
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "x: \"{{ 'sandbox' if clusterproof_site.cluster_mode == 'sandbox' else 'helm' }}\"",
+        "x: \"{{ clusterproof_site.cluster_mode != 'sandbox' }}\"",
+        "x: \"{{ (clusterproof_cluster_mode | default('sandbox')) == 'sandbox' }}\"",
+        'site_report_cluster_mode: "{{ clusterproof_cluster_mode }}"',
+        "when: clusterproof_site.cluster_mode in ['sandbox']",
+    ],
+)
+def test_the_yaml_scan_sees_a_mode_worked_out_again(line):
+    assert _YAML_MODE_COMPARISON.search(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'site_report_cluster_mode: "{{ clusterproof_site.cluster_mode }}"',
+        'kubeconfig: "{{ clusterproof_defaults_kubeconfigs[clusterproof_site.cluster_mode] }}"',
+        "msg: run the site_inventory role with clusterproof_cluster_mode: kubeadm, first.",
+    ],
+)
+def test_the_yaml_scan_lets_the_settled_mode_be_read(line):
+    assert not _YAML_MODE_COMPARISON.search(line)
 
 
 @pytest.mark.parametrize(

@@ -79,6 +79,22 @@ def test_every_engine_fact_a_playbook_or_role_reads_is_settled():
     assert used and used <= FACTS
 
 
+@pytest.mark.parametrize(("mode", "sandbox"), [("sandbox", True), ("existing", False)])
+def test_whether_the_site_is_the_sandbox_is_settled_once(mode, sandbox):
+    # Before, ten role defaults compared the mode themselves, three of them the inventory's raw
+    # clusterproof_cluster_mode with a default of their own.
+    assert _settled("kai", mode)["sandbox"] is sandbox
+
+
+def test_every_site_field_a_playbook_or_role_reads_is_settled():
+    used = set()
+    for folder in ("playbooks", "roles"):
+        for path in (ROOT / folder).rglob("*.yml"):
+            used |= set(re.findall(r"clusterproof_site\.(\w+)", path.read_text()))
+    assert {"engine", "sandbox"} <= used
+    assert used <= set(_settled("kai")), sorted(used - set(_settled("kai")))
+
+
 def test_every_engines_roles_exist():
     for name in registry.names():
         engine = registry.site_engine(name)

@@ -39,7 +39,11 @@ site:
   type: dict
   contains:
     site_name: {description: The site's name., type: str}
-    cluster_mode: {description: sandbox or existing., type: str}
+    cluster_mode: {description: sandbox, existing or kubeadm., type: str}
+    sandbox:
+      description:
+        - Whether the cluster is the sandbox (cluster_mode sandbox), which every role that depends on the mode reads.
+      type: bool
     nodes: {description: The GPU nodes with their declared GPUs, product, memory, CPU, labels and taints., type: list}
     projects: {description: Projects with quota, limit and over-quota weight., type: list}
     total_gpus: {description: GPUs the inventory declares in all., type: int}

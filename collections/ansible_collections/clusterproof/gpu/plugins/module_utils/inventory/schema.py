@@ -218,6 +218,9 @@ class SiteDeclaration:
         data["charts"] = {} if self.kubernetes is None else self.kubernetes.chart_refs
         data["storage_charts"] = {} if self.kubernetes is None else self.kubernetes.storage_chart_refs
         data["helm_binary"] = "" if self.kubernetes is None else self.kubernetes.helm_binary
+        # Whether the cluster is the sandbox (the engines and storage as local processes, the GPU nodes
+        # simulated, no pod runs): settled here once, so that no role works it out from the mode again.
+        data["sandbox"] = self.cluster_mode == "sandbox"
         # What the playbooks and roles ask of the engine, from its backend (never its name).
         data["engine"] = registry.site_engine(self.scheduler)
         if self.kubernetes is not None:
