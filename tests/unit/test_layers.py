@@ -21,19 +21,26 @@ Rules (each a test below):
   lists the temporary exceptions, each with its reason);
 - no comparison with an engine's name as a string outside ``scheduler/``: what differs between
   engines is a property of their backend (``NOT_ENGINE_COMPARISONS``: files where the same words
-  name something else).
+  name something else);
+- no playbook or role compares the site's scheduler, or anything, with an engine's name: they ask
+  ``clusterproof_site.engine``, which the site inventory settles from the backend
+  (``scheduler.registry.site_engine``); nor does one work the cluster mode out again (a comparison
+  with the mode, or the inventory's raw ``clusterproof_cluster_mode``): they ask
+  ``clusterproof_site.sandbox``, settled once with the site.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-PLUGINS = Path(__file__).resolve().parents[2] / "collections/ansible_collections/clusterproof/gpu/plugins"
+ROOT = Path(__file__).resolve().parents[2]
+PLUGINS = ROOT / "collections/ansible_collections/clusterproof/gpu/plugins"
 MODULE_UTILS = PLUGINS / "module_utils"
 PACKAGE = "ansible_collections.clusterproof.gpu.plugins.module_utils"
 COLLECTION = "ansible_collections.clusterproof.gpu"
@@ -345,6 +352,87 @@ def test_no_comparison_with_an_engine_name_outside_scheduler():
                 if names:
                     found.append("%s compares with %s" % (_where(path, node), ", ".join(sorted(names))))
     assert found == [], "ask the engine's backend (scheduler/base.py) instead of its name: %s" % found
+
+
+_ENGINE = r"""['"](?:%s)['"]""" % "|".join(sorted(ENGINE_NAMES))
+# In a playbook's or role's YAML (a when, a template): the scheduler compared with anything, or
+# anything compared with an engine's name (==, !=, in a list of names).
+_YAML_ENGINE_COMPARISON = re.compile(
+    r"scheduler\s*(?:==|!=|(?:not\s+)?in\s*[\[(])"
+    r"|(?:==|!=)\s*%(engine)s|%(engine)s\s*(?:==|!=)"
+    r"|(?:not\s+)?in\s*[\[(][^\])]*%(engine)s" % {"engine": _ENGINE}
+)
+
+
+def _ansible_yaml() -> list[Path]:
+    return sorted(path for folder in ("playbooks", "roles") for path in (ROOT / folder).rglob("*.yml"))
+
+
+def _yaml_lines() -> Iterator[tuple[str, str]]:
+    """Every line of the playbooks' and roles' YAML that is not a comment, as (where, line)."""
+    for path in _ansible_yaml():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.lstrip().startswith("#"):
+                yield "%s:%d" % (path.relative_to(ROOT), number), line
+
+
+def test_no_playbook_or_role_compares_an_engine_name():
+    found = ["%s: %s" % (where, line.strip()) for where, line in _yaml_lines() if _YAML_ENGINE_COMPARISON.search(line)]
+    assert found == [], "ask clusterproof_site.engine (scheduler/registry.py site_engine) instead: %s" % found
+
+
+# The mode compared (==, !=, in a list), or read from the inventory rather than the settled site.
+_YAML_MODE_COMPARISON = re.compile(
+    r"cluster_mode\s*(?:==|!=|(?:not\s+)?in\s*[\[(])|(?:==|!=)\s*\S*cluster_mode"
+    r"|clusterproof_cluster_mode\s*(?:\||}}|\)|$)|['\"]sandbox['\"]\s*(?:==|!=)"
+)
+
+
+def test_no_playbook_or_role_works_the_cluster_mode_out_again():
+    found = ["%s: %s" % (where, line.strip()) for where, line in _yaml_lines() if _YAML_MODE_COMPARISON.search(line)]
+    assert found == [], "ask clusterproof_site.sandbox (inventory/schema.py) instead: %s" % found
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "x: \"{{ 'sandbox' if clusterproof_site.cluster_mode == 'sandbox' else 'helm' }}\"",
+        "x: \"{{ clusterproof_site.cluster_mode != 'sandbox' }}\"",
+        "x: \"{{ (clusterproof_cluster_mode | default('sandbox')) == 'sandbox' }}\"",
+        'site_report_cluster_mode: "{{ clusterproof_cluster_mode }}"',
+        "when: clusterproof_site.cluster_mode in ['sandbox']",
+    ],
+)
+def test_the_yaml_scan_sees_a_mode_worked_out_again(line):
+    assert _YAML_MODE_COMPARISON.search(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'site_report_cluster_mode: "{{ clusterproof_site.cluster_mode }}"',
+        'kubeconfig: "{{ clusterproof_defaults_kubeconfigs[clusterproof_site.cluster_mode] }}"',
+        "msg: run the site_inventory role with clusterproof_cluster_mode: kubeadm, first.",
+    ],
+)
+def test_the_yaml_scan_lets_the_settled_mode_be_read(line):
+    assert not _YAML_MODE_COMPARISON.search(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "when: clusterproof_site.scheduler == 'kai'",
+        "when: clusterproof_site.scheduler != \"kueue\" and clusterproof_site.cluster_mode == 'sandbox'",
+        "when: clusterproof_site.scheduler in ['kai', 'kueue']",
+        "when: site_engine not in ('koordinator',)",
+        "x: \"{{ 'kai' == tenant_admission_scheduler }}\"",
+    ],
+)
+def test_the_yaml_scan_sees_an_engine_comparison(line):
+    # The test above passes vacuously if the pattern matches nothing: it must see today's forms.
+    assert _YAML_ENGINE_COMPARISON.search(line)
+    assert _ansible_yaml(), "no playbook or role found"
 
 
 def test_the_walk_sees_the_layers():

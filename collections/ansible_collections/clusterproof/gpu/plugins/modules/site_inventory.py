@@ -39,10 +39,23 @@ site:
   type: dict
   contains:
     site_name: {description: The site's name., type: str}
-    cluster_mode: {description: sandbox or existing., type: str}
+    cluster_mode: {description: sandbox, existing or kubeadm., type: str}
+    sandbox:
+      description:
+        - Whether the cluster is the sandbox (cluster_mode sandbox), which every role that depends on the mode reads.
+      type: bool
     nodes: {description: The GPU nodes with their declared GPUs, product, memory, CPU, labels and taints., type: list}
     projects: {description: Projects with quota, limit and over-quota weight., type: list}
     total_gpus: {description: GPUs the inventory declares in all., type: int}
+    scheduler: {description: The GPU scheduler (an engine's name or none)., type: str}
+    engine:
+      description:
+        - What the playbooks and roles ask of the scheduler, from its backend (never its name).
+        - C(name), C(display_name); C(install_role), the role that installs it (empty for none); C(has_queues),
+          whether each project gets a queue (projects, admission, quota tree, isolation and scenarios apply);
+          C(gpu_agent), whether simulated GPU nodes answer its reservation pods; C(sandbox_stop_roles), the
+          install roles of other engines whose sandbox leftovers are removed (their tasks/absent.yml).
+      type: dict
     warnings: {description: Findings that are allowed but worth a look., type: list}
 errors:
   description: One line per problem found.

@@ -33,8 +33,14 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import isolation, names, projects, quota_tree
 
 CLUSTER_MODES = ("sandbox", "existing", "kubeadm")
-# The GPU scheduler clusterproof installs and drives; none leaves scheduling alone (validation only).
-SCHEDULERS = (*registry.names(), registry.NONE)
+
+
+def schedulers() -> tuple[str, ...]:
+    """The GPU schedulers an inventory may name: the registry's engines (asked at each check, so that
+    an engine registered there is one), or none, which leaves scheduling alone (validation only)."""
+    return (*registry.names(), registry.NONE)
+
+
 REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
 # GPU nodes a test bed without GPUs gives a real cluster (mode kubeadm or existing): KWOK nodes attached
 # to its API server, declared as GPU nodes are, and never contacted as hosts (the simulated_gpu_nodes
@@ -46,7 +52,7 @@ SITE_VARIABLES = {
     "clusterproof_site_name": "the site's name, used for report folders",
     "clusterproof_cluster_mode": "how Kubernetes comes to be: {}".format(" | ".join(CLUSTER_MODES)),
     "clusterproof_kubeconfig": "kubeconfig of an existing cluster (mode existing)",
-    "clusterproof_scheduler": "the GPU scheduler to install: %s" % " | ".join(SCHEDULERS),
+    "clusterproof_scheduler": "the GPU scheduler to install: %s" % " | ".join(schedulers()),
     "clusterproof_benchmarks": "whether validation benchmarks the GPU hosts (true unless set false)",
     "clusterproof_host_tests": "whether validation runs the GPU host suite on the GPU hosts (true unless set false)",
     "clusterproof_gpu_health": "whether validation reads the GPU hosts' passive health (true unless set false)",
@@ -212,6 +218,11 @@ class SiteDeclaration:
         data["charts"] = {} if self.kubernetes is None else self.kubernetes.chart_refs
         data["storage_charts"] = {} if self.kubernetes is None else self.kubernetes.storage_chart_refs
         data["helm_binary"] = "" if self.kubernetes is None else self.kubernetes.helm_binary
+        # Whether the cluster is the sandbox (the engines and storage as local processes, the GPU nodes
+        # simulated, no pod runs): settled here once, so that no role works it out from the mode again.
+        data["sandbox"] = self.cluster_mode == "sandbox"
+        # What the playbooks and roles ask of the engine, from its backend (never its name).
+        data["engine"] = registry.site_engine(self.scheduler)
         if self.kubernetes is not None:
             data["kubernetes"]["sandbox_image"] = self.kubernetes.sandbox_image
         return data
@@ -650,8 +661,8 @@ def validate_site(
     if mode not in CLUSTER_MODES:
         check.error("group all", "clusterproof_cluster_mode", "one of {}".format(", ".join(CLUSTER_MODES)), mode)
     scheduler = site.get("clusterproof_scheduler", registry.DEFAULT)
-    if scheduler not in SCHEDULERS:
-        check.error("group all", "clusterproof_scheduler", "one of %s" % ", ".join(SCHEDULERS), scheduler)
+    if scheduler not in schedulers():
+        check.error("group all", "clusterproof_scheduler", "one of %s" % ", ".join(schedulers()), scheduler)
     kubeconfig = site.get("clusterproof_kubeconfig")
     kubernetes = None
     if mode == "kubeadm":

@@ -101,6 +101,24 @@ class Backend(abc.ABC):
     # How the engine sees a workload, for the admission policy that binds a project's GPU work to
     # its own queue (tenancy/admission.py).
     admission_rules: ClassVar[admission.AdmissionRules]
+    # Every process the engine runs on the sandbox: installing another engine stops them
+    # (``registry.sandbox_processes``).
+    sandbox_processes: ClassVar[tuple[str, ...]] = ()
+
+    # What the playbooks and roles ask of the site's engine, settled once into the site inventory
+    # (``clusterproof_site.engine``, ``registry.site_engine``) so that none compares engine names.
+    # The role that installs the engine (roles/<install_role>, playbooks/scheduler.yml).
+    install_role: ClassVar[str]
+    # Whether the engine gives each project a queue of its own: the projects, their admission
+    # policy, the quota tree, the isolation checks and the fairness scenarios then apply.
+    has_queues: ClassVar[bool] = True
+    # Whether the engine's GPU fractions put reservation pods on the GPU nodes that simulated nodes
+    # must answer (the GPU agent, module_utils/sandbox/gpu_agent.py; the simulated_gpu_nodes role).
+    gpu_agent: ClassVar[bool] = False
+    # Whether the engine leaves on the sandbox what would stand in the way of another engine (Kueue's
+    # webhooks intercept every Job): its install role's tasks/absent.yml removes it when the site
+    # declares another scheduler.
+    sandbox_leftovers: ClassVar[bool] = False
 
     @property
     def hint(self) -> str:

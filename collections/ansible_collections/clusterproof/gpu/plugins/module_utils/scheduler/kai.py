@@ -595,6 +595,10 @@ class KaiBackend(base.Backend):
     # The scheduler places and the binder binds; the pod grouper makes the pod groups KAI schedules.
     health_processes = ("kai-scheduler", "kai-binder", "kai-podgrouper")
     system_namespace = SYSTEM_NAMESPACE
+    sandbox_processes = SANDBOX_PROCESSES
+    install_role = "kai_scheduler"
+    # A fractional pod's GPU is held by a reservation pod in RESERVATION_NAMESPACE.
+    gpu_agent = True
     # KAI charges a pod to the queue its label names, whatever its namespace: the admission policy
     # holds a project's work to its own queue, and GPU work to KAI's scheduler name.
     admission_rules = admission.AdmissionRules(

@@ -635,6 +635,10 @@ class KueueBackend(base.Backend):
     # Kueue admits (the control plane's kube-scheduler then binds): its one process on the sandbox.
     health_processes = SANDBOX_PROCESSES
     system_namespace = SYSTEM_NAMESPACE
+    sandbox_processes = SANDBOX_PROCESSES
+    install_role = "kueue_scheduler"
+    # Its webhook registrations outlive its process and would hold every Job for a Kueue that is gone.
+    sandbox_leftovers = True
     # Kueue gates the Jobs that name a LocalQueue and leaves every other pod to kube-scheduler: the
     # admission policy holds GPU work in a project namespace to a Job (or CronJob) that names the
     # project's LocalQueue, and a GPU pod to one the Job controller made.
