@@ -446,13 +446,29 @@ def signing_key(layout: Layout) -> str:
 
 def stop_gpg_agent(layout: Layout) -> None:
     """Stop the gpg-agent that gpg starts for the bundle key's home (it would outlive the build, a
-    daemon nobody asked for); nothing when none runs. gpgconf returns once the agent is gone."""
+    daemon nobody asked for); nothing when none runs. gpgconf asks the agent to go; on a loaded
+    machine it is still exiting when gpgconf returns, so wait (a few seconds at most) until no
+    agent of that home is left."""
     try:
         subprocess.run(
             ["gpgconf", "--homedir", str(layout.gnupg), "--kill", "gpg-agent"], capture_output=True, check=False
         )
     except OSError:
-        pass  # no gpgconf: no gpg either, so no agent
+        return  # no gpgconf: no gpg either, so no agent
+    wait_until(lambda: gpg_agents(layout.gnupg), lambda found: not found, timeout=5, interval=0.1)
+
+
+def gpg_agents(home: Path) -> list[int]:
+    """The gpg-agent processes serving the GnuPG home ``home`` (their pids), read from /proc."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue  # ended meanwhile
+        if argv[0].endswith(b"gpg-agent") and str(home).encode() in argv:
+            found.append(int(cmdline.parent.name))
+    return found
 
 
 def build_package(layout: Layout, spec: contents.PackageSpec, programs: Mapping[str, Path], progress: Progress) -> Path:
