@@ -455,6 +455,17 @@ def _probe_leftovers(lab: SiteLab) -> list[str]:
     ]
 
 
+def _timed_validation(lab: SiteLab):
+    """validate.yml without the scenarios (the storage probe's pods really run), and its seconds."""
+    started = time.monotonic()
+    run = run_playbook(VALIDATE, *_validate_args([], True), inventory=lab.inventory, timeout=900)
+    return run, time.monotonic() - started
+
+
+def _kubelet_back(lab: SiteLab, worker: str) -> None:
+    _wait_for("%s Ready again" % worker, lambda: _node_ready(lab, worker) == "True", timeout=180)
+
+
 def test_a_worker_whose_kubelet_stopped_fails_its_check_with_the_reason_and_the_next_run_passes(
     site_stages: SiteLab,
 ) -> None:
@@ -464,9 +475,7 @@ def test_a_worker_whose_kubelet_stopped_fails_its_check_with_the_reason_and_the_
     assert site_stages.ssh(WORKERS[worker], "systemctl stop kubelet").returncode == 0
     try:
         _wait_for("%s NotReady" % worker, lambda: _node_ready(site_stages, worker) != "True", timeout=180)
-        started = time.monotonic()
-        broken = run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
-        broken_s = time.monotonic() - started
+        broken, broken_s = _timed_validation(site_stages)
         # A failed check with its reason, not a crash or a hang: the report is written and says why.
         assert broken.returncode != 0
         checks = _checks(_latest_report(site_stages))
@@ -478,10 +487,8 @@ def test_a_worker_whose_kubelet_stopped_fails_its_check_with_the_reason_and_the_
         assert worker not in placed, placed
     finally:
         assert site_stages.ssh(WORKERS[worker], "systemctl start kubelet").returncode == 0
-    _wait_for("%s Ready again" % worker, lambda: _node_ready(site_stages, worker) == "True", timeout=180)
-    started = time.monotonic()
-    healed = run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
-    healed_s = time.monotonic() - started
+    _kubelet_back(site_stages, worker)
+    healed, healed_s = _timed_validation(site_stages)
     assert healed.returncode == 0, healed.output[-4000:]
     assert _checks(_latest_report(site_stages))["gpu-nodes/%s/ready" % worker]["status"] == "pass"
     print("[lab site] validate with %s's kubelet stopped: %.0f s; healthy: %.0f s" % (worker, broken_s, healed_s))
@@ -529,10 +536,8 @@ def test_a_worker_whose_kubelet_stops_during_the_storage_probe_is_named_and_noth
         assert not site_stages.kubectl("get namespaces -l clusterproof.io/probe=storage -o name").stdout.split()
     finally:
         assert site_stages.ssh(WORKERS[worker], "systemctl start kubelet").returncode == 0
-    _wait_for("%s Ready again" % worker, lambda: _node_ready(site_stages, worker) == "True", timeout=180)
-    started = time.monotonic()
-    healed = run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
-    healed_s = time.monotonic() - started
+    _kubelet_back(site_stages, worker)
+    healed, healed_s = _timed_validation(site_stages)
     assert healed.returncode == 0, healed.output[-4000:]
     leftovers = _checks(_latest_report(site_stages))["storage/earlier-leftovers"]
     assert leftovers["status"] == "pass", leftovers
