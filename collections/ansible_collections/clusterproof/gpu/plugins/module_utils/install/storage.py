@@ -669,6 +669,20 @@ def probe_claim(namespace: str, name: str, storage_class: str, access_mode: str,
 PROBE_FILE = "/data/probe"
 
 
+def probe_node_affinity(real_nodes_only: bool, nodes: Sequence[str] = ()) -> dict[str, Any] | None:
+    """A validator probe pod's required node affinity: off simulated nodes (``real_nodes_only``)
+    and on ``nodes`` (the ones Ready when the run started) when given; None when neither."""
+    expressions: list[dict[str, Any]] = []
+    if real_nodes_only:
+        expressions.append({"key": SIMULATED_NODE_LABEL, "operator": "DoesNotExist"})
+    if nodes:
+        expressions.append({"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(nodes)})
+    if not expressions:
+        return None
+    term = {"matchExpressions": expressions}
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+
+
 def probe_pod(
     namespace: str,
     name: str,
@@ -697,14 +711,9 @@ def probe_pod(
             ]
         }
     }
-    expressions: list[dict[str, Any]] = []
-    if real_nodes_only:
-        expressions.append({"key": SIMULATED_NODE_LABEL, "operator": "DoesNotExist"})
-    if nodes:
-        expressions.append({"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(nodes)})
-    if expressions:
-        term = {"matchExpressions": expressions}
-        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    required = probe_node_affinity(real_nodes_only, nodes)
+    if required is not None:
+        affinity["nodeAffinity"] = required
     script = "cat %s" % PROBE_FILE if reader else 'echo "$(hostname)" >> %s && sleep 3600' % PROBE_FILE
     return {
         "apiVersion": "v1",

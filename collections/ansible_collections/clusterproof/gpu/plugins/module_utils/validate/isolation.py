@@ -31,6 +31,7 @@ from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.objects import is_subset
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation
 
@@ -387,9 +388,6 @@ REACH_CONNECT_TIMEOUT_S = 3
 
 def _reach_pod(namespace: str, name: str, image: str, nodes: Sequence[str], command: list[str]) -> dict[str, Any]:
     """A pod every Pod Security level admits, on a real node Ready at the start, labelled for cleanup."""
-    expressions: list[dict[str, Any]] = [{"key": "clusterproof.io/sandbox-node", "operator": "DoesNotExist"}]
-    if nodes:
-        expressions.append({"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(nodes)})
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -404,13 +402,7 @@ def _reach_pod(namespace: str, name: str, image: str, nodes: Sequence[str], comm
             "securityContext": dict(RESTRICTED_POD_SECURITY),
             # GPU hosts and control planes are tainted; the probe is a few kilobytes of busybox.
             "tolerations": [{"operator": "Exists"}],
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [{"matchExpressions": expressions}]
-                    }
-                }
-            },
+            "affinity": {"nodeAffinity": storage.probe_node_affinity(True, nodes)},
             "containers": [
                 {
                     "name": "probe",
