@@ -77,7 +77,9 @@ def test_the_same_state_twice_changes_nothing_and_every_check_passes():
 
 def test_a_node_gone_fewer_gpus_a_quota_changed_and_the_default_class_moved_are_regressions():
     before = state_of(sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 8)]))
-    after = state_of(sections(nodes=[node_row("dgx1-1", 6), node_row("dgx1-3", 8)], quota_b=3,
+    # dgx1-2 is still declared: gone from the cluster, not removed.
+    after = state_of(sections(nodes=[node_row("dgx1-1", 6), node_row("dgx1-2", 0, present=False),
+                                     node_row("dgx1-3", 8)], quota_b=3,
                               classes=(("local-path", False), ("nfs", True))))  # fmt: skip
     changes = history.compare(before, after)
     assert changes["nodes_gone"] == ["dgx1-2"] and changes["nodes_added"] == ["dgx1-3"]
@@ -94,6 +96,21 @@ def test_a_node_gone_fewer_gpus_a_quota_changed_and_the_default_class_moved_are_
     assert failed["changes/gpu-counts"].message == "dgx1-1: 8 -> 6 GPUs"
     added = next(check for check in section.checks if check.id == "changes/nodes-added")
     assert added.status == "pass" and added.observed == ["dgx1-3"]
+
+
+def test_a_node_no_longer_declared_was_removed_as_declared_and_is_no_regression():
+    before = state_of(sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 8)]))
+    after = state_of(sections(nodes=[node_row("dgx1-1", 8)]))
+    assert after["declared_nodes"] == ["dgx1-1"]
+    changes = history.compare(before, after)
+    assert changes["nodes_gone"] == [] and changes["nodes_removed"] == ["dgx1-2"]
+    section = history.changes_section(changes, "the run X")
+    assert {check.status for check in section.checks} == {"pass"}
+    removed = next(check for check in section.checks if check.id == "changes/nodes-removed")
+    assert removed.observed == ["dgx1-2"] and removed.message == "dgx1-2"
+    # A later run that names no declared nodes (an older report format) counts every node gone as gone.
+    changes = history.compare(before, {**after, "declared_nodes": None})
+    assert changes["nodes_gone"] == ["dgx1-2"] and changes["nodes_removed"] == []
 
 
 def test_benchmark_figures_are_listed_with_their_change():
@@ -174,7 +191,9 @@ def test_the_second_run_shows_what_changed_first_and_fails_on_a_regression(tmp_p
     assert first["sections"][0]["id"] == "changes"
     assert first["sections"][0]["checks"][0]["message"] == "no earlier run for site s"
     assert first["changes"] is None and first["site_state"]["nodes"]["dgx1-2"]["gpus"] == 8.0
-    second, result = run_site_report(tmp_path, sections(nodes=[node_row("dgx1-1", 8)], quota_b=3))
+    second, result = run_site_report(
+        tmp_path, sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 0, present=False)], quota_b=3)
+    )
     assert second["changes"]["against"] == "20261124T100000Z"
     assert second["changes"]["nodes_gone"] == ["dgx1-2"]
     assert second["sections"][0]["title"] == "What changed since the run 20261124T100000Z"

@@ -58,6 +58,15 @@ def kubeadm_host_groups(site):
     return kubeadm_config.host_groups(_plain(site))
 
 
+def kubeadm_control_planes(site):
+    """The control-plane hosts of mode kubeadm, the first first; none in other modes."""
+    return [
+        entry["host"]
+        for entry in kubeadm_config.host_groups(_plain(site))
+        if "clusterproof_kubeadm_worker_join" not in entry["groups"]
+    ]
+
+
 def containerd_cni_bin_dir(config_text):
     """Where a containerd config (the text of config.toml; empty: none) has its CRI look for CNI plugins."""
     try:
@@ -75,5 +84,6 @@ class FilterModule:
             "kubeadm_join_config": kubeadm_join_config,
             "kubernetes_node_patch": kubernetes_node_patch,
             "kubeadm_host_groups": kubeadm_host_groups,
+            "kubeadm_control_planes": kubeadm_control_planes,
             "containerd_cni_bin_dir": containerd_cni_bin_dir,
         }

@@ -64,10 +64,17 @@ def site_state(report: Report, benchmark_figures: Mapping[str, float] | None = N
     """The state the report's sections found, as plain data (the JSON block ``site_state``).
     ``benchmark_figures``: each GPU figure by ``host/gpu<index>/<metric>`` (or ``host/<metric>``)."""
     nodes: dict[str, dict[str, Any]] = {}
+    # The nodes the inventory declared (found or not); None where the run had no node table.
+    declared: list[str] | None = None
     node_table = _table(report, "node-gpus")
     if node_table is not None:
         name_at, gpus_at = _column(node_table, "Node"), _column(node_table, "Found GPUs")
         product_at, ready_at = _column(node_table, "Found product"), _column(node_table, "Ready")
+        declared = sorted(
+            str(row[name_at])
+            for row in node_table.rows
+            if name_at is not None and not str(row[name_at]).endswith(" (not declared)")
+        )
         for row in node_table.rows:
             if name_at is None or ready_at is None or row[ready_at] == "not in cluster":
                 continue  # declared but not in the cluster: not part of what was found
@@ -104,6 +111,7 @@ def site_state(report: Report, benchmark_figures: Mapping[str, float] | None = N
                 drivers[table.id.removeprefix(HEALTH_TABLE_PREFIX)] = str(table.rows[0][driver_at])
     return {
         "nodes": nodes,
+        "declared_nodes": declared,
         "drivers": drivers,
         "projects": projects,
         "storage_classes": storage,
@@ -129,9 +137,16 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
         # One of the runs looked at no storage class: nothing to compare (not every class gone).
         old_classes = new_classes = {}
     old_figures, new_figures = before.get("benchmarks") or {}, after.get("benchmarks") or {}
+    gone = sorted(set(old_nodes) - set(new_nodes))
+    # A node gone that the inventory no longer declares was removed as declared (remove_node.yml and the
+    # host out of the inventory): no regression. Where the later run names no declared nodes (a report
+    # from before they were recorded), every node gone counts as gone.
+    declared_now = after.get("declared_nodes")
+    removed = [] if declared_now is None else [name for name in gone if name not in set(declared_now)]
     changes: dict[str, Any] = {
         "nodes_added": sorted(set(new_nodes) - set(old_nodes)),
-        "nodes_gone": sorted(set(old_nodes) - set(new_nodes)),
+        "nodes_gone": [name for name in gone if name not in removed],
+        "nodes_removed": removed,
         "gpu_counts": [],
         "products": [],
         "drivers": [],
@@ -195,10 +210,13 @@ def changes_section(changes: Mapping[str, Any] | None, against: str, note: str =
         check = Check(f"{CHANGES_SECTION_ID}/compared", "Compared with an earlier run", status, message=note)
         return Section(CHANGES_SECTION_ID, title, [check])
     gone, added = changes["nodes_gone"], changes["nodes_added"]
+    removed = changes.get("nodes_removed") or []
     checks = [
         _check("nodes-gone", "no node is gone", not gone, [], gone,
                f"gone since {against}: {', '.join(gone)}" if gone else "", "capacity"),
         _check("nodes-added", "nodes added", True, None, added, ", ".join(added) or "none", "capacity"),
+        _check("nodes-removed", "nodes removed as declared (no longer in the inventory)", True, None, removed,
+               ", ".join(removed) or "none", "capacity"),
     ]  # fmt: skip
     fewer = [c for c in changes["gpu_counts"] if (c["after"] or 0) < (c["before"] or 0)]
     checks.append(

@@ -1,0 +1,13 @@
+"""Keeping a kubeadm site alive after its install: removing a node, and its certificates' expiry.
+
+``removal`` (pure) plans a node's removal from the checked declaration and the cluster's nodes, and
+refuses what would break the site; ``host_cleanup`` removes what ``kubeadm reset`` leaves on a host
+(the CNI's configuration and interfaces, the rules kube-proxy and the CNI wrote in iptables), and
+touches the host it runs on; ``certificates`` reads the expiry of kubeadm's certificates and the
+kubelet's client certificate (it runs ``kubeadm`` and ``openssl`` on the host), judges them, and
+renews kubeadm's.
+
+May import: the standard library, ``common/``, ``install.kubeadm_config`` (which hosts kubeadm
+installed, in which role) and ``report.model`` (the checks of the report). Never imports a scheduler
+engine, the Kubernetes client or the Ansible runner: the modules and playbooks do the cluster's I/O.
+"""
