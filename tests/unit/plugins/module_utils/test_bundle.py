@@ -13,6 +13,7 @@ import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build, contents, serve
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.contents import BundleInputError
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import kubeadm_config
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_config import (
     RuntimeConfigError,
     merge_containerd_registry,
@@ -216,7 +217,7 @@ def test_the_bundle_s_helm_is_the_one_the_sandbox_builds_and_packages_the_charts
     # bundle's helm package: one version for both.
     assert contents.ChartPins().helm == sandbox_build.SandboxVersions().helm
     assert contents.ChartPins().kai_scheduler == sandbox_build.SandboxVersions().kai_scheduler
-    assert contents.chart_file("kai-scheduler", "v0.12.0") == "kai-scheduler-0.12.0.tgz"
+    assert kubeadm_config.chart_file("kai-scheduler", "v0.12.0") == "kai-scheduler-0.12.0.tgz"
 
 
 def test_serving_something_that_is_not_a_bundle_names_what_it_lacks(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ binary's stamp is its component's version; the cache key is the Go toolchain and
 bundle rebuilds what the version goes into, and a site's next run installs it. Where a comment
 below says what else was learnt from a version, check that too.
 
-Pure: the standard library only; it imports nothing of the collection, so that every package, the
+Pure. May import: the standard library alone; it imports nothing of the collection, so that every package, the
 lowest layers included, may import it. Touches nothing.
 """
 

@@ -125,7 +125,7 @@ def _chart(release, cache_dir, check_mode):
             return gpu_charts.chart_dir(plan.share_dir, release.chart), False
         if check_mode:
             return gpu_charts.chart_dir(plan.share_dir, release.chart), True
-        return gpu_charts.ensure_chart(plan, release.chart, lambda message: None)
+        return gpu_charts.ensure_chart(plan.share_dir, plan.src_dir, release.chart, lambda message: None)
     except (RuntimeError, OSError) as error:
         raise runner.ModuleError("cannot fetch the %s chart from its Go module: %s" % (release.chart, error)) from error
 

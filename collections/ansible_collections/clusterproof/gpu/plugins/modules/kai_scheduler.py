@@ -84,7 +84,7 @@ import yaml
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import install
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout, SandboxError
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 
 AGENT_MODULE = "ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.gpu_agent"
@@ -126,12 +126,13 @@ def main():
         "department_gpu_quota": {"type": "float", "required": True},
         "agent_pythonpath": {"type": "path"},
     }
-    install.run_module(
+    runner.run_sandbox_install(
         runner.ENGINE_MODE_ARG_SPEC,
         options,
         work=run,
         doing="installing KAI scheduler",
         required_if=[("mode", "sandbox", ("state_dir", "bin_dir", "share_dir", "agent_pythonpath"))],
+        expected=(SandboxError,),
     )
 
 

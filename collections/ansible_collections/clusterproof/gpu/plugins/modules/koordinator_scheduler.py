@@ -91,7 +91,7 @@ import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import install
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Layout, SandboxError
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import koordinator
 
 
@@ -127,11 +127,12 @@ def main():
         "state_dir": {"type": "path", "required": True},
         "delay_evict_seconds": {"type": "int", "default": 5},
     }
-    install.run_module(
+    runner.run_sandbox_install(
         options,
         work=run,
         doing="installing Koordinator",
         required_if=[("state", "present", ("bin_dir", "share_dir"))],
+        expected=(SandboxError,),
     )
 
 

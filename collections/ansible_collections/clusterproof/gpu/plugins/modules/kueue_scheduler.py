@@ -149,12 +149,13 @@ def main():
     options = {
         "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     }
-    install.run_module(
+    runner.run_sandbox_install(
         runner.ENGINE_MODE_ARG_SPEC,
         options,
         work=run,
         doing="installing Kueue",
         required_if=[("mode", "sandbox", ("state_dir",))],
+        expected=(SandboxError,),
     )
 
 

@@ -45,9 +45,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import qu
 
 
 def _requests(pod, backend):
-    # Imported here as kube.client imports the kubernetes library: lazily, with a clear error when it is missing.
-    from kubernetes.utils import parse_quantity
-
     amounts = {"cpu": 0.0, "memory": 0.0, "gpu": backend.pod_gpus(pod)}
     for container in pod.spec.containers:
         requests = (container.resources.requests if container.resources else None) or {}
@@ -55,7 +52,7 @@ def _requests(pod, backend):
         for resource, scale in (("cpu", 1.0), ("memory", 1024**3)):
             raw = requests.get(resource) or limits.get(resource)
             if raw is not None:
-                amounts[resource] += float(parse_quantity(raw)) / scale
+                amounts[resource] += float(kube.parse_quantity(raw)) / scale
     return amounts
 
 

@@ -275,11 +275,6 @@ class ChartPins:
         return "%s-%s" % (self.helm.lstrip("v"), versions.HELM.package_revision)
 
 
-def chart_file(name: str, version: str) -> str:
-    """The file ``helm package`` makes of chart ``name`` at ``version``, as the bundle serves it."""
-    return "%s-%s.tgz" % (name, version.lstrip("v"))
-
-
 def chart_image_specs(pins: ChartPins, busybox_applets: Iterable[str] = ()) -> list[ImageSpec]:
     """The images the charts (KAI scheduler, Kueue, local-path-provisioner) and local-path's helper
     pods reference, built as upstream builds them: a static program in an image of its own, with

@@ -4,8 +4,9 @@ Declarations checked, configurations and Helm values rendered, charts taken out 
 modules. Pure except where a file says otherwise (``chart_source`` and ``gpu_charts`` touch the
 Go module cache and the chart cache).
 
-May import: the standard library, ``tomlkit`` (containerd's config), ``common/``, ``versions`` (the
-pinned versions it installs), ``sandbox.build`` (``gpu_charts``: the build cache the charts are kept
-in), and ``bundle.contents`` (pure) for the names of the bundle's charts.
-Never imports a scheduler engine or the report.
+May import: the standard library, ``tomlkit`` (containerd's config, in ``runtime_config`` alone),
+PyYAML (in ``kubeadm_config`` alone, lazily: kubeadm's configuration file), ``common/`` and
+``versions`` (the pinned versions it installs). Below the sandbox and the bundle, which build and pack what it
+installs: ``gpu_charts`` is handed the build cache's folders, and ``kubeadm_config`` names a
+mirror's chart files itself. Never imports a scheduler engine or the report.
 """

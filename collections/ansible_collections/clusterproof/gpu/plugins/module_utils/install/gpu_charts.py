@@ -20,7 +20,6 @@ from pathlib import Path
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install.chart_source import ChartSource, chart_in_module
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 # The two charts, pinned: the operator's at a pseudo-version whose checksums the voucher's go.sum holds
 # (module_utils/versions.py says why), the device plugin's at a release.
@@ -73,11 +72,12 @@ def chart_version(chart: Path) -> str:
     raise RuntimeError("%s/Chart.yaml has no version" % chart)
 
 
-def ensure_chart(plan: sandbox_build.BuildPlan, name: str, progress: Progress = print) -> tuple[Path, bool]:
-    """The chart ``name`` in the cache, fetched if missing or of another pin; and whether it was fetched."""
+def ensure_chart(share_dir: Path, src_dir: Path, name: str, progress: Progress = print) -> tuple[Path, bool]:
+    """The chart ``name`` in the cache (the sandbox build's ``share_dir`` and ``src_dir``), fetched if
+    missing or of another pin; and whether it was fetched."""
     source = CHARTS[name]
-    if is_current(plan.share_dir, source):
-        return chart_dir(plan.share_dir, name), False
+    if is_current(share_dir, source):
+        return chart_dir(share_dir, name), False
     if shutil.which("go") is None:
         raise RuntimeError("the %s chart comes from its Go module; 'go' is not on PATH" % name)
-    return fetch_chart(plan.share_dir, plan.src_dir, source, progress), True
+    return fetch_chart(share_dir, src_dir, source, progress), True

@@ -7,7 +7,7 @@ Cluster mode ``kubeadm`` installs a pinned Kubernetes on the inventory's hosts: 
 comes from here, as data (plain dicts), so it is unit-tested directly and checked by a real
 ``kubeadm config validate`` (tests/e2e/test_kubeadm_config.py).
 
-Pure: no Ansible, no Kubernetes client (``bundle.contents``, pure, names the charts' files). The
+Pure: no Ansible, no Kubernetes client. The
 versions it installs by default are the pins (``versions``).
 ``check_settings`` returns errors as ``(field, expected, found value)`` for inventory_schema to report
 with the rest.
@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
-from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import contents
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import scheduler_profile
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
@@ -73,6 +72,7 @@ MIRROR_FIELDS = ("packages", "registry", "insecure", "charts")
 # Where kubernetes.core.helm finds helm on the first control-plane host of a site whose mirror serves
 # the charts: the mirror's helm package (the bundle's) installs it there.
 MIRROR_HELM_BINARY = "/usr/bin/helm"
+
 # The pause image kubeadm asks for, per Kubernetes minor (`kubeadm config images list`): containerd's
 # sandbox image on a site with a mirror, which holds this one and not containerd's default (pause 3.6).
 # Known for the pinned minor only.
@@ -87,6 +87,12 @@ _JOIN_TOKEN = re.compile(r"--token\s+([a-z0-9]{6}\.[a-z0-9]{16})")
 _JOIN_HASH = re.compile(r"--discovery-token-ca-cert-hash\s+(sha256:[0-9a-f]{64})")
 _JOIN_ENDPOINT = re.compile(r"kubeadm\s+join\s+(\S+)")
 _CERTIFICATE_KEY = re.compile(r"^([0-9a-f]{64})$", re.MULTILINE)
+
+
+def chart_file(name: str, version: str) -> str:
+    """The file ``helm package`` makes of chart ``name`` at ``version``: its name on a chart mirror
+    (the bundle's ``charts/`` folder, packaged so)."""
+    return "%s-%s.tgz" % (name, version.lstrip("v"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +153,7 @@ class KubernetesSettings:
             "kueue": versions.KUEUE,
             "local-path-provisioner": versions.LOCAL_PATH_PROVISIONER,
         }
-        return {name: self.mirror_charts + contents.chart_file(name, pin.version) for name, pin in pinned.items()}
+        return {name: self.mirror_charts + chart_file(name, pin.version) for name, pin in pinned.items()}
 
     @property
     def storage_chart_refs(self) -> dict[str, str]:

@@ -2,6 +2,9 @@
 
 Every module that talks to a cluster gets its client here, so that authentication, timeouts and
 the error a missing client library gives are the same everywhere. Pure logic never imports this.
+The only file of the collection that imports the ``kubernetes`` library (and ``urllib3``, its
+transport): what else needs of it (a quantity parsed, a watch, the errors of a server that is
+away) is a function or a name here.
 """
 
 from __future__ import annotations
@@ -23,13 +26,20 @@ try:
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
     from kubernetes.client.rest import ApiException
+    from urllib3.exceptions import HTTPError as TransportError
 
     KUBERNETES_IMPORT_ERROR = None
 except ImportError as error:  # the module reports this through fail_json
     k8s_client = None  # type: ignore[assignment]
     k8s_config = None  # type: ignore[assignment]
     ApiException = Exception  # type: ignore[assignment,misc]
+    TransportError = OSError  # type: ignore[assignment,misc]
     KUBERNETES_IMPORT_ERROR = str(error)
+
+# What an API server that is away (restarted, starting, stopping) looks like to a client that waits
+# it out: refused or reset connections and timeouts (urllib3's errors, the socket's), and the errors
+# it answers with meanwhile.
+SERVER_AWAY_ERRORS: tuple[type[BaseException], ...] = (TransportError, OSError, ApiException)
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
@@ -75,6 +85,29 @@ def batch_v1(api: Any) -> Any:
 
 def apps_v1(api: Any) -> Any:
     return k8s_client.AppsV1Api(api)
+
+
+def parse_quantity(raw: Any) -> Any:
+    """A Kubernetes quantity (``"80"``, ``"80000m"``, ``"512Gi"``) as a Decimal, as the client
+    library parses it; ValueError (or TypeError) when it is not one."""
+    from kubernetes.utils import parse_quantity as parse
+
+    return parse(raw)
+
+
+def wait_for_change(list_call: Any, namespace: str, resource_version: str, timeout_s: int) -> None:
+    """Return once an object that ``list_call`` (a namespaced list method of a typed API) lists in
+    ``namespace`` changes after ``resource_version``, or after ``timeout_s`` seconds (the server ends
+    the watch); at once when that version has expired (410: list again)."""
+    from kubernetes import watch
+
+    stream = watch.Watch()
+    try:
+        for _event in stream.stream(list_call, namespace, resource_version=resource_version, timeout_seconds=timeout_s):
+            stream.stop()
+    except ApiException as error:
+        if error.status != 410:  # an expired resource version only means: list again
+            raise
 
 
 def api_error_message(error: Any) -> str:

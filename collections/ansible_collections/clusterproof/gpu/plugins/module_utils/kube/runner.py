@@ -175,6 +175,24 @@ def run_host_check(
     )
 
 
+def run_sandbox_install(
+    *options: Mapping[str, Mapping[str, Any]],
+    work: Callable[[AnsibleModule], Mapping[str, Any]],
+    doing: str,
+    required_if: list[Any],
+    expected: tuple[type[BaseException], ...],
+) -> None:
+    """Run a module that installs an engine on the sandbox: the sandbox install options and its own,
+    with ``expected`` (the sandbox's errors) and the file system's reported as they are (they name the path)."""
+    run_module(
+        argument_spec(SANDBOX_INSTALL_ARG_SPEC, *options),
+        work,
+        doing=doing,
+        expected=(*expected, OSError),
+        required_if=required_if,
+    )
+
+
 def run_module(
     spec: Mapping[str, Any],
     work: Callable[[AnsibleModule], Mapping[str, Any]],

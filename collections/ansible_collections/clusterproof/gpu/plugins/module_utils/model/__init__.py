@@ -14,8 +14,8 @@ the validator and the tests use); behind it the model is built as the engines ar
 * ``policy`` (the ``Policy`` value: what differs between policies) and ``policies`` (runai,
   elastic, kueue as such values).
 
-``quota_lint`` (quota settings worth a warning) stands apart. Each module imports only the
-standard library and the modules below it in that list (``tests/unit/test_layers.py``,
-``MODEL_LAYERS``), nothing else of the collection; only ``quota_lint`` compares a policy's name.
-Touches nothing.
+``quota_lint`` (quota settings worth a warning) stands apart. May import: the standard library (and
+``versions``, which every layer may), nothing else of the collection; each module only the modules
+below it in that list (``tests/unit/test_layers.py``, ``MODEL_LAYERS``). Only ``quota_lint``
+compares a policy's name. Touches nothing.
 """

@@ -9,8 +9,11 @@ for what a node runs; ``simulated_nodes``: the same KWOK nodes attached to a rea
 GPUs (a test bed such as the lab).
 
 SANDBOX AND TEST BEDS ONLY: real sites never run anything from here. May import: ``install/`` (for
-what the sandbox runs of it), ``kube.client`` (in ``install``, ``lifecycle`` and ``simulated_nodes``),
-``versions`` (the pins ``build`` builds), the standard library and ``cryptography``. Touches: the
+what the sandbox runs of it), the client layer ``kube.client`` and ``kube.base`` (in ``install``,
+``lifecycle``, ``simulated_nodes`` and ``gpu_agent`` alone; never the module runner: the modules
+run themselves), ``common/`` (the waiter), ``versions`` (the pins ``build`` builds), the standard
+library, PyYAML (manifests, kubeconfigs: the sandbox runs on the controller) and ``cryptography``
+(in ``pki`` alone). Touches: the
 sandbox state directory (and a test bed's simulated-node state), the build cache, the Go caches and
 the processes it started itself.
 """

@@ -1,6 +1,7 @@
 """Sandbox-only GPU agent: answers KAI's GPU reservation pods with a GPU, as a node's agent would.
 
-SANDBOX ONLY. Real sites never run this.
+SANDBOX ONLY. Real sites never run this. It reaches the API server through the client layer
+(``kube.client``), as every module does.
 
 For GPU fractions, KAI's binder places a "reservation pod" on the chosen node and waits until it
 carries the annotation ``run.ai/reserve_for_gpu_index``: on real hardware the pod's own container
@@ -24,6 +25,8 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 
 RESERVED_GPU_ANNOTATION = "run.ai/reserve_for_gpu_index"
 UUID_PREFIX = "GPU-sandbox-"
@@ -92,21 +95,15 @@ def backoff(failures: int) -> float:
 def run(kubeconfig: str, namespace: str, interval: float) -> None:
     """Answer reservation pods until SIGTERM. The API server going away (restarted, shutting down)
     is waited out with backoff, as a node's agent would, rather than ending the agent."""
-    import urllib3
-    from kubernetes import client, config
-
-    # What the API server being away looks like: refused or reset connections, timeouts, and
-    # errors it answers with while it starts or stops. Anything else is a bug, and ends the agent.
-    unreachable = (urllib3.exceptions.HTTPError, OSError, client.ApiException)
-    api = config.new_client_from_config(config_file=kubeconfig)
-    core = client.CoreV1Api(api)
+    api = kube.api_client(kubeconfig)
+    core = kube.core_v1(api)
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     failures = 0
     while not stopping:
         try:
             answer_once(api, core, namespace, interval)
-        except unreachable as error:
+        except kube.SERVER_AWAY_ERRORS as error:  # anything else is a bug, and ends the agent
             failures += 1
             wait = backoff(failures)
             print("API server not answering (%s); trying again in %.1f s" % (type(error).__name__, wait), flush=True)
@@ -121,26 +118,13 @@ def run(kubeconfig: str, namespace: str, interval: float) -> None:
 def answer_once(api: Any, core: Any, namespace: str, interval: float) -> None:
     """One round: give every waiting reservation pod a GPU, then wait until a reservation pod
     changes after that listing, or for ``interval`` seconds."""
-    from kubernetes import client, watch
-
     listing = core.list_namespaced_pod(namespace, _request_timeout=10)
     pods = [api.sanitize_for_serialization(pod) for pod in listing.items]
     for name, uuid in assign(pods, _gpus_per_node(core)).items():
         patch = {"metadata": {"annotations": {RESERVED_GPU_ANNOTATION: uuid}}}
         core.patch_namespaced_pod(name, namespace, patch, _request_timeout=10)
         print("gave %s the GPU %s" % (name, uuid), flush=True)
-    stream = watch.Watch()
-    try:
-        for _event in stream.stream(
-            core.list_namespaced_pod,
-            namespace,
-            resource_version=listing.metadata.resource_version,
-            timeout_seconds=max(1, int(interval)),
-        ):
-            stream.stop()
-    except client.ApiException as error:
-        if error.status != 410:  # an expired resource version only means: list again
-            raise
+    kube.wait_for_change(core.list_namespaced_pod, namespace, listing.metadata.resource_version, max(1, int(interval)))
 
 
 def _sleep_unless(stopping: list[bool], seconds: float) -> None:

@@ -8,7 +8,9 @@ at start (a configuration, a certificate) changed. :class:`InstallStep` does eac
 recording what it applied, started and stopped, so a module says only what its engine needs.
 (Its object half, ``kube.client.Changes``, is what a module uses on a real cluster.)
 
-May import: ``kube.client`` (to apply), ``sandbox.control_plane`` (the processes) and PyYAML.
+May import: ``kube.client`` (to apply), ``sandbox.control_plane`` (the processes), ``sandbox.pki``
+(serving certificates) and PyYAML; never the module runner (``kube.runner``): a module runs itself,
+through ``runner.run_sandbox_install``.
 Touches: the sandbox's API server, its state directory and the processes it started itself.
 """
 
@@ -21,7 +23,6 @@ from typing import Any
 import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
-from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane, pki
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import Component, Layout
 
@@ -61,18 +62,6 @@ def load_crds(directory: Path) -> list[dict[str, Any]]:
             document["metadata"].pop("creationTimestamp", None)
             crds.append(document)
     return crds
-
-
-def run_module(*options: dict[str, dict[str, Any]], work: Any, doing: str, required_if: list[Any]) -> None:
-    """Run a module that installs an engine on the sandbox: the sandbox install options and its own,
-    with the sandbox's and the file system's errors reported as they are (they name the path)."""
-    runner.run_module(
-        runner.argument_spec(runner.SANDBOX_INSTALL_ARG_SPEC, *options),
-        work,
-        doing=doing,
-        expected=(control_plane.SandboxError, OSError),
-        required_if=required_if,
-    )
 
 
 class InstallStep(kube.Changes):

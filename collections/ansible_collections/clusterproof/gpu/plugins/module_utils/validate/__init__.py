@@ -9,8 +9,8 @@ connection between projects.
 
 May import: ``common/``, ``versions`` (the probes' images), ``tenancy/``, ``model/``, ``report.model``,
 ``install/`` (storage declarations), ``scheduler.registry`` and ``scheduler.base`` (the engine through
-its backend), and
-``kube.client`` in ``scenario_runner``, ``storage_probe`` and ``reach_probe`` alone, and ``sandbox.control_plane``
-(the engine's process records, read on the sandbox to tell a stopped scheduler) in
-``scenario_runner`` alone. Never imports an engine file directly.
+its backend); the client layer ``kube.client`` and ``kube.base`` (what an unreachable server looks
+like) in ``scenario_runner``, ``storage_probe`` and ``reach_probe`` alone; and
+``sandbox.control_plane`` (the engine's process records, read on the sandbox to tell a stopped
+scheduler) in ``scenario_runner`` alone. No third-party package. Never imports an engine file directly.
 """

@@ -699,12 +699,10 @@ def _reach(connect: Callable[[], Any], name: str) -> tuple[Any, list[Any]]:
 def node_quantity(raw: Any, scale: float = 1.0) -> float | None:
     """A Kubernetes quantity (``"80"``, ``"80000m"``, ``"512Gi"``) divided by ``scale``; None when
     it is missing or not a quantity. Pure."""
-    from kubernetes.utils import parse_quantity  # the client library the runner talks through
-
     if raw is None:
         return None
     try:
-        return float(parse_quantity(raw)) / scale
+        return float(kube.parse_quantity(raw)) / scale
     except (ValueError, TypeError, ArithmeticError):
         return None
 
