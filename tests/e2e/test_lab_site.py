@@ -788,3 +788,114 @@ def test_kueue_by_the_inventory_switch_installs_from_the_bundle_and_runs_the_sce
     assert any(k.startswith("projects/") and c["status"] == "pass" for k, c in checks.items()), sorted(checks)
     assert "Kueue" in json.dumps(report["sections"]), "the report does not name Kueue"
     assert _scenario_namespaces(site_stages) == []
+
+
+# --- keeping the site: certificates, and a worker removed and added again (docs/maintenance.md) ---------
+
+REMOVE_NODE = str(REPO / "playbooks" / "remove_node.yml")
+RENEW_CERTIFICATES = str(REPO / "playbooks" / "renew_certificates.yml")
+
+
+def test_the_report_reads_every_lab_host_s_certificates(site_stages: SiteLab) -> None:
+    section = next(s for s in site_stages.report["sections"] if s["id"] == "certificates")
+    checks = {check["id"]: check for check in section["checks"]}
+    hosts = [*CONTROL_PLANE, *WORKERS]
+    assert set(checks) == {"certificates/" + host for host in hosts}, checks
+    assert all(check["status"] == "pass" for check in checks.values()), checks
+    rows = section["tables"][0]["rows"]
+    read = {(row[0], row[1]) for row in rows}
+    # kubeadm's on the control plane (a year), the kubelet's client certificate on every host.
+    assert {("lab-cp-1", "apiserver"), ("lab-cp-1", "etcd-server"), ("lab-cp-1", "ca")} <= read, read
+    assert {(host, "kubelet-client-current.pem") for host in hosts} <= read, read
+
+
+def _apiserver_expiry(lab: SiteLab) -> str:
+    listed = lab.ssh(CONTROL_PLANE["lab-cp-1"], "kubeadm certs check-expiration -o json")
+    assert listed.returncode == 0, listed.stderr
+    return next(c["expirationDate"] for c in json.loads(listed.stdout)["certificates"] if c["name"] == "apiserver")
+
+
+def test_renewing_the_certificates_changes_nothing_until_due_and_forced_restarts_the_control_plane(
+    site_stages: SiteLab,
+) -> None:
+    before = _apiserver_expiry(site_stages)
+    nothing_due = run_playbook(RENEW_CERTIFICATES, inventory=site_stages.inventory, timeout=600)
+    assert nothing_due.returncode == 0, nothing_due.output[-3000:]
+    assert nothing_due.changed_tasks() == {}
+    assert "lab-cp-1: nothing due" in nothing_due.output
+    time.sleep(1)  # the renewed certificates' dates are at the second
+    started = time.monotonic()
+    forced = run_playbook(
+        RENEW_CERTIFICATES, "-e", "clusterproof_certificates_force=true", inventory=site_stages.inventory, timeout=900
+    )
+    print("[lab site] certificates renewed and the control plane restarted: %.0f s" % (time.monotonic() - started))
+    assert forced.returncode == 0, forced.output[-3000:]
+    assert "restarted etcd, kube-apiserver, kube-controller-manager, kube-scheduler" in forced.output
+    assert _apiserver_expiry(site_stages) > before
+    assert site_stages.kubectl("get nodes").returncode == 0
+
+
+def _links_and_chains(lab: SiteLab, address: str) -> str:
+    return lab.ssh(address, "ip -o link show; iptables-save").stdout
+
+
+def test_a_worker_removed_leaves_a_clean_host_the_validation_says_removed_as_declared_and_it_joins_again(
+    site_stages: SiteLab,
+) -> None:
+    worker = ADDED_WORKER
+    address = WORKERS[worker]
+    assert "KUBE-" in _links_and_chains(site_stages, address)
+    started = time.monotonic()
+    removed = run_playbook(REMOVE_NODE, "-e", "node=" + worker, inventory=site_stages.inventory, timeout=900)
+    print("[lab site] remove_node.yml, a worker: %.0f s" % (time.monotonic() - started), flush=True)
+    assert removed.returncode == 0, removed.output[-5000:]
+    assert worker not in site_stages.kubectl("get nodes -o name").stdout
+    host = site_stages.ssh(
+        address,
+        "test -e /etc/kubernetes/kubelet.conf; echo conf=$?; systemctl is-active kubelet; ls -A /etc/cni/net.d | wc -l",
+    ).stdout.split()
+    assert host == ["conf=1", "inactive", "0"], host
+    left = _links_and_chains(site_stages, address)
+    assert "KUBE-" not in left and "FLANNEL-" not in left and "flannel.1" not in left and "cni0" not in left, left
+    # The packages and containerd's nvidia runtime stay for the next join.
+    assert site_stages.ssh(address, "dpkg -s kubeadm >/dev/null && systemctl is-active containerd").returncode == 0
+
+    again = run_playbook(REMOVE_NODE, "-e", "node=" + worker, inventory=site_stages.inventory, timeout=600)
+    assert again.returncode == 0, again.output[-3000:]
+    assert again.changed_tasks() == {}
+
+    # The inventory without the host: the validation passes and says the node was removed as declared.
+    validated = run_playbook(VALIDATE, *_validate_args([], False), inventory=site_stages.first_inventory, timeout=900)
+    assert validated.returncode == 0, validated.output[-4000:]
+    report = _latest_report(site_stages)
+    assert report["verdict"] == "pass", [c for s in report["sections"] for c in s["checks"] if c["status"] == "fail"]
+    assert report["changes"]["nodes_removed"] == [worker] and report["changes"]["nodes_gone"] == []
+
+    started = time.monotonic()
+    for playbook in (GPU_NODES, CLUSTER):
+        rejoined = run_playbook(playbook, inventory=site_stages.inventory, timeout=900)
+        assert rejoined.returncode == 0, rejoined.output[-5000:]
+    print("[lab site] the removed worker joined again: %.0f s" % (time.monotonic() - started), flush=True)
+    _wait_for("%s Ready again" % worker, lambda: _node_ready(site_stages, worker) == "True", timeout=300)
+
+
+def test_a_worker_out_of_reach_is_removed_by_force_and_reset_once_it_answers(
+    site_stages: SiteLab, tmp_path: Path
+) -> None:
+    worker = ADDED_WORKER
+    declaration = yaml.safe_load(site_stages.inventory.read_text())
+    gpu_nodes = declaration["all"]["children"]["lab"]["children"]["gpu_nodes"]["hosts"]
+    gpu_nodes[worker]["ansible_host"] = UNREACHABLE[1]
+    unreachable = tmp_path / "worker-away.yml"
+    unreachable.write_text(yaml.safe_dump(declaration))
+    forced = run_playbook(
+        REMOVE_NODE, "-e", "node=" + worker, "-e", "ansible_ssh_timeout=5", inventory=unreachable, timeout=600
+    )
+    assert forced.returncode == 0, forced.output[-4000:]
+    assert "is removed by force: its host did not answer" in forced.output
+    assert worker not in site_stages.kubectl("get nodes -o name").stdout
+    # Nothing ran on the host: its kubelet still has its kubeconfig until it is reset.
+    assert site_stages.ssh(WORKERS[worker], "test -e /etc/kubernetes/kubelet.conf").returncode == 0
+    reset = run_playbook(REMOVE_NODE, "-e", "node=" + worker, inventory=site_stages.inventory, timeout=600)
+    assert reset.returncode == 0, reset.output[-4000:]
+    assert site_stages.ssh(WORKERS[worker], "test -e /etc/kubernetes/kubelet.conf").returncode == 1

@@ -121,6 +121,7 @@ LAYERS = {
         ("yaml", "cryptography"),
         only_in={"kube.client": _SANDBOX_CLIENT_IN, "kube.base": _SANDBOX_CLIENT_IN, "cryptography": ("pki",)},
     ),
+    "maintenance": Rule(("common/", "install.kubeadm_config", "report.model")),
     "scheduler": Rule(("tenancy/", "sandbox.control_plane", "sandbox.fields", "common.objects")),
     "bundle": Rule(
         ("common/", "install.go_modules", "install.kubernetes_cni", "sandbox.build"),
