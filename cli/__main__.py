@@ -1,4 +1,4 @@
-"""``python -m cli site|validate|down [ansible-playbook args]``: a playbook through ansible-runner
+"""``python -m cli site|validate|upgrade|down [ansible-playbook args]``: a playbook through ansible-runner
 with a short live view, the full event log and output kept beside the report.
 
 On a terminal the view is one line rewritten in place; elsewhere (CI, a pipe) it is a plain line
@@ -35,6 +35,8 @@ PLAYBOOKS = {
     "site": ("playbooks/site.yml", []),
     "validate": ("playbooks/validate.yml", []),
     "down": ("playbooks/sandbox.yml", ["-e", "sandbox_cluster_state=down"]),
+    # A kubeadm site to the Kubernetes version its inventory declares (docs/maintenance.md).
+    "upgrade": ("playbooks/upgrade.yml", []),
     "lab-up": ("playbooks/lab.yml", ["-i", "inventories/lab"]),
     "lab-down": ("playbooks/lab.yml", ["-i", "inventories/lab", "-e", "lab_state=down"]),
     # The lab as a site of mode kubeadm, from the bundle: the GPU hosts' stack, then Kubernetes.

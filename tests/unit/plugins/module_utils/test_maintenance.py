@@ -10,7 +10,12 @@ import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.filter import maintenance as maintenance_filters
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory.schema import validate_site
-from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import certificates, host_cleanup, removal
+from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import (
+    certificates,
+    host_cleanup,
+    removal,
+    upgrade,
+)
 
 
 def site(mode="kubeadm", control_plane=("cp-1", "cp-2")):
@@ -282,3 +287,97 @@ def test_the_filter_joins_every_host_s_certificates_and_those_it_could_not_read(
         "certificates/dgx-1": "fail",
     }
     assert len(section["tables"][0]["rows"]) == 4
+
+
+# --- upgrades ------------------------------------------------------------------------------------------
+
+
+def declared(version="v1.36.3"):
+    return site(mode="kubeadm") | {
+        "kubernetes": {**site()["kubernetes"], "version": version, "package_version": version[1:] + "-1.1"}
+    }
+
+
+def node(name, kubelet="v1.35.4", ready=True):
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "nodeInfo": {"kubeletVersion": kubelet},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "Unknown"}],
+        },
+    }
+
+
+MADISON = "   kubeadm | 1.36.3-1.1 | http://10.213.0.1:8081 ./ Packages\n   kubeadm | 1.35.4-1.1 | http://10.213.0.1:8081 ./ Packages\n"
+OFFERED = upgrade.madison_versions(MADISON)
+ALL_OLD = [node("cp-1"), node("cp-2"), node("dgx-1"), node("dgx-2.site.example"), node("sim-1", "v1.36.3")]
+
+
+def test_the_package_source_s_versions_are_read_from_apt_cache_madison():
+    assert OFFERED == ["1.36.3-1.1", "1.35.4-1.1"]
+
+
+def test_an_upgrade_goes_control_planes_first_then_workers_with_apply_on_the_first():
+    plan = upgrade.plan_upgrade(declared(), "v1.35.4", upgrade.node_states(ALL_OLD), OFFERED, "pass")
+    assert (plan.current, plan.target, plan.package_version) == ("v1.35.4", "v1.36.3", "1.36.3-1.1")
+    assert plan.apply and plan.first_control_plane == "cp-1"
+    assert plan.control_planes == ("cp-1", "cp-2") and plan.workers == ("dgx-1", "dgx-2")
+
+
+def test_a_re_run_after_an_interruption_leaves_the_hosts_already_at_the_target_alone():
+    nodes = [node("cp-1", "v1.36.3"), node("cp-2", "v1.36.3"), node("dgx-1", "v1.36.3"), node("dgx-2.site.example")]
+    plan = upgrade.plan_upgrade(declared(), "v1.36.3", upgrade.node_states(nodes), OFFERED, "pass")
+    assert not plan.apply and plan.control_planes == () and plan.workers == ("dgx-2",)
+    everything = [node(n["metadata"]["name"], "v1.36.3") for n in nodes]
+    assert upgrade.plan_upgrade(declared(), "v1.36.3", upgrade.node_states(everything), OFFERED, None).nothing_to_do
+
+
+def _refusal(version="v1.36.3", api="v1.35.4", nodes=ALL_OLD, offered=OFFERED, verdict="pass"):
+    with pytest.raises(upgrade.UpgradeError) as refused:
+        upgrade.plan_upgrade(declared(version), api, upgrade.node_states(nodes), offered, verdict)
+    assert "nothing was changed" in str(refused.value)
+    return str(refused.value)
+
+
+def test_a_version_backwards_or_a_minor_skipped_is_refused():
+    assert (
+        "expected v1.36.3 or later (the API server runs it; Kubernetes is never downgraded); found v1.35.4"
+        in _refusal("v1.35.4", "v1.36.3")
+    )
+    skipped = _refusal("v1.36.3", "v1.34.4", offered=["1.36.3-1.1"])
+    assert "expected v1.34.x or v1.35.x (one minor at a time from the API server's v1.34.4); found v1.36.3" in skipped
+
+
+def test_every_reason_is_listed_at_once():
+    nodes = [node("cp-1"), node("cp-2"), node("dgx-1", ready=False)]
+    refused = _refusal(nodes=nodes, offered=["1.35.4-1.1"], verdict="fail")
+    assert "dgx-1: expected every node Ready before an upgrade drains any; node dgx-1 is not Ready" in refused
+    assert "dgx-2: expected a node of the cluster for every host kubeadm installed; it has none" in refused
+    assert "expected a version the site's package source offers (kubeadm 1.35.4-1.1); found 1.36.3-1.1" in refused
+    assert "the last validation: expected a passing report before an upgrade" in refused
+    assert "clusterproof_upgrade_ignore_validation=true" in refused
+
+
+def test_a_kubelet_too_old_for_the_target_is_refused():
+    nodes = [node("cp-1", "v1.35.4"), node("cp-2", "v1.35.4"), node("dgx-1", "v1.32.9"), node("dgx-2.site.example")]
+    assert "dgx-1: expected a kubelet no more than 3 minors older than v1.36.3; node dgx-1 runs v1.32.9" in _refusal(
+        nodes=nodes
+    )
+
+
+def test_a_failed_validation_may_be_overridden_and_a_site_kubeadm_did_not_make_is_refused():
+    plan = upgrade.plan_upgrade(declared(), "v1.35.4", upgrade.node_states(ALL_OLD), OFFERED, "fail", True)
+    assert plan.apply
+    with pytest.raises(upgrade.UpgradeError, match="this site's mode is 'existing'"):
+        upgrade.plan_upgrade(site(mode="existing"), "v1.35.4", [], OFFERED, None)
+
+
+def test_the_filter_returns_the_plan_with_each_host_s_node_name():
+    plan = maintenance_filters.upgrade_plan(declared(), "v1.35.4", ALL_OLD, MADISON, '{"verdict": "pass"}')
+    assert plan["nodes"]["dgx-2"] == "dgx-2.site.example" and plan["nodes"]["cp-2"] == "cp-2"
+    assert plan["apply"] and not plan["nothing_to_do"]
+    with pytest.raises(Exception, match="the last validation"):
+        maintenance_filters.upgrade_plan(declared(), "v1.35.4", ALL_OLD, MADISON, '{"verdict": "fail"}')
+    assert maintenance_filters.node_at_version([node("dgx-1", "v1.36.3")], "v1.36.3")
+    assert not maintenance_filters.node_at_version([node("dgx-1", "v1.36.3", ready=False)], "v1.36.3")
+    assert not maintenance_filters.node_at_version([], "v1.36.3")

@@ -6,11 +6,12 @@ are; the logic is in module_utils/maintenance/.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import certificates, removal
+from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import certificates, removal, upgrade
 
 
 def _plain(value):
@@ -32,6 +33,39 @@ def node_removal_plan(node, site, cluster_nodes):
         "in_cluster": plan.in_cluster,
         "api_host": plan.api_host,
     }
+
+
+def upgrade_plan(site, api_version, nodes, madison, last_report="", ignore_validation=False):
+    """What playbooks/upgrade.yml does (a dict), or an error listing every refusal. ``madison``: what
+    ``apt-cache madison kubeadm`` printed on the first control plane; ``last_report``: the text of the
+    site's latest report.json (empty: none)."""
+    verdict = None
+    if last_report:
+        try:
+            verdict = json.loads(str(last_report)).get("verdict")
+        except (ValueError, AttributeError):
+            verdict = "unreadable"
+    try:
+        plan = upgrade.plan_upgrade(
+            _plain(site),
+            str(api_version),
+            upgrade.node_states(_plain(nodes or [])),
+            upgrade.madison_versions(str(madison or "")),
+            verdict,
+            bool(ignore_validation),
+        )
+    except upgrade.UpgradeError as error:
+        raise AnsibleFilterError(str(error)) from error
+    result = dataclasses.asdict(plan)
+    result["nothing_to_do"] = plan.nothing_to_do
+    result["nodes"] = {entry["host"]: entry["name"] for entry in removal.node_names(_plain(site))}
+    return result
+
+
+def node_at_version(nodes, version):
+    """Whether the node (k8s_info's ``resources``, one node) is Ready with its kubelet at ``version``."""
+    states = upgrade.node_states(_plain(nodes or []))
+    return bool(states) and states[0].ready and states[0].kubelet == str(version)
 
 
 def pods_left_after_drain(pods):
@@ -69,5 +103,7 @@ class FilterModule:
         return {
             "node_removal_plan": node_removal_plan,
             "pods_left_after_drain": pods_left_after_drain,
+            "upgrade_plan": upgrade_plan,
+            "node_at_version": node_at_version,
             "certificate_section": certificate_section,
         }

@@ -53,6 +53,16 @@ def _node_names(site: Mapping[str, Any]) -> dict[str, str]:
     return {str(node.get("name") or node["host"]): str(node["host"]) for node in site.get("nodes", [])}
 
 
+def node_names(site: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Every host kubeadm installed with its node's name ({host, name}): a declared node's name, else
+    the host's (control planes and workers without GPUs are named after their host)."""
+    named = {host: name for name, host in _node_names(site).items()}
+    return [
+        {"host": entry["host"], "name": named.get(entry["host"], entry["host"])}
+        for entry in kubeadm_config.host_groups(site)
+    ]
+
+
 def plan_removal(node: Any, site: Mapping[str, Any], cluster_nodes: Iterable[str]) -> RemovalPlan:
     """The removal of ``node`` from the kubeadm site ``site``, whose cluster has ``cluster_nodes``."""
     if not isinstance(node, str) or not node.strip():
