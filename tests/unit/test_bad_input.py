@@ -271,6 +271,9 @@ INVENTORY_CASES = [
     inv("benchmarks-maybe", site_set(clusterproof_benchmarks="maybe"), ALL + "clusterproof_benchmarks: expected a boolean (true or false)", "found 'maybe'"),
     inv("benchmarks-number", site_set(clusterproof_benchmarks=2), ALL + "clusterproof_benchmarks:", "found 2"),
     inv("host-tests-list", site_set(clusterproof_host_tests=[True]), ALL + "clusterproof_host_tests: expected a boolean", "found a list"),
+    inv("certificates-force-maybe", site_set(clusterproof_certificates_force="maybe"), ALL + "clusterproof_certificates_force: expected a boolean (true or false)", "found 'maybe'"),
+    inv("upgrade-serial-zero", site_set(clusterproof_upgrade_serial=0), ALL + "clusterproof_upgrade_serial: expected a positive integer", "found 0"),
+    inv("renew-days-negative", site_set(clusterproof_certificates_renew_days="-3"), ALL + "clusterproof_certificates_renew_days: expected a non-negative integer", "found '-3'"),
     *(
         inv(
             "port-base-" + label,

@@ -56,6 +56,12 @@ SITE_VARIABLES = {
     "clusterproof_benchmarks": "whether validation benchmarks the GPU hosts (true unless set false)",
     "clusterproof_host_tests": "whether validation runs the GPU host suite on the GPU hosts (true unless set false)",
     "clusterproof_gpu_health": "whether validation reads the GPU hosts' passive health (true unless set false)",
+    "clusterproof_certificates": "whether validation reads the cluster certificates' expiry (true unless set false)",
+    "clusterproof_certificates_renew_days": "renew_certificates.yml renews when a certificate has fewer days left",
+    "clusterproof_certificates_force": "renew_certificates.yml renews every certificate, due or not",
+    "clusterproof_upgrade_serial": "how many workers upgrade.yml upgrades at a time",
+    "clusterproof_upgrade_validate": "whether upgrade.yml validates the site after the upgrade (true unless set false)",
+    "clusterproof_upgrade_ignore_validation": "whether upgrade.yml goes on when the last validation failed",
     "clusterproof_projects": "the projects (tenants) and their GPU quotas",
     "clusterproof_tenancy": "the projects' boundary: Pod Security level, NetworkPolicies, exceptions (docs/tenancy.md)",
     "clusterproof_reports_dir": "where site reports are written",
@@ -130,7 +136,17 @@ RESOURCE_STEPS = {"cpu": 1000, "memory": 1024}
 BOOLEAN_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # Site settings that are paths or text, and settings that are booleans.
 SITE_STRINGS = ("clusterproof_reports_dir", "clusterproof_sandbox_dir", "clusterproof_sandbox_cache")
-SITE_BOOLEANS = ("clusterproof_benchmarks", "clusterproof_host_tests", "clusterproof_gpu_health")
+SITE_BOOLEANS = (
+    "clusterproof_benchmarks",
+    "clusterproof_host_tests",
+    "clusterproof_gpu_health",
+    "clusterproof_certificates",
+    "clusterproof_certificates_force",
+    "clusterproof_upgrade_validate",
+    "clusterproof_upgrade_ignore_validation",
+)
+# Site settings that are whole numbers, and the least each may be.
+SITE_COUNTS = {"clusterproof_certificates_renew_days": 0, "clusterproof_upgrade_serial": 1}
 OUR_HOST_PREFIXES = ("gpu_", "node_")
 # Variables of the roles that run on the GPU hosts (gpu_benchmark_python, gpu_host_tests_sudo, ...):
 # set per host or group like any role variable, and checked by those roles' argument_specs.
@@ -607,6 +623,12 @@ def _check_site_settings(check: _Checker, site: Mapping[str, Any]) -> None:
         value = site.get(field)
         if value is not None and not isinstance(value, bool) and str(value).lower() not in BOOLEAN_WORDS:
             check.error("group all", field, "a boolean (true or false)", value)
+    for field, least in SITE_COUNTS.items():
+        value = site.get(field)
+        if value is not None:
+            # A -e key=value gives a string: digits are the number they spell.
+            number = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+            (check.non_negative_int if least == 0 else check.positive_int)("group all", field, number)
     for field in SITE_STRINGS:
         value = site.get(field)
         if value is not None and not isinstance(value, str):
