@@ -22,17 +22,23 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_benchmark, gpu_facts, gpu_health
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_benchmark
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history, render, templates
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as rp
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, projects
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import isolation as isolation_checks
-from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import validate_gpu_nodes
+from tests.unit.plugins.module_utils.report_samples import (
+    GPU_FIXTURES,
+    browser_sample,
+    health_section,
+    history_sections,
+    node_row,
+    site_state,
+)
 
 UNIT = Path(__file__).resolve().parents[2]
 RECORDED = UNIT / "fixtures" / "report_html"
-GPU_FIXTURES = UNIT / "fixtures" / "gpu"
 RECORD = os.environ.get("CLUSTERPROOF_RECORD_REPORT_HTML") == "1"
 
 TIMELINE = [
@@ -41,12 +47,6 @@ TIMELINE = [
     (60.5, {"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 8}),
 ]
 ODD = "<script>alert('x & \"y\"')</script> café ☃ 日本"
-
-
-def node_row(name, gpus, product="Tesla-V100-SXM2-32GB", present=True, status="pass"):
-    return {"name": name, "declared": True, "present": present, "declared_gpus": 8, "found_gpus": gpus,
-            "declared_product": product, "found_product": product, "ready": True if present else None,
-            "status": status}  # fmt: skip
 
 
 def nodes_section(node: str = "dgx1-2") -> rp.Section:
@@ -139,63 +139,8 @@ def charts() -> rp.Report:
     return rp.Report("charts", "sandbox", "2025-03-04T05:00:00+00:00", "2025-03-04T05:06:07+00:00", [section])
 
 
-def _node(name: str, gpus: int) -> dict:
-    return {
-        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}},
-        "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}, "conditions": [{"type": "Ready", "status": "True"}]},
-    }
-
-
-def browser_sample() -> rp.Report:
-    """The sample of test_report_html_browser.py: the node validation's own section."""
-    declared = [{"name": name, "gpu_count": 8, "gpu_product": "Tesla-V100-SXM2-32GB"} for name in ("dgx1-1", "dgx1-2")]
-    outcome = validate_gpu_nodes(declared, [_node("dgx1-1", 8), _node("dgx1-2", 6), _node("<script>x</script>", 2)])
-    nodes = rp.section_from_dict(outcome.section_dict())
-    scenario = rp.Section(
-        id="scenario-4-9",
-        title="4.9 Basic fairness",
-        checks=[
-            rp.Check("scenario-4-9/allocation", "a 4, b 2, c 2, d 8", "pass", "4/2/2/8", "4/2/2/8", duration_s=31.5),
-            rp.Check("scenario-4-9/deadline", "interactive time limit", "needs-hardware", message="KWOK runs no pods"),
-        ],
-        charts=[rp.Chart("allocation", "GPUs allocated per project", [
-            (0, {"team-a": 4, "team-b": 4, "team-c": 4, "team-d": 4}),
-            (20, {"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 6}),
-            (45, {"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 8}),
-        ])],
-    )  # fmt: skip
-    return rp.Report("netapp-sandbox", "sandbox", "2025-03-04T05:00:00+00:00", "2025-03-04T05:06:07+00:00",
-                     [nodes, scenario])  # fmt: skip
-
-
-def history_sections(nodes=None, quota_b=2, weight_b=2, classes=(("local-path", True),)) -> list[dict]:
-    """The sections of test_report_history.py: nodes, the projects' quotas, storage classes."""
-    nodes = nodes if nodes is not None else [node_row("dgx1-1", 8), node_row("dgx1-2", 8)]
-    return [
-        {"id": "gpu-nodes", "title": "GPU nodes", "checks": [], "node_table": nodes},
-        {"id": "projects", "title": "Projects", "checks": [], "tables": [{
-            "id": "project-quotas", "title": "q",
-            "columns": ["Project", "Quota (declared)", "Quota (KAI queue)", "Weight (declared)", "Weight (KAI queue)", "GPUs held now"],
-            "rows": [["team-a", "4", "4", "4", "4", "0"], ["team-b", "2", str(quota_b), "2", str(weight_b), "0"]]}]},
-        {"id": "storage", "title": "Storage", "checks": [], "tables": [{
-            "id": "storage-classes", "title": "s",
-            "columns": ["Class", "Provisioner", "Default (declared)", "Default (found)", "Access modes", "Found"],
-            "rows": [[name, "p", "yes" if default else "no", "yes" if default else "no", "RWO", "yes"]
-                     for name, default in classes]}]},
-    ]  # fmt: skip
-
-
-def health_section(host: str, driver: str) -> dict:
-    xml = (GPU_FIXTURES / "nvidia-smi-q-x-h100.xml").read_text().replace("580.159.04", driver)
-    facts = gpu_facts.parse_nvidia_smi_xml(xml).to_dict()
-    return gpu_health.assess_host(host, facts, gpu_health.HealthPins(), "")
-
-
 def changes() -> rp.Report:
     """A second run: what changed first (regressions failed, a new driver a warning), then the run."""
-
-    def state(data):
-        return history.site_state(rp.Report("s", "sandbox", "", "", [rp.section_from_dict(s) for s in data]))
 
     before_data = [*history_sections(), health_section("dgx1-1", "580.159.04")]
     after_data = [
@@ -203,7 +148,7 @@ def changes() -> rp.Report:
                           classes=(("local-path", False), ("nfs", True))),
         health_section("dgx1-1", "580.172.01"),
     ]  # fmt: skip
-    found = history.compare(state(before_data), state(after_data))
+    found = history.compare(site_state(before_data), site_state(after_data))
     sections = [history.changes_section(found, "the run 20261124T100000Z")]
     sections += [rp.section_from_dict(s) for s in after_data]
     return rp.Report("s", "sandbox", "2026-11-24T11:00:00+00:00", "2026-11-24T11:05:00+00:00", sections)
