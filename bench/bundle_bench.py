@@ -22,12 +22,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO))
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build  # noqa: E402
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines  # noqa: E402
+from tests.e2e import lab_site  # noqa: E402
 from tests.e2e.conftest import run_playbook  # noqa: E402
 
 HOSTS = {"bench-cp-1": "10.217.0.10", "bench-worker-1": "10.217.0.11", "bench-worker-2": "10.217.0.12"}
@@ -36,24 +39,15 @@ GATEWAY = "10.217.0.1"
 
 
 def inventory(path: Path, state_dir: Path, bundle: Path) -> Path:
-    lines = [
-        "all:",
-        "  vars:",
-        f"    lab_dir: {state_dir}",
-        f"    lab_bridge: {BRIDGE}",
-        f"    lab_host_address: {GATEWAY}/24",
-        f"    lab_bundle: {bundle}",
-        f"    bundle_apt_url: http://{GATEWAY}:8081/",
-        f"    bundle_registry: {GATEWAY}:5000",
-        "    ansible_user: root",
-        f"    ansible_ssh_private_key_file: {state_dir / 'id_ed25519'}",
-        f"    ansible_ssh_common_args: -o UserKnownHostsFile={state_dir / 'known_hosts'} -o StrictHostKeyChecking=yes",
-        "  children:",
-        "    lab:",
-        "      hosts:",
-        *(f"        {name}: {{ansible_host: {address}}}" for name, address in HOSTS.items()),
-    ]
-    path.write_text("\n".join(lines) + "\n")
+    variables = lab_site.lab_vars(
+        state_dir,
+        BRIDGE,
+        GATEWAY,
+        lab_bundle=str(bundle),
+        bundle_apt_url=f"http://{GATEWAY}:8081/",
+        bundle_registry=f"{GATEWAY}:5000",
+    )
+    path.write_text(yaml.safe_dump({"all": {"vars": variables, "children": lab_site.lab_hosts(HOSTS)}}))
     return path
 
 

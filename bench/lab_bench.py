@@ -20,31 +20,24 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO))
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines  # noqa: E402
+from tests.e2e import lab_site  # noqa: E402
 from tests.e2e.conftest import run_playbook  # noqa: E402
 
 HOSTS = {"bench-cp-1": "10.215.0.10", "bench-worker-1": "10.215.0.11", "bench-worker-2": "10.215.0.12"}
 BRIDGE = "cpbench0"
+GATEWAY = "10.215.0.1"
 
 
 def inventory(path: Path, state_dir: Path, cache_dir: Path) -> Path:
-    lines = [
-        "all:",
-        "  vars:",
-        f"    lab_dir: {state_dir}",
-        f"    lab_cache: {cache_dir}",
-        f"    lab_bridge: {BRIDGE}",
-        "    lab_host_address: 10.215.0.1/24",
-        "  children:",
-        "    lab:",
-        "      hosts:",
-        *(f"        {name}: {{ansible_host: {address}}}" for name, address in HOSTS.items()),
-    ]
-    path.write_text("\n".join(lines) + "\n")
+    variables = lab_site.lab_vars(state_dir, BRIDGE, GATEWAY, lab_cache=str(cache_dir))
+    path.write_text(yaml.safe_dump({"all": {"vars": variables, "children": lab_site.lab_hosts(HOSTS)}}))
     return path
 
 
