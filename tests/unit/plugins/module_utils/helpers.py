@@ -1,10 +1,30 @@
-"""Helpers shared by the module_utils unit tests."""
+"""Helpers shared by the module_utils unit tests: where the recorded fixtures are, and a kubeconfig.
+Reads under ``tests/unit/fixtures/``; writes only where a caller says."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import yaml
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_benchmark import judge, parse_runner_output
+
+UNIT_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+GPU_FIXTURES = UNIT_FIXTURES / "gpu"
+
+
+def gpu_fixture(name: str) -> str:
+    """The text of a recorded GPU fixture, ``tests/unit/fixtures/gpu/<name>``."""
+    return (GPU_FIXTURES / name).read_text()
+
+
+# One H100's ``nvidia-smi -q -x``, as recorded.
+H100_XML = gpu_fixture("nvidia-smi-q-x-h100.xml")
+
+
+def recorded_benchmark(name: str, host: str = "h100-device") -> dict:
+    """A recorded runner document judged as the gpu_benchmark module judges it: the host's section."""
+    return judge(parse_runner_output(gpu_fixture(name)), host).section_dict()
 
 
 def write_kubeconfig(path: Path, server: str) -> Path:

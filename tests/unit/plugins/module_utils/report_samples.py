@@ -1,17 +1,14 @@
 """Reports and report sections shared by the report tests (test_report_history.py, the recorded
 pages of test_report_html_golden.py, the browser's page of tests/unit/test_report_html_browser.py).
-Reads the recorded nvidia-smi output under ``tests/unit/fixtures/gpu/``; touches nothing else."""
+Touches nothing."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_facts, gpu_health
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as rp
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import validate_gpu_nodes
-
-GPU_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
+from tests.unit.plugins.module_utils.helpers import H100_XML
 
 
 def node_row(name, gpus, product="Tesla-V100-SXM2-32GB", present=True, status="pass"):
@@ -46,7 +43,7 @@ def site_state(data: list[dict]) -> dict:
 def health_section(host: str, driver: str) -> dict:
     """A GPU host's passive health section, as gpu_health writes it for the recorded H100 with
     its driver version replaced."""
-    xml = (GPU_FIXTURES / "nvidia-smi-q-x-h100.xml").read_text().replace("580.159.04", driver)
+    xml = H100_XML.replace("580.159.04", driver)
     facts = gpu_facts.parse_nvidia_smi_xml(xml).to_dict()
     return gpu_health.assess_host(host, facts, gpu_health.HealthPins(), "")
 

@@ -13,9 +13,8 @@ import pytest
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history
 from ansible_collections.clusterproof.gpu.plugins.modules import site_report
+from tests.unit.plugins.module_utils.helpers import recorded_benchmark
 from tests.unit.plugins.module_utils.report_samples import health_section, history_sections, node_row, site_state
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
 
 
 def test_the_state_a_report_found():
@@ -170,12 +169,6 @@ class FixedClock:
 
     def now(self, tz=None):
         return self._stamps.pop(0)
-
-
-def recorded_benchmark(name: str) -> dict:
-    from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_benchmark import judge, parse_runner_output
-
-    return judge(parse_runner_output((FIXTURES / name).read_text()), "h100-device").section_dict()
 
 
 def test_a_degraded_gpu_is_caught_against_the_site_s_baseline(tmp_path, monkeypatch):

@@ -28,14 +28,13 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_benchmark
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history, render, templates
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as rp
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, projects
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import isolation as isolation_checks
+from tests.unit.plugins.module_utils.helpers import recorded_benchmark
 from tests.unit.plugins.module_utils.report_samples import (
-    GPU_FIXTURES,
     browser_sample,
     health_section,
     history_sections,
@@ -197,9 +196,7 @@ def tenant_isolation() -> rp.Report:
 
 def gpu_host() -> rp.Report:
     """A GPU host's passive health and its benchmark, as the recorded H100 gave them."""
-    benchmark = gpu_benchmark.judge(
-        gpu_benchmark.parse_runner_output((GPU_FIXTURES / "benchmark-h100.json").read_text()), "h100-device"
-    ).section_dict()
+    benchmark = recorded_benchmark("benchmark-h100.json")
     sections = [rp.section_from_dict(health_section("dgx-h100-1", "580.159.04")), rp.section_from_dict(benchmark)]
     return rp.Report("h100-lab", "existing", "2026-11-22T12:00:00+00:00", "2026-11-22T12:07:00+00:00", sections)
 
