@@ -1,4 +1,5 @@
-"""Helpers shared by the module_utils unit tests: where the recorded fixtures are, and a kubeconfig.
+"""Helpers shared by the module_utils unit tests: where the recorded fixtures are, a kubeconfig, and
+the fair-share properties' projects.
 Reads under ``tests/unit/fixtures/``; writes only where a caller says."""
 
 from __future__ import annotations
@@ -6,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from hypothesis import strategies as st
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.model.fairshare import Project
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_benchmark import judge, parse_runner_output
 
 UNIT_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -42,3 +45,19 @@ def write_kubeconfig(path: Path, server: str) -> Path:
         )
     )
     return path
+
+
+@st.composite
+def fairshare_projects(draw, **bounds: st.SearchStrategy) -> list[Project]:
+    """1 to 4 flat projects ``p0``, ``p1``...: a GPU quota of 0 to 8, maybe a GPU limit and an
+    over-quota weight, and each further field of ``bounds`` drawn from its strategy."""
+    return [
+        Project(
+            f"p{i}",
+            quota=draw(st.integers(0, 8)),
+            limit=draw(st.one_of(st.none(), st.integers(1, 20))),
+            weight=draw(st.one_of(st.none(), st.integers(0, 5))),
+            **{field: draw(strategy) for field, strategy in bounds.items()},
+        )
+        for i in range(draw(st.integers(1, 4)))
+    ]

@@ -23,6 +23,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.model.fairshare i
     ScaledScenario,
 )
 from tests.conftest import REPO
+from tests.unit.plugins.module_utils.helpers import fairshare_projects
 
 PROPERTY = settings(max_examples=60, deadline=None)
 
@@ -501,15 +502,7 @@ SIZES = (0.2, 0.25, 0.3, 0.5, 0.6, 1, 1, 2, 3, 4, 8)
 @st.composite
 def sites(draw, sizes=SIZES, max_nodes=4):
     nodes = [(f"n{i}", draw(st.integers(1, 8))) for i in range(draw(st.integers(1, max_nodes)))]
-    projects = [
-        Project(
-            f"p{i}",
-            quota=draw(st.integers(0, 8)),
-            weight=draw(st.one_of(st.none(), st.integers(0, 5))),
-            limit=draw(st.one_of(st.none(), st.integers(1, 20))),
-        )
-        for i in range(draw(st.integers(1, 4)))
-    ]
+    projects = draw(fairshare_projects())
     jobs = [
         Job(f"j{k}", f"p{draw(st.integers(0, len(projects) - 1))}", draw(st.sampled_from(sizes)), draw(st.booleans()))
         for k in range(draw(st.integers(0, 24)))
