@@ -42,6 +42,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import contents
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.contents import BundlePins, ImageRef, ImageSpec
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.serve import registry_config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.fields import Below
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules, kubernetes_cni
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
@@ -81,41 +82,15 @@ class Layout:
     cache: Path
     out: Path
 
-    @property
-    def programs(self) -> Path:
-        return self.cache / "programs"
-
-    @property
-    def work(self) -> Path:
-        return self.cache / "work"
-
-    @property
-    def oci(self) -> Path:
-        return self.cache / "oci"
-
-    @property
-    def gnupg(self) -> Path:
-        return self.cache / "gnupg"
-
-    @property
-    def debian(self) -> Path:
-        return self.cache / "debian"
-
-    @property
-    def log(self) -> Path:
-        return self.cache / "build.log"
-
-    @property
-    def apt(self) -> Path:
-        return self.out / "apt"
-
-    @property
-    def registry(self) -> Path:
-        return self.out / "registry"
-
-    @property
-    def manifest(self) -> Path:
-        return self.out / "manifest.json"
+    programs = Below("cache", "programs")
+    work = Below("cache", "work")
+    oci = Below("cache", "oci")
+    gnupg = Below("cache", "gnupg")
+    debian = Below("cache", "debian")
+    log = Below("cache", "build.log")
+    apt = Below("out", "apt")
+    registry = Below("out", "registry")
+    manifest = Below("out", "manifest.json")
 
 
 def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:

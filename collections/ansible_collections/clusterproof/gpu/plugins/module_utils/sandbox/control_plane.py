@@ -38,10 +38,10 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.fields import Below, PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import scheduler_profile
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import pki as sandbox_pki
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below, PortAt
 
 MARKER = ".clusterproof-sandbox"
 SANDBOX_NODE_LABEL = "clusterproof.io/sandbox-node"
