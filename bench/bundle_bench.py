@@ -28,33 +28,10 @@ sys.path.insert(0, str(REPO))
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build  # noqa: E402
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines  # noqa: E402
+from bench.lab_bench import BenchLab  # noqa: E402
 from tests.e2e.conftest import run_playbook  # noqa: E402
 
-HOSTS = {"bench-cp-1": "10.217.0.10", "bench-worker-1": "10.217.0.11", "bench-worker-2": "10.217.0.12"}
-BRIDGE = "cpbench1"
-GATEWAY = "10.217.0.1"
-
-
-def inventory(path: Path, state_dir: Path, bundle: Path) -> Path:
-    lines = [
-        "all:",
-        "  vars:",
-        f"    lab_dir: {state_dir}",
-        f"    lab_bridge: {BRIDGE}",
-        f"    lab_host_address: {GATEWAY}/24",
-        f"    lab_bundle: {bundle}",
-        f"    bundle_apt_url: http://{GATEWAY}:8081/",
-        f"    bundle_registry: {GATEWAY}:5000",
-        "    ansible_user: root",
-        f"    ansible_ssh_private_key_file: {state_dir / 'id_ed25519'}",
-        f"    ansible_ssh_common_args: -o UserKnownHostsFile={state_dir / 'known_hosts'} -o StrictHostKeyChecking=yes",
-        "  children:",
-        "    lab:",
-        "      hosts:",
-        *(f"        {name}: {{ansible_host: {address}}}" for name, address in HOSTS.items()),
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+LAB = BenchLab("cpbench1", "10.217.0")
 
 
 def timed_build(label: str, layout: build.Layout) -> None:
@@ -71,7 +48,7 @@ def timed_playbook(label: str, playbook: str, *args: str, inventory_path: Path) 
     elapsed = time.monotonic() - started
     if run.returncode != 0:
         sys.exit(f"{label} failed:\n{run.output[-3000:]}")
-    changed = sum(run.recap(host)["changed"] for host in HOSTS) if "node" in label else run.recap()["changed"]
+    changed = sum(run.recap(host)["changed"] for host in LAB.hosts) if "node" in label else run.recap()["changed"]
     print(f"{label:<46} {elapsed:7.1f} s  (changed: {changed})", flush=True)
 
 
@@ -96,7 +73,13 @@ def main() -> None:
         print(f"{'bundle size: apt repository':<46} {size_mib(layout.apt):7.0f} MiB")
         print(f"{'bundle size: registry':<46} {size_mib(layout.registry):7.0f} MiB")
         state_dir = base / "state"
-        path = inventory(base / "hosts.yml", state_dir, layout.out)
+        path = LAB.inventory(
+            base / "hosts.yml",
+            state_dir,
+            lab_bundle=str(layout.out),
+            bundle_apt_url=f"http://{LAB.gateway}:8081/",
+            bundle_registry=f"{LAB.gateway}:5000",
+        )
         lab = str(REPO / "playbooks" / "lab.yml")
         stack = str(REPO / "tests" / "e2e" / "playbooks" / "bundle_node_stack.yml")
         settings = machines.read_kernel_settings()
@@ -107,7 +90,9 @@ def main() -> None:
         finally:
             timed_playbook("lab down", lab, "-e", "lab_state=down", inventory_path=path)
             machines.write_kernel_settings(settings)
-        left = lifecycle.leftovers(machines.Layout(state_dir, Path.home() / ".cache/clusterproof/lab"), BRIDGE, HOSTS)
+        left = lifecycle.leftovers(
+            machines.Layout(state_dir, Path.home() / ".cache/clusterproof/lab"), LAB.bridge, LAB.hosts
+        )
         print(f"{'left behind after down':<46} {left or 'nothing'}")
 
 

@@ -15,37 +15,49 @@ systemd-nspawn. Timings on 2 cores depend on what else runs: say what did when y
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO))
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines  # noqa: E402
+from tests.e2e import lab_site  # noqa: E402
 from tests.e2e.conftest import run_playbook  # noqa: E402
 
-HOSTS = {"bench-cp-1": "10.215.0.10", "bench-worker-1": "10.215.0.11", "bench-worker-2": "10.215.0.12"}
-BRIDGE = "cpbench0"
+
+@dataclasses.dataclass(frozen=True)
+class BenchLab:
+    """A bench's own lab, beside the default one: three hosts (a control plane, two workers) at .10,
+    .11 and .12 of ``subnet`` (its first three numbers) on ``bridge``, whose address is .1."""
+
+    bridge: str
+    subnet: str
+
+    @property
+    def gateway(self) -> str:
+        return self.subnet + ".1"
+
+    @property
+    def hosts(self) -> dict[str, str]:
+        names = ("bench-cp-1", "bench-worker-1", "bench-worker-2")
+        return {name: "%s.%d" % (self.subnet, 10 + index) for index, name in enumerate(names)}
+
+    def inventory(self, path: Path, state_dir: Path, **extra: str) -> Path:
+        """The lab's inventory, written to ``path``: its settings (tests/e2e/lab_site.lab_vars) and
+        ``extra``, and its hosts."""
+        variables = lab_site.lab_vars(state_dir, self.bridge, self.gateway, **extra)
+        path.write_text(yaml.safe_dump({"all": {"vars": variables, "children": lab_site.lab_hosts(self.hosts)}}))
+        return path
 
 
-def inventory(path: Path, state_dir: Path, cache_dir: Path) -> Path:
-    lines = [
-        "all:",
-        "  vars:",
-        f"    lab_dir: {state_dir}",
-        f"    lab_cache: {cache_dir}",
-        f"    lab_bridge: {BRIDGE}",
-        "    lab_host_address: 10.215.0.1/24",
-        "  children:",
-        "    lab:",
-        "      hosts:",
-        *(f"        {name}: {{ansible_host: {address}}}" for name, address in HOSTS.items()),
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+LAB = BenchLab("cpbench0", "10.215.0")
 
 
 def timed(label: str, *args: str, inventory_path: Path) -> float:
@@ -84,7 +96,7 @@ def main() -> None:
         base = Path(work)
         state_dir = base / "state"
         cache_dir = base / "cache" if options.cold else Path.home() / ".cache" / "clusterproof" / "lab"
-        path = inventory(base / "hosts.yml", state_dir, cache_dir)
+        path = LAB.inventory(base / "hosts.yml", state_dir, lab_cache=str(cache_dir))
         layout = machines.Layout(state_dir, cache_dir)
         if options.cold:
             timed("up, cold (Debian root built)", inventory_path=path)
@@ -93,7 +105,7 @@ def main() -> None:
         timed("up again (nothing to do)", inventory_path=path)
         print(f"{'RSS of the running lab':<40} {lab_rss_mib(layout):7.0f} MiB", flush=True)
         timed("down", "-e", "lab_state=down", inventory_path=path)
-        left = lifecycle.leftovers(layout, BRIDGE, HOSTS)
+        left = lifecycle.leftovers(layout, LAB.bridge, LAB.hosts)
         print(f"{'left behind after down':<40} {left or 'nothing'}")
 
 

@@ -7,9 +7,10 @@ and compare the lines it prints. Every call of ``fairshare.predict`` the familie
 
 ``flat``
     The differential bench's generated scenarios (``bench/scenario_generator.py``), seeds 1 to 200
-    on the six sites ``tests/unit/test_scenario_generator.py`` draws them for (1,200 scenarios),
-    each predicted step by step as the validator chains them (``validate/scenarios.predictions``),
-    for each policy. Resource sites give their nodes CPU and memory as the differential bench does.
+    on its six ``FLAT_SITES``, which ``tests/unit/test_scenario_generator.py`` draws them for too
+    (1,200 scenarios), each predicted step by step as the validator chains them
+    (``validate/scenarios.predictions``), for each policy. Resource sites give their nodes CPU and
+    memory as the differential bench does.
 ``tree``
     The same with departments (``Site.trees``), seeds 1 to 200 on three sites: the default, 4 nodes
     of 4 GPUs, and with gangs (600 scenarios).
@@ -37,17 +38,9 @@ sys.path.insert(0, str(REPO))
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare  # noqa: E402
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenarios  # noqa: E402
 from bench.fairshare_bench import site, step_two  # noqa: E402
-from bench.scenario_generator import Site, generate  # noqa: E402
+from bench.scenario_generator import FLAT_SITES, Site, generate  # noqa: E402
 
 SEEDS = range(1, 201)
-FLAT_SITES = (
-    Site(),
-    Site(nodes=4, node_gpus=4),
-    Site(nodes=3, node_gpus=8, fractions=False),
-    Site(gangs=True),
-    Site(resources=True),
-    Site(gangs=True, resources=True),
-)
 TREE_SITES = (Site(trees=True), Site(trees=True, nodes=4, node_gpus=4), Site(trees=True, gangs=True))
 BIG_SEEDS = (1, 2, 3)
 BIG_PROJECTS, BIG_JOBS = 2_000, 20_000

@@ -48,6 +48,19 @@ class Site:
         return self.nodes * self.node_gpus
 
 
+# The flat sites the scenarios are drawn on to check them (tests/unit/test_scenario_generator.py)
+# and to fingerprint the model's predictions (bench/model_hashes.py): the default, smaller nodes,
+# whole GPUs only, gangs, CPU and memory, both.
+FLAT_SITES = (
+    Site(),
+    Site(nodes=4, node_gpus=4),
+    Site(nodes=3, node_gpus=8, fractions=False),
+    Site(gangs=True),
+    Site(resources=True),
+    Site(gangs=True, resources=True),
+)
+
+
 def _quotas(rng: random.Random, count: int, capacity: int) -> list[int]:
     """Whole-GPU quotas: most often adding up to the capacity or less, sometimes more."""
     over = rng.random() < 0.25

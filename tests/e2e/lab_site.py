@@ -1,4 +1,6 @@
-"""The lab as a site (inventories/lab's settings) on a bridge and addresses of one's own: the inventory
+"""The lab's inventories. ``lab_vars``: the lab's own settings on a bridge of one's own, which every
+lab inventory of the tests and benches starts from. ``declaration``: the lab as a site
+(inventories/lab's settings) on a bridge and addresses of one's own, the inventory
 tests/e2e/test_lab_site.py and bench/lab_site_bench.py run the site's playbooks with."""
 
 from __future__ import annotations
@@ -13,6 +15,26 @@ REPO = Path(__file__).resolve().parents[2]
 LAB_VARS = REPO / "inventories" / "lab" / "group_vars"
 # The lab's simulated DGX-1s (inventories/lab/hosts.yml): KWOK nodes of its cluster, run beside it.
 SIMULATED = ("dgx1-1", "dgx1-2")
+
+
+def lab_vars(state_dir: Path, bridge: str, gateway: str, **extra: Any) -> dict[str, Any]:
+    """The lab's settings (playbooks/lab.yml): its state under ``state_dir``, its hosts on ``bridge``
+    whose address is ``gateway``, reached over SSH as root with the lab's key; then ``extra``."""
+    return {
+        "lab_dir": str(state_dir),
+        "lab_bridge": bridge,
+        "lab_host_address": gateway + "/24",
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(state_dir / "id_ed25519"),
+        "ansible_ssh_common_args": "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
+        % (state_dir / "known_hosts"),
+        **extra,
+    }
+
+
+def lab_hosts(hosts: Mapping[str, str]) -> dict[str, Any]:
+    """The lab group of an inventory: each host at its address."""
+    return {"lab": {"hosts": {name: {"ansible_host": address} for name, address in hosts.items()}}}
 
 
 def declaration(
@@ -43,16 +65,14 @@ def declaration(
             "vars": {
                 **site,
                 "clusterproof_reports_dir": str(base / "reports"),
-                "lab_dir": str(state_dir),
-                "lab_bridge": bridge,
-                "lab_host_address": gateway + "/24",
-                "lab_bundle": str(bundle),
-                "simulated_gpu_nodes_state_dir": str(base / "simulated"),
-                "site_mirror_containerd_cri_settings": {"restrict_oom_score_adj": True},
-                "ansible_user": "root",
-                "ansible_ssh_private_key_file": str(state_dir / "id_ed25519"),
-                "ansible_ssh_common_args": "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
-                % (state_dir / "known_hosts"),
+                **lab_vars(
+                    state_dir,
+                    bridge,
+                    gateway,
+                    lab_bundle=str(bundle),
+                    simulated_gpu_nodes_state_dir=str(base / "simulated"),
+                    site_mirror_containerd_cri_settings={"restrict_oom_score_adj": True},
+                ),
                 **(extra_vars or {}),
             },
             "children": {

@@ -26,6 +26,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build, contents, serve
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
+from tests.e2e import lab_site
 from tests.e2e.conftest import REPO, ad_hoc, run_playbook
 
 pytestmark = pytest.mark.xdist_group("lab")
@@ -55,20 +56,16 @@ class BundleLab:
     def declaration(self, bundle: Path, **extra: object) -> dict:
         return {
             "all": {
-                "vars": {
-                    "lab_dir": str(self.state_dir),
-                    "lab_bridge": BRIDGE,
-                    "lab_host_address": GATEWAY + "/24",
-                    "lab_bundle": str(bundle),
-                    "bundle_apt_url": "http://%s:8081/" % GATEWAY,
-                    "bundle_registry": "%s:5000" % GATEWAY,
-                    "ansible_user": "root",
-                    "ansible_ssh_private_key_file": str(self.state_dir / "id_ed25519"),
-                    "ansible_ssh_common_args": "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
-                    % (self.state_dir / "known_hosts"),
+                "vars": lab_site.lab_vars(
+                    self.state_dir,
+                    BRIDGE,
+                    GATEWAY,
+                    lab_bundle=str(bundle),
+                    bundle_apt_url="http://%s:8081/" % GATEWAY,
+                    bundle_registry="%s:5000" % GATEWAY,
                     **extra,
-                },
-                "children": {"lab": {"hosts": {HOST: {"ansible_host": ADDRESS}}}},
+                ),
+                "children": lab_site.lab_hosts({HOST: ADDRESS}),
             }
         }
 

@@ -18,6 +18,7 @@ import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import make_plan
+from tests.e2e import lab_site
 from tests.e2e.conftest import REPO, run_playbook
 
 # One group with test_bundle.py: a kubelet there changes the kernel settings this module checks.
@@ -29,21 +30,9 @@ LAB = str(REPO / "playbooks" / "lab.yml")
 
 
 def lab_inventory(
-    path: Path, state_dir: Path, hosts: dict[str, str], bridge: str = BRIDGE, host_address: str = "10.214.0.1/24"
+    path: Path, state_dir: Path, hosts: dict[str, str], bridge: str = BRIDGE, gateway: str = "10.214.0.1"
 ) -> Path:
-    inventory = {
-        "all": {
-            "vars": {
-                "lab_dir": str(state_dir),
-                "lab_bridge": bridge,
-                "lab_host_address": host_address,
-                "ansible_user": "root",
-                "ansible_ssh_private_key_file": str(state_dir / "id_ed25519"),
-                "ansible_ssh_common_args": f"-o UserKnownHostsFile={state_dir / 'known_hosts'} -o StrictHostKeyChecking=yes",
-            },
-            "children": {"lab": {"hosts": {name: {"ansible_host": address} for name, address in hosts.items()}}},
-        }
-    }
+    inventory = {"all": {"vars": lab_site.lab_vars(state_dir, bridge, gateway), "children": lab_site.lab_hosts(hosts)}}
     path.write_text(yaml.safe_dump(inventory))
     return path
 
@@ -106,9 +95,9 @@ def test_a_host_left_half_made_by_a_crash_is_cleaned_up_and_made_again(lab):
 
 def test_down_leaves_nothing_and_puts_back_what_a_kubelet_changed(lab, tmp_path):
     # Another lab on this machine, with a state directory, bridge and hosts of its own.
-    other_hosts, other_bridge, other_address = {"lab-other-1": "10.214.1.10"}, "cptest1", "10.214.1.1/24"
+    other_hosts, other_bridge, other_gateway = {"lab-other-1": "10.214.1.10"}, "cptest1", "10.214.1.1"
     other = Lab(
-        lab_inventory(tmp_path / "other.yml", tmp_path / "other", other_hosts, other_bridge, other_address),
+        lab_inventory(tmp_path / "other.yml", tmp_path / "other", other_hosts, other_bridge, other_gateway),
         tmp_path / "other",
     )
     try:
@@ -123,7 +112,7 @@ def test_down_leaves_nothing_and_puts_back_what_a_kubelet_changed(lab, tmp_path)
         # Its hosts' processes, cgroups and nspawn run files; the other lab's host still runs.
         assert lifecycle.leftovers(lab.layout, BRIDGE, HOSTS) == []
         assert machines.mounts_under(lab.state_dir) == []
-        assert lifecycle.status(other.layout, make_plan(other_bridge, other_address, other_hosts)) == {
+        assert lifecycle.status(other.layout, make_plan(other_bridge, other_gateway + "/24", other_hosts)) == {
             "lab-other-1": "running"
         }
         again = lab.down()

@@ -122,7 +122,7 @@ LAYERS = {
         only_in={"kube.client": _SANDBOX_CLIENT_IN, "kube.base": _SANDBOX_CLIENT_IN, "cryptography": ("pki",)},
     ),
     "maintenance": Rule(("common/", "install.kubeadm_config", "report.model")),
-    "scheduler": Rule(("tenancy/", "sandbox.control_plane", "sandbox.fields", "common.objects")),
+    "scheduler": Rule(("tenancy/", "sandbox.control_plane", "common.fields", "common.objects")),
     "bundle": Rule(
         ("common/", "install.go_modules", "install.kubernetes_cni", "sandbox.build"),
         ("yaml",),

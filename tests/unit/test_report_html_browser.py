@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as rp
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import render
-from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes import validate_gpu_nodes
+from tests.unit.plugins.module_utils.report_samples import browser_sample
 
 CHROMIUM = Path("/usr/bin/chromium")
 NOW = datetime.datetime(2025, 3, 4, 5, 6, 7, tzinfo=datetime.UTC)
@@ -23,39 +22,6 @@ NOW = datetime.datetime(2025, 3, 4, 5, 6, 7, tzinfo=datetime.UTC)
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (apt-get install -y chromium)"
 )
-
-
-def _node(name: str, gpus: int) -> dict:
-    return {
-        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}},
-        "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}, "conditions": [{"type": "Ready", "status": "True"}]},
-    }
-
-
-def sample_report() -> rp.Report:
-    declared = [{"name": name, "gpu_count": 8, "gpu_product": "Tesla-V100-SXM2-32GB"} for name in ("dgx1-1", "dgx1-2")]
-    outcome = validate_gpu_nodes(declared, [_node("dgx1-1", 8), _node("dgx1-2", 6), _node("<script>x</script>", 2)])
-    nodes = rp.section_from_dict(outcome.section_dict())
-    scenario = rp.Section(
-        id="scenario-4-9",
-        title="4.9 Basic fairness",
-        checks=[
-            rp.Check("scenario-4-9/allocation", "a 4, b 2, c 2, d 8", "pass", "4/2/2/8", "4/2/2/8", duration_s=31.5),
-            rp.Check("scenario-4-9/deadline", "interactive time limit", "needs-hardware", message="KWOK runs no pods"),
-        ],
-        charts=[
-            rp.Chart(
-                "allocation",
-                "GPUs allocated per project",
-                [
-                    (0, {"team-a": 4, "team-b": 4, "team-c": 4, "team-d": 4}),
-                    (20, {"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 6}),
-                    (45, {"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 8}),
-                ],
-            )
-        ],
-    )
-    return rp.Report("netapp-sandbox", "sandbox", "2025-03-04T05:00:00+00:00", NOW.isoformat(), [nodes, scenario])
 
 
 def chromium(tmp_path: Path, name: str, *arguments: str) -> subprocess.CompletedProcess:
@@ -81,7 +47,7 @@ def chromium(tmp_path: Path, name: str, *arguments: str) -> subprocess.Completed
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> dict[str, str]:
-    return render.write_report(sample_report(), tmp_path_factory.mktemp("reports"), NOW)
+    return render.write_report(browser_sample(), tmp_path_factory.mktemp("reports"), NOW)
 
 
 def test_browser_dom_shows_verdict_node_table_and_chart(written, tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenarios
-from bench.scenario_generator import Site, generate
+from bench.scenario_generator import FLAT_SITES, Site, generate
 
 SEEDS = range(1, 201)
 FIRST_STEP_OF_SEED_1 = ["j1-025g", "j2-1g", "j3-2g", "j4-1g", "j5-1g", "j6-1g"]
@@ -18,17 +18,7 @@ def test_a_seed_gives_the_same_scenario_every_time():
     assert generate(7, Site(nodes=3, node_gpus=4)) != generate(7)
 
 
-@pytest.mark.parametrize(
-    "site",
-    [
-        Site(),
-        Site(nodes=4, node_gpus=4),
-        Site(nodes=3, node_gpus=8, fractions=False),
-        Site(gangs=True),
-        Site(resources=True),
-        Site(gangs=True, resources=True),
-    ],
-)
+@pytest.mark.parametrize("site", FLAT_SITES)
 def test_every_generated_scenario_is_accepted_and_within_the_promised_ranges(site):
     over_capacity = 0
     for seed in SEEDS:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,20 +26,15 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_benchmar
 )
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.render import to_html, to_junit_xml
+from tests.unit.plugins.module_utils.helpers import gpu_fixture, recorded_benchmark
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
 BASELINE = "baseline of 20261122T120700Z"
 
 
-def _recorded(name: str, host: str = "h100-device") -> dict[str, Any]:
-    """A recorded runner document judged as the gpu_benchmark module judges it: the host's section."""
-    return judge(parse_runner_output((FIXTURES / name).read_text()), host).section_dict()
-
-
 def _module_run() -> dict[str, Any]:
-    return json.loads((FIXTURES / "module-run-benchmark-h100.json").read_text())
+    return json.loads(gpu_fixture("module-run-benchmark-h100.json"))
 
 
 def _report(sections: list[dict[str, Any]], schema_version: int = model.SCHEMA_VERSION) -> dict[str, Any]:
@@ -91,7 +85,7 @@ def _by_status(section: dict[str, Any], status: str) -> list[dict[str, Any]]:
 
 
 def test_two_healthy_runs_of_the_h100_raise_no_alarm_against_each_other():
-    device_run = _recorded("benchmark-h100.json")
+    device_run = recorded_benchmark("benchmark-h100.json")
     module_run = _module_run()["section"]  # the module's own run, a minute later, on the same machine
 
     for current, reference in ((device_run, module_run), (module_run, device_run)):
@@ -113,8 +107,8 @@ def test_two_healthy_runs_of_the_h100_raise_no_alarm_against_each_other():
 
 
 def test_the_degraded_gpu_is_flagged_against_the_baseline_with_each_figure_and_its_fall():
-    baseline = _report([_recorded("benchmark-h100.json")])
-    section = site_section([_recorded("benchmark-h100-degraded.json")], baseline, BASELINE)
+    baseline = _report([recorded_benchmark("benchmark-h100.json")])
+    section = site_section([recorded_benchmark("benchmark-h100-degraded.json")], baseline, BASELINE)
 
     failed = {check["id"].rsplit("/", 1)[1]: check for check in _by_status(section, "fail")}
     assert sorted(failed) == ["matmul-bf16", "matmul-fp16", "matmul-fp32", "memory-bandwidth", "resnet50-training"]
@@ -131,7 +125,7 @@ def test_the_degraded_gpu_is_flagged_against_the_baseline_with_each_figure_and_i
     assert model.RESET_GPU in copy_check["action"]
     assert failed["matmul-bf16"]["observed"] == "451.6 TFLOP/s (25.0% below)"
     # Its own host section fails the datasheet floor only where 0.75 x healthy is under it.
-    host = _recorded("benchmark-h100-degraded.json")
+    host = recorded_benchmark("benchmark-h100-degraded.json")
     floor = {check["id"].rsplit("/", 1)[1]: check["status"] for check in host["checks"]}
     assert (floor["matmul-bf16"], floor["matmul-fp16"], floor["memory-bandwidth"]) == ("fail",) * 3
     assert floor["matmul-fp32"] == "pass"  # 38.7 > 0.5 x 67: only the baseline catches it
@@ -139,8 +133,8 @@ def test_the_degraded_gpu_is_flagged_against_the_baseline_with_each_figure_and_i
 
 
 def test_the_degraded_fixture_is_the_healthy_recording_scaled_by_three_quarters():
-    healthy = json.loads((FIXTURES / "benchmark-h100.json").read_text())
-    degraded = json.loads((FIXTURES / "benchmark-h100-degraded.json").read_text())
+    healthy = json.loads(gpu_fixture("benchmark-h100.json"))
+    degraded = json.loads(gpu_fixture("benchmark-h100-degraded.json"))
 
     assert "not a recording" in degraded["derived_from"]
     for dtype, figures in healthy["benchmarks"]["matmul"]["devices"][0]["dtypes"].items():
@@ -160,7 +154,9 @@ def test_a_schema_1_reference_report_is_read_also_with_its_older_figures_table()
     reference = _report([module_run], schema_version=1)
     assert reference["schema_version"] == 1
 
-    section = site_section([_recorded("benchmark-h100-degraded.json")], reference, "previous run 20261122T120800Z")
+    section = site_section(
+        [recorded_benchmark("benchmark-h100-degraded.json")], reference, "previous run 20261122T120800Z"
+    )
 
     failed = {check["id"].rsplit("/", 1)[1]: check["observed"] for check in _by_status(section, "fail")}
     assert failed == {
@@ -194,7 +190,7 @@ def test_new_and_gone_figures_are_counted_not_failed():
 
 def test_host_figures_are_compared_with_the_baseline_host_by_host():
     def with_allreduce(busbw: float) -> dict[str, Any]:
-        document = json.loads((FIXTURES / "benchmark-h100.json").read_text())
+        document = json.loads(gpu_fixture("benchmark-h100.json"))
         document["benchmarks"]["allreduce"] = {"status": "ok", "backend": "nccl", "ranks": 8, "busbw_gbps": busbw}
         return judge(parse_runner_output(document), "dgx-1").section_dict()
 
@@ -266,7 +262,7 @@ def test_with_two_gpus_the_slower_is_compared_with_the_better():
 
 
 def test_a_gpu_alone_of_its_model_is_not_compared_and_the_tolerance_is_configurable():
-    alone = site_section([_recorded("benchmark-h100.json")], None, "")
+    alone = site_section([recorded_benchmark("benchmark-h100.json")], None, "")
     assert {check["status"] for check in alone["checks"]} == {"skip"}
     assert "no peer to compare it with" in alone["checks"][0]["message"]
 
@@ -282,7 +278,7 @@ def test_cpu_dry_runs_and_hosts_without_figures_are_not_compared():
 
     assert [(check["id"], check["status"]) for check in section["checks"]] == [(f"{SITE_SECTION_ID}/figures", "skip")]
     assert section["tables"] == []
-    cpu = judge(parse_runner_output((FIXTURES / "benchmark-torch-cpu.json").read_text()), "cpu-1").section_dict()
+    cpu = recorded_benchmark("benchmark-torch-cpu.json", "cpu-1")
     assert figures_from_sections([cpu]) == []
 
 
@@ -305,7 +301,7 @@ def test_no_benchmark_section_gives_no_site_section_and_an_earlier_site_section_
 @pytest.mark.parametrize("bad", [0, 0.0, 1, 1.5, -0.05, True, "0.05", None])
 @pytest.mark.parametrize("field", ["tolerance", "straggler_tolerance"])
 def test_bad_tolerances_are_refused_naming_the_field_what_was_expected_and_found(field, bad):
-    sections = [_recorded("benchmark-h100.json")]
+    sections = [recorded_benchmark("benchmark-h100.json")]
 
     with pytest.raises(ValueError) as refused:
         site_section(sections, None, "", **{field: bad})
@@ -314,7 +310,7 @@ def test_bad_tolerances_are_refused_naming_the_field_what_was_expected_and_found
 
 
 def test_bad_references_and_sections_are_refused():
-    sections = [_recorded("benchmark-h100.json")]
+    sections = [recorded_benchmark("benchmark-h100.json")]
     newer = _report(sections)
     newer["schema_version"] = 3
 

@@ -309,19 +309,6 @@ def test_a_folder_s_digest_follows_its_files(tmp_path: Path) -> None:
     assert build.sha256_tree(tmp_path / "a") != first
 
 
-def _gpg_agents(home: Path) -> list[str]:
-    """The gpg-agent processes serving the GnuPG home ``home``, as their command lines."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            argv = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            continue  # ended meanwhile
-        if argv[0].endswith(b"gpg-agent") and str(home).encode() in argv:
-            found.append(b" ".join(argv).decode(errors="replace"))
-    return found
-
-
 @pytest.mark.skipif(shutil.which("gpg") is None, reason="needs gpg (Debian's gnupg)")
 def test_signing_the_apt_repository_leaves_no_gpg_agent_running(tmp_path: Path, monkeypatch) -> None:
     """gpg starts a gpg-agent for the key's home that outlives it: none is left once signing ends."""
@@ -337,9 +324,12 @@ def test_signing_the_apt_repository_leaves_no_gpg_agent_running(tmp_path: Path, 
     try:
         assert build.apt_repository(layout, [], lambda line: None) == []
         assert (layout.apt / "InRelease").is_file() and (layout.apt / "Release.gpg").is_file()
-        assert _gpg_agents(layout.gnupg) == []
+        assert build.gpg_agents(layout.gnupg) == []
         assert len(build.signing_key(layout)) == 40  # as the manifest reads it
-        assert _gpg_agents(layout.gnupg) == []
+        assert build.gpg_agents(layout.gnupg) == []
+        # And the look-up does see an agent of that home while one runs.
+        subprocess.run(["gpgconf", "--homedir", str(layout.gnupg), "--launch", "gpg-agent"], check=True)
+        assert build.gpg_agents(layout.gnupg) != []
     finally:
         subprocess.run(["gpgconf", "--homedir", str(layout.gnupg), "--kill", "gpg-agent"], check=False)
 

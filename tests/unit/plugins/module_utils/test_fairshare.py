@@ -10,6 +10,7 @@ import gc
 from collections import defaultdict
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,8 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.model.fairshare i
     Project,
     ScaledScenario,
 )
+from tests.conftest import REPO
+from tests.unit.plugins.module_utils.helpers import fairshare_projects
 
 PROPERTY = settings(max_examples=60, deadline=None)
 
@@ -30,50 +33,36 @@ DGX = [("dgx1-1", 8), ("dgx1-2", 8)]
 QUOTAS = {"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 8}
 TEAMS = [Project(name, quota=quota) for name, quota in QUOTAS.items()]
 
-# 4.8: job, project, type, GPUs, node in the document's figure
-TABLE_4_8 = [
-    ("a-1-1-jupyter", "team-a", "interactive", 1, "dgx1-1"),
-    ("a-1-g", "team-a", "train", 1, "dgx1-1"),
-    ("a-2-gg", "team-a", "train", 2, "dgx1-1"),
-    ("b-1-g06", "team-b", "interactive", 0.6, "dgx1-2"),
-    ("b-2-g04", "team-b", "interactive", 0.4, "dgx1-2"),
-    ("b-3-g", "team-b", "train", 1, "dgx1-1"),
-    ("b-4-gg", "team-b", "train", 2, "dgx1-2"),
-    ("c-1-g05", "team-c", "interactive", 0.5, "dgx1-1"),
-    ("c-2-g03", "team-c", "interactive", 0.3, "dgx1-1"),
-    ("c-3-g02", "team-c", "interactive", 0.2, "dgx1-1"),
-    ("c-4-gg", "team-c", "train", 2, "dgx1-1"),
-    ("c-5-g", "team-c", "train", 1, "dgx1-2"),
-    ("d-1-gggg", "team-d", "train", 4, "dgx1-2"),
-]
+# The scenario's steps (scenarios/netapp-runai-4.8-4.10.yml, the document's tables): the jobs each
+# submits, and those the last one deletes.
+NETAPP_STEPS = yaml.safe_load((REPO / "scenarios" / "netapp-runai-4.8-4.10.yml").read_text())["steps"]
+# 4.8: the node each job runs on in the document's figure
+FIGURE_NODES_4_8 = {
+    "dgx1-1": ["a-1-1-jupyter", "a-1-g", "a-2-gg", "b-3-g", "c-1-g05", "c-2-g03", "c-3-g02", "c-4-gg"],
+    "dgx1-2": ["b-1-g06", "b-2-g04", "b-4-gg", "c-5-g", "d-1-gggg"],
+}
 EXPECTED_4_8 = {"team-a": 4, "team-b": 4, "team-c": 4, "team-d": 4}
 SHARED_4_8 = [{"b-1-g06", "b-2-g04"}, {"c-1-g05", "c-2-g03", "c-3-g02"}]
 
 # 4.9 (reconstructed submission): team-d claims its quota with two 2-GPU jobs
-SUBMITTED_4_9 = [("d-2-gg", "team-d", "train", 2), ("d-3-gg", "team-d", "train", 2)]
 EXPECTED_4_9 = {"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 8}
 PENDING_4_9 = {"b-4-gg", "c-4-gg"}
 
 # 4.10 (reconstructed): team-d's jobs end; a, b and c submit more
-ENDED_4_10 = {"d-1-gggg", "d-2-gg", "d-3-gg"}
-SUBMITTED_4_10 = [
-    ("a-3-gg", "team-a", "train", 2),
-    ("a-4-gg", "team-a", "train", 2),
-    ("b-5-gg", "team-b", "train", 2),
-    ("c-6-gg", "team-c", "train", 2),
-]
 EXPECTED_4_10 = {"team-a": 8, "team-b": 4, "team-c": 4, "team-d": 0}
 QUEUED_4_10 = {"team-a": 0, "team-b": 1, "team-c": 1, "team-d": 0}
 PENDING_4_10 = {"b-5-gg", "c-6-gg"}
 
 
-def as_jobs(rows) -> list[Job]:
-    return [Job(row[0], row[1], row[3], interactive=row[2] == "interactive") for row in rows]
+def as_jobs(submitted: list[dict]) -> list[Job]:
+    return [
+        Job(job["name"], job["project"], job["gpus"], interactive=job["kind"] == "interactive") for job in submitted
+    ]
 
 
-JOBS_4_8 = as_jobs(TABLE_4_8)
-JOBS_4_9 = JOBS_4_8 + as_jobs(SUBMITTED_4_9)
-JOBS_4_10 = [job for job in JOBS_4_9 if job.name not in ENDED_4_10] + as_jobs(SUBMITTED_4_10)
+JOBS_4_8 = as_jobs(NETAPP_STEPS[0]["submit"])
+JOBS_4_9 = JOBS_4_8 + as_jobs(NETAPP_STEPS[1]["submit"])
+JOBS_4_10 = [job for job in JOBS_4_9 if job.name not in NETAPP_STEPS[2]["delete"]] + as_jobs(NETAPP_STEPS[2]["submit"])
 
 
 def figure_placements() -> dict[str, Placement]:
@@ -81,7 +70,9 @@ def figure_placements() -> dict[str, Placement]:
     next_gpu: dict[str, int] = defaultdict(int)
     shared_gpu: dict[tuple[str, str], int] = {}
     placements = {}
-    for name, project, _, gpus, node in TABLE_4_8:
+    node_of = {name: node for node, names in FIGURE_NODES_4_8.items() for name in names}
+    for job in JOBS_4_8:
+        name, project, gpus, node = job.name, job.project, job.gpus, node_of[job.name]
         if gpus < 1:
             if (node, project) not in shared_gpu:
                 shared_gpu[node, project] = next_gpu[node]
@@ -511,15 +502,7 @@ SIZES = (0.2, 0.25, 0.3, 0.5, 0.6, 1, 1, 2, 3, 4, 8)
 @st.composite
 def sites(draw, sizes=SIZES, max_nodes=4):
     nodes = [(f"n{i}", draw(st.integers(1, 8))) for i in range(draw(st.integers(1, max_nodes)))]
-    projects = [
-        Project(
-            f"p{i}",
-            quota=draw(st.integers(0, 8)),
-            weight=draw(st.one_of(st.none(), st.integers(0, 5))),
-            limit=draw(st.one_of(st.none(), st.integers(1, 20))),
-        )
-        for i in range(draw(st.integers(1, 4)))
-    ]
+    projects = draw(fairshare_projects())
     jobs = [
         Job(f"j{k}", f"p{draw(st.integers(0, len(projects) - 1))}", draw(st.sampled_from(sizes)), draw(st.booleans()))
         for k in range(draw(st.integers(0, 24)))

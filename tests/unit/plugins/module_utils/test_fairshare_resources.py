@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model import fairshare as fs
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model.fairshare import Job, Node, Project
+from tests.unit.plugins.module_utils.helpers import fairshare_projects
 
 PROPERTY = settings(max_examples=60, deadline=None)
 NODE = [Node("n1", 8, cpu=64, memory=512)]
@@ -138,19 +139,7 @@ def resource_sites(draw):
     that ask for CPU and memory beside whole GPUs or fractions; a second step."""
     nodes = [Node(f"n{i}", draw(st.integers(1, 8)), cpu=64, memory=256) for i in range(draw(st.integers(1, 3)))]
     bound = st.one_of(st.none(), st.integers(0, 24))
-    projects = [
-        Project(
-            f"p{i}",
-            quota=draw(st.integers(0, 8)),
-            limit=draw(st.one_of(st.none(), st.integers(1, 20))),
-            weight=draw(st.one_of(st.none(), st.integers(0, 5))),
-            cpu_quota=draw(bound),
-            cpu_limit=draw(bound),
-            memory_quota=draw(bound),
-            memory_limit=draw(bound),
-        )
-        for i in range(draw(st.integers(1, 4)))
-    ]
+    projects = draw(fairshare_projects(cpu_quota=bound, cpu_limit=bound, memory_quota=bound, memory_limit=bound))
 
     def jobs(prefix: str, count: int) -> list[Job]:
         return [

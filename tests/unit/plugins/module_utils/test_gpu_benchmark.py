@@ -36,16 +36,12 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_facts im
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Report, section_from_dict
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.render import to_html, to_junit_xml
 from tests.conftest import run_module_file
+from tests.unit.plugins.module_utils.helpers import H100_XML, gpu_fixture
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
 COLLECTIONS = Path(__file__).resolve().parents[4] / "collections"
 RUNNER = Path(runner.__file__)
 MODULE = COLLECTIONS / "ansible_collections/clusterproof/gpu/plugins/modules/gpu_benchmark.py"
 H100_NAME = "NVIDIA H100 80GB HBM3"
-
-
-def _fixture(name: str) -> str:
-    return (FIXTURES / name).read_text()
 
 
 def _statuses(outcome) -> dict[str, str]:
@@ -100,8 +96,8 @@ def test_models_not_in_the_table_match_nothing(name):
 
 
 def test_the_recorded_h100_is_matched_from_nvidia_smi_and_from_the_runner():
-    from_smi = parse_nvidia_smi_xml(_fixture("nvidia-smi-q-x-h100.xml")).gpus[0].name
-    from_runner = json.loads(_fixture("benchmark-h100.json"))["gpus"][0]["name"]
+    from_smi = parse_nvidia_smi_xml(H100_XML).gpus[0].name
+    from_runner = json.loads(gpu_fixture("benchmark-h100.json"))["gpus"][0]["name"]
 
     assert from_smi == from_runner == H100_NAME
     assert match_reference(from_smi).key == "h100-sxm5-80gb"
@@ -445,7 +441,7 @@ def test_output_that_is_not_the_runners_document_is_an_error(text, expected):
 
 
 def test_recorded_h100_run_parses_to_its_figures():
-    output = parse_runner_output(_fixture("benchmark-h100.json"))
+    output = parse_runner_output(gpu_fixture("benchmark-h100.json"))
 
     assert (output.backend, output.device_type) == ("torch", "cuda")
     assert output.backend_version == "2.11.0+cu130"
@@ -466,8 +462,8 @@ def test_recorded_h100_run_parses_to_its_figures():
 
 
 def test_recorded_h100_run_is_judged_as_recorded():
-    names = [gpu.name for gpu in parse_nvidia_smi_xml(_fixture("nvidia-smi-q-x-h100.xml")).gpus]
-    outcome = judge(parse_runner_output(_fixture("benchmark-h100.json")), "h100-device", host_gpu_names=names)
+    names = [gpu.name for gpu in parse_nvidia_smi_xml(H100_XML).gpus]
+    outcome = judge(parse_runner_output(gpu_fixture("benchmark-h100.json")), "h100-device", host_gpu_names=names)
 
     assert outcome.reference == "h100-sxm5-80gb"
     assert _statuses(outcome) == {
@@ -481,14 +477,14 @@ def test_recorded_h100_run_is_judged_as_recorded():
     }
     ratios = {result.metric: round(result.ratio, 2) for result in outcome.results if result.ratio is not None}
     assert ratios == {"matmul-bf16": 0.61, "matmul-fp16": 0.56, "matmul-fp32": 0.77, "memory-bandwidth": 0.9}
-    recorded = json.loads(_fixture("benchmark-h100-judged.json"))
+    recorded = json.loads(gpu_fixture("benchmark-h100-judged.json"))
     assert recorded["matched_reference"] == "h100-sxm5-80gb"
     assert recorded["checks"] == [check.to_dict() for check in outcome.checks]
     assert recorded["section"] == outcome.section_dict()
 
 
 def test_other_recorded_runs_parse():
-    cupy = parse_runner_output(_fixture("benchmark-h100-cupy.json"))
+    cupy = parse_runner_output(gpu_fixture("benchmark-h100-cupy.json"))
     assert cupy.backend == "cupy"
     assert {m.metric: m.status for m in cupy.measurements} == {
         "matmul-bf16": "skip",
@@ -497,19 +493,19 @@ def test_other_recorded_runs_parse():
         "matmul-fp64": "ok",
         "memory-bandwidth": "ok",
     }
-    torch_cpu = parse_runner_output(_fixture("benchmark-torch-cpu.json"))
+    torch_cpu = parse_runner_output(gpu_fixture("benchmark-torch-cpu.json"))
     assert (torch_cpu.backend, torch_cpu.device_type) == ("torch", "cpu")
     allreduce = next(m for m in torch_cpu.measurements if m.metric == "nccl-allreduce")
     assert allreduce.status == "ok"
     assert allreduce.detail["backend"] == "gloo"
     assert allreduce.detail["ranks"] == 2
     assert set(_statuses(judge(torch_cpu, "cpu")).values()) == {"needs-hardware"}
-    numpy_cpu = parse_runner_output(_fixture("benchmark-numpy-cpu.json"))
+    numpy_cpu = parse_runner_output(gpu_fixture("benchmark-numpy-cpu.json"))
     assert numpy_cpu.backend == "numpy"
 
 
 def test_recorded_module_run_on_the_h100():
-    result = json.loads(_fixture("module-run-benchmark-h100.json"))
+    result = json.loads(gpu_fixture("module-run-benchmark-h100.json"))
 
     assert result["changed"] is False
     assert result["reference"] == "h100-sxm5-80gb"
@@ -529,7 +525,7 @@ def test_recorded_module_run_on_the_h100():
 
 
 def test_a_section_goes_into_the_site_report():
-    outcome = judge(parse_runner_output(_fixture("benchmark-h100.json")), "h100-device")
+    outcome = judge(parse_runner_output(gpu_fixture("benchmark-h100.json")), "h100-device")
 
     section = section_from_dict(json.loads(json.dumps(outcome.section_dict())))
     report = Report(site="s", cluster_mode="existing", started="", finished="", sections=[section])
@@ -664,7 +660,7 @@ def test_run_runner_failures_say_what_to_do(tmp_path):
             workdir=str(tmp_path),
             execute=lambda *a, **k: _completed(1, stderr="Traceback\nImportError: libcudart.so.12"),
         )
-    recorded = _fixture("benchmark-h100.json")
+    recorded = gpu_fixture("benchmark-h100.json")
     output, stderr = run_runner(
         "python3", [], timeout=5, workdir=str(tmp_path), execute=lambda *a, **k: _completed(0, recorded, "warning")
     )
@@ -742,7 +738,7 @@ def test_module_refuses_bad_thresholds_and_models():
 
 
 def test_outcome_to_dict_is_json_ready():
-    outcome = judge(parse_runner_output(_fixture("benchmark-h100.json")), "h")
+    outcome = judge(parse_runner_output(gpu_fixture("benchmark-h100.json")), "h")
     data = outcome.to_dict()
 
     assert json.loads(json.dumps(data)) == copy.deepcopy(data)

@@ -18,14 +18,13 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_facts im
     gather_nvml,
     parse_nvidia_smi_xml,
 )
+from tests.unit.plugins.module_utils.helpers import H100_XML, gpu_fixture
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
-H100_XML = (FIXTURES / "nvidia-smi-q-x-h100.xml").read_text()
 H100_UUID = "GPU-00000000-0000-4000-8000-000000000001"  # the recorded UUID, replaced in every fixture
 
 
 def _recorded(name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / name).read_text())
+    return json.loads(gpu_fixture(name))
 
 
 # Fields that are the same whenever they are read; the rest (power draw, temperature, memory in use)

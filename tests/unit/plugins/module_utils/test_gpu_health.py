@@ -3,7 +3,6 @@ recording one element at a time (tests/unit/fixtures/gpu/README.md says so)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,10 +25,9 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model impo
     RESET_GPU,
     report_from_dict,
 )
+from tests.unit.plugins.module_utils.helpers import H100_XML, gpu_fixture
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
-H100_XML = (FIXTURES / "nvidia-smi-q-x-h100.xml").read_text()
-KERNEL_LOG = (FIXTURES / "kernel-log-xid.txt").read_text()
+KERNEL_LOG = gpu_fixture("kernel-log-xid.txt")
 PINS = HealthPins(driver_branch="580", cuda_version="12.4", gpu_count=1)
 GPU_SIGNALS = (
     "ecc", "memory-repair", "clock-events", "pcie", "power-limit", "persistence", "applications-clocks",

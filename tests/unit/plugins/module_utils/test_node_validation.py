@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -13,9 +12,10 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.nodes im
     dra_gpus_by_node,
     validate_gpu_nodes,
 )
+from tests.unit.plugins.module_utils.helpers import UNIT_FIXTURES
 
 PRODUCT = "Tesla-V100-SXM2-32GB"
-DRA_FIXTURE = Path(__file__).parents[2] / "fixtures" / "dra" / "dgx-h100-dynamic-mig.yaml"
+DRA_FIXTURE = UNIT_FIXTURES / "dra" / "dgx-h100-dynamic-mig.yaml"
 
 
 def declared(name: str, gpus: int = 8, **extra):

@@ -11,64 +11,35 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
-from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_facts, gpu_health
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history
-from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as rp
 from ansible_collections.clusterproof.gpu.plugins.modules import site_report
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
-
-
-def node_row(name, gpus, product="Tesla-V100-SXM2-32GB", present=True):
-    return {"name": name, "declared": True, "present": present, "declared_gpus": 8, "found_gpus": gpus,
-            "declared_product": product, "found_product": product, "ready": True if present else None,
-            "status": "pass"}  # fmt: skip
-
-
-def sections(nodes=None, quota_b=2, weight_b=2, classes=(("local-path", True),)):
-    nodes = nodes if nodes is not None else [node_row("dgx1-1", 8), node_row("dgx1-2", 8)]
-    return [
-        {"id": "gpu-nodes", "title": "GPU nodes", "checks": [], "node_table": nodes},
-        {"id": "projects", "title": "Projects", "checks": [], "tables": [{
-            "id": "project-quotas", "title": "q",
-            "columns": ["Project", "Quota (declared)", "Quota (KAI queue)", "Weight (declared)", "Weight (KAI queue)", "GPUs held now"],
-            "rows": [["team-a", "4", "4", "4", "4", "0"], ["team-b", "2", str(quota_b), "2", str(weight_b), "0"]]}]},
-        {"id": "storage", "title": "Storage", "checks": [], "tables": [{
-            "id": "storage-classes", "title": "s",
-            "columns": ["Class", "Provisioner", "Default (declared)", "Default (found)", "Access modes", "Found"],
-            "rows": [[name, "p", "yes" if default else "no", "yes" if default else "no", "RWO", "yes"]
-                     for name, default in classes]}]},
-    ]  # fmt: skip
-
-
-def state_of(data):
-    report = rp.Report("s", "sandbox", "", "", [rp.section_from_dict(s) for s in data])
-    return history.site_state(report)
+from tests.unit.plugins.module_utils.helpers import recorded_benchmark
+from tests.unit.plugins.module_utils.report_samples import health_section, history_sections, node_row, site_state
 
 
 def test_the_state_a_report_found():
-    state = state_of(sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-3", 0, present=False)]))
+    state = site_state(history_sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-3", 0, present=False)]))
     assert state["nodes"] == {"dgx1-1": {"gpus": 8.0, "product": "Tesla-V100-SXM2-32GB", "ready": "yes"}}
     assert state["projects"] == {"team-a": {"quota": 4.0, "weight": 4.0}, "team-b": {"quota": 2.0, "weight": 2.0}}
     assert state["storage_classes"] == {"local-path": {"default": True}}
 
 
 def test_storage_is_compared_only_between_runs_that_looked_at_storage_classes():
-    looked, not_looked = state_of(sections()), state_of(sections(classes=()))
+    looked, not_looked = site_state(history_sections()), site_state(history_sections(classes=()))
     assert not_looked["storage_classes"] is None
     for before, after in ((looked, not_looked), (not_looked, looked)):
         changes = history.compare(before, after)
         assert changes["storage_classes_gone"] == [] and changes["default_storage_class"] is None
     # Declared and no longer found: every class gone, and the default with them.
-    missing = sections()
+    missing = history_sections()
     missing[2]["tables"][0]["rows"][0][5] = "no"
-    changes = history.compare(looked, state_of(missing))
+    changes = history.compare(looked, site_state(missing))
     assert changes["storage_classes_gone"] == ["local-path"]
     assert changes["default_storage_class"] == {"before": ["local-path"], "after": []}
 
 
 def test_the_same_state_twice_changes_nothing_and_every_check_passes():
-    changes = history.compare(state_of(sections()), state_of(sections()))
+    changes = history.compare(site_state(history_sections()), site_state(history_sections()))
     assert not any(changes[key] for key in changes)
     section = history.changes_section(changes, "the run 20261124T100000Z")
     assert section.title == "What changed since the run 20261124T100000Z"
@@ -76,10 +47,10 @@ def test_the_same_state_twice_changes_nothing_and_every_check_passes():
 
 
 def test_a_node_gone_fewer_gpus_a_quota_changed_and_the_default_class_moved_are_regressions():
-    before = state_of(sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 8)]))
+    before = site_state(history_sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 8)]))
     # dgx1-2 is still declared: gone from the cluster, not removed.
-    after = state_of(sections(nodes=[node_row("dgx1-1", 6), node_row("dgx1-2", 0, present=False),
-                                     node_row("dgx1-3", 8)], quota_b=3,
+    after = site_state(history_sections(nodes=[node_row("dgx1-1", 6), node_row("dgx1-2", 0, present=False),
+                                               node_row("dgx1-3", 8)], quota_b=3,
                               classes=(("local-path", False), ("nfs", True))))  # fmt: skip
     changes = history.compare(before, after)
     assert changes["nodes_gone"] == ["dgx1-2"] and changes["nodes_added"] == ["dgx1-3"]
@@ -99,8 +70,8 @@ def test_a_node_gone_fewer_gpus_a_quota_changed_and_the_default_class_moved_are_
 
 
 def test_a_node_no_longer_declared_was_removed_as_declared_and_is_no_regression():
-    before = state_of(sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 8)]))
-    after = state_of(sections(nodes=[node_row("dgx1-1", 8)]))
+    before = site_state(history_sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 8)]))
+    after = site_state(history_sections(nodes=[node_row("dgx1-1", 8)]))
     assert after["declared_nodes"] == ["dgx1-1"]
     changes = history.compare(before, after)
     assert changes["nodes_gone"] == [] and changes["nodes_removed"] == ["dgx1-2"]
@@ -187,12 +158,12 @@ def benchmark_section(path: Path) -> dict:
 
 def test_the_second_run_shows_what_changed_first_and_fails_on_a_regression(tmp_path, monkeypatch):
     monkeypatch.setattr(site_report.datetime, "datetime", FixedClock(["20261124T100000", "20261124T110000"]))
-    first, _ = run_site_report(tmp_path, sections())
+    first, _ = run_site_report(tmp_path, history_sections())
     assert first["sections"][0]["id"] == "changes"
     assert first["sections"][0]["checks"][0]["message"] == "no earlier run for site s"
     assert first["changes"] is None and first["site_state"]["nodes"]["dgx1-2"]["gpus"] == 8.0
     second, result = run_site_report(
-        tmp_path, sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 0, present=False)], quota_b=3)
+        tmp_path, history_sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 0, present=False)], quota_b=3)
     )
     assert second["changes"]["against"] == "20261124T100000Z"
     assert second["changes"]["nodes_gone"] == ["dgx1-2"]
@@ -203,7 +174,7 @@ def test_the_second_run_shows_what_changed_first_and_fails_on_a_regression(tmp_p
 
 def test_an_unknown_run_to_compare_with_stops_before_anything_is_written(tmp_path):
     with pytest.raises(runner.ModuleError, match="compare_with: expected latest, baseline"):
-        run_site_report(tmp_path, sections(), compare_with="last-tuesday")
+        run_site_report(tmp_path, history_sections(), compare_with="last-tuesday")
     assert not (tmp_path / "s").exists()
 
 
@@ -219,16 +190,10 @@ class FixedClock:
         return self._stamps.pop(0)
 
 
-def recorded_benchmark(name: str) -> dict:
-    from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_benchmark import judge, parse_runner_output
-
-    return judge(parse_runner_output((FIXTURES / name).read_text()), "h100-device").section_dict()
-
-
 def test_a_degraded_gpu_is_caught_against_the_site_s_baseline(tmp_path, monkeypatch):
     stamps = ["20261124T100000", "20261124T110000", "20261124T120000"]
     monkeypatch.setattr(site_report.datetime, "datetime", FixedClock(stamps))
-    healthy = [*sections(), recorded_benchmark("benchmark-h100.json")]
+    healthy = [*history_sections(), recorded_benchmark("benchmark-h100.json")]
     first, _ = run_site_report(tmp_path, healthy)
     site_section = next(s for s in first["sections"] if s["id"] == "gpu-benchmark-site")
     assert not [c for c in site_section["checks"] if c["status"] == "fail"]
@@ -237,7 +202,9 @@ def test_a_degraded_gpu_is_caught_against_the_site_s_baseline(tmp_path, monkeypa
     assert not [
         c for s in again["sections"] if s["id"] == "gpu-benchmark-site" for c in s["checks"] if c["status"] == "fail"
     ]
-    degraded, result = run_site_report(tmp_path, [*sections(), recorded_benchmark("benchmark-h100-degraded.json")])
+    degraded, result = run_site_report(
+        tmp_path, [*history_sections(), recorded_benchmark("benchmark-h100-degraded.json")]
+    )
     site_section = next(s for s in degraded["sections"] if s["id"] == "gpu-benchmark-site")
     fallen = [c for c in site_section["checks"] if c["status"] == "fail"]
     assert fallen and all("baseline of 20261124T100000Z" in c["message"] for c in fallen)
@@ -247,17 +214,13 @@ def test_a_degraded_gpu_is_caught_against_the_site_s_baseline(tmp_path, monkeypa
     )
 
 
-def health_section(host, driver):
-    """A GPU host's passive health section, as gpu_health writes it for the recorded H100 with
-    its driver version replaced."""
-    xml = (FIXTURES / "nvidia-smi-q-x-h100.xml").read_text().replace("580.159.04", driver)
-    facts = gpu_facts.parse_nvidia_smi_xml(xml).to_dict()
-    return gpu_health.assess_host(host, facts, gpu_health.HealthPins(), "")
-
-
 def test_a_new_driver_is_a_warning_in_what_changed():
-    before = state_of(sections() + [health_section("dgx1-1", "580.159.04"), health_section("dgx1-2", "580.159.04")])
-    after = state_of(sections() + [health_section("dgx1-1", "580.172.01"), health_section("dgx1-2", "580.159.04")])
+    before = site_state(
+        history_sections() + [health_section("dgx1-1", "580.159.04"), health_section("dgx1-2", "580.159.04")]
+    )
+    after = site_state(
+        history_sections() + [health_section("dgx1-1", "580.172.01"), health_section("dgx1-2", "580.159.04")]
+    )
     assert before["drivers"] == {"dgx1-1": "580.159.04", "dgx1-2": "580.159.04"}
     changes = history.compare(before, after)
     assert changes["drivers"] == [{"node": "dgx1-1", "before": "580.159.04", "after": "580.172.01"}]

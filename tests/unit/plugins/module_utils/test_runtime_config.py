@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import tomllib
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,9 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_c
     merge_containerd,
     merge_docker,
 )
+from tests.unit.plugins.module_utils.helpers import UNIT_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "runtime_config"
+FIXTURES = UNIT_FIXTURES / "runtime_config"
 NVIDIA = "/usr/bin/nvidia-container-runtime"
 V2 = ("plugins", "io.containerd.grpc.v1.cri", "containerd")
 V3 = ("plugins", "io.containerd.cri.v1.runtime", "containerd")

@@ -40,12 +40,15 @@ ARGUMENT_SPEC = {
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = True
+    # What run() checks the task's options against before _run() acts on them; the
+    # containerd_registry_mirrors action, a subclass, has its own options and _run().
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         try:
-            _, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+            _, params = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
             return self._run(params, result, task_vars)
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)

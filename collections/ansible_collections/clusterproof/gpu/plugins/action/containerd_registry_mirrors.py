@@ -29,18 +29,12 @@ ARGUMENT_SPEC = {
 
 
 class ActionModule(RuntimeConfig):
-    TRANSFERS_FILES = True
+    """The container_runtime_config action's run (options checked, then _run) and its read and
+    write steps, with options and a _run of its own."""
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super(RuntimeConfig, self).run(tmp, task_vars)
-        try:
-            _, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-            return self._mirrors(params, result, task_vars)
-        finally:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def _mirrors(self, params, result, task_vars):
+    def _run(self, params, result, task_vars):
         mirror = params["mirror"]
         host, _, port = mirror.rpartition(":")
         if not host or not port.isdigit() or "/" in mirror:

@@ -23,6 +23,8 @@ description:
   - A later tool that re-templates the file (Kubespray's containerd role does, kubernetes-sigs/kubespray
     issue 12277) removes the entry; run this module again afterwards, or in check mode to detect the loss.
   - The runtime is not restarted; notify a handler on RV(ignore:changed).
+extends_documentation_fragment:
+  - clusterproof.gpu.runtime_config_action
 options:
   runtime:
     description: Whose config to edit.
@@ -64,17 +66,6 @@ options:
   mode:
     description: Mode of the file; an existing file keeps its mode when unset, a new one gets C(0644).
     type: raw
-  backup:
-    description: Keep a timestamped copy of the file as it was before a change.
-    type: bool
-    default: false
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  action:
-    support: full
 notes:
   - This is an action plugin; the merge logic is C(module_utils/install/runtime_config.py).
 requirements:

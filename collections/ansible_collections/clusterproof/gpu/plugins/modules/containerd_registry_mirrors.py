@@ -18,6 +18,8 @@ description:
     file holds (every other table, key and comment kept), and sets O(cri_settings) beside it.
   - The merge runs on the controller (tomlkit from the pinned requirements); the host needs nothing beyond
     Python for Ansible. containerd is not restarted; notify a handler on RV(ignore:changed).
+extends_documentation_fragment:
+  - clusterproof.gpu.runtime_config_action
 options:
   mirror:
     description: The registry mirror, as host:port.
@@ -44,17 +46,6 @@ options:
     description: Other scalar keys of the CRI plugin to set, such as C(restrict_oom_score_adj).
     type: dict
     default: {}
-  backup:
-    description: Keep a timestamped copy of each file as it was before a change.
-    type: bool
-    default: false
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  action:
-    support: full
 notes:
   - This is an action plugin; the merge is C(module_utils/install/runtime_config.py), the hosts.toml text
     C(module_utils/bundle/contents.py).

@@ -24,6 +24,8 @@ description:
   - C(down) stops only the processes this module started (by their recorded pid and start time) and
     removes O(state_dir).
   - The binaries come from the sandbox build (see C(clusterproof.gpu.sandbox_binaries)).
+extends_documentation_fragment:
+  - clusterproof.gpu.simulated_nodes
 options:
   state:
     description:
@@ -56,10 +58,6 @@ options:
   kwok_stages:
     description: Path of the KWOK stages file the sandbox runs with. Required with O(state=up).
     type: path
-  timeout:
-    description: Seconds to wait for each process to become ready and for the nodes to be Ready.
-    type: int
-    default: 120
 """
 
 EXAMPLES = r"""
@@ -172,8 +170,8 @@ def main():
             "port_base": {"type": "int", "default": 16440},
             "nodes": {"type": "list", "elements": "dict"},
             "kwok_stages": {"type": "path"},
-            "timeout": {"type": "int", "default": 120},
-        }
+        },
+        runner.SIMULATED_NODES_ARG_SPEC,
     )
     runner.run_module(
         spec,

@@ -20,6 +20,8 @@ description:
     and removes what it wrote in O(state_dir) (the kubeconfig copy, the KWOK stages, the logs and
     process records), and the directory when that leaves it empty.
   - Idempotent; supports check mode.
+extends_documentation_fragment:
+  - clusterproof.gpu.simulated_nodes
 options:
   state:
     description: C(present) or C(absent).
@@ -57,10 +59,6 @@ options:
   agent_pythonpath:
     description: Directory to put on PYTHONPATH for the GPU agent (the repository's collections folder).
     type: path
-  timeout:
-    description: Seconds to wait for each process to become ready and for the nodes to be Ready.
-    type: int
-    default: 120
 """
 
 EXAMPLES = r"""
@@ -139,8 +137,8 @@ def main():
             "port": {"type": "int", "default": 16479},
             "gpu_agent": {"type": "bool", "default": False},
             "agent_pythonpath": {"type": "path"},
-            "timeout": {"type": "int", "default": 120},
-        }
+        },
+        runner.SIMULATED_NODES_ARG_SPEC,
     )
     runner.run_module(
         spec,

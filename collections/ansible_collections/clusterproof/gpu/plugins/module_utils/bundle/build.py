@@ -42,6 +42,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import contents
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.contents import BundlePins, ImageRef, ImageSpec
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.serve import registry_config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.fields import Below
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules, kubernetes_cni
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
@@ -81,41 +82,15 @@ class Layout:
     cache: Path
     out: Path
 
-    @property
-    def programs(self) -> Path:
-        return self.cache / "programs"
-
-    @property
-    def work(self) -> Path:
-        return self.cache / "work"
-
-    @property
-    def oci(self) -> Path:
-        return self.cache / "oci"
-
-    @property
-    def gnupg(self) -> Path:
-        return self.cache / "gnupg"
-
-    @property
-    def debian(self) -> Path:
-        return self.cache / "debian"
-
-    @property
-    def log(self) -> Path:
-        return self.cache / "build.log"
-
-    @property
-    def apt(self) -> Path:
-        return self.out / "apt"
-
-    @property
-    def registry(self) -> Path:
-        return self.out / "registry"
-
-    @property
-    def manifest(self) -> Path:
-        return self.out / "manifest.json"
+    programs = Below("cache", "programs")
+    work = Below("cache", "work")
+    oci = Below("cache", "oci")
+    gnupg = Below("cache", "gnupg")
+    debian = Below("cache", "debian")
+    log = Below("cache", "build.log")
+    apt = Below("out", "apt")
+    registry = Below("out", "registry")
+    manifest = Below("out", "manifest.json")
 
 
 def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -471,6 +446,23 @@ def gpg_agents(home: Path) -> list[int]:
     return found
 
 
+def _staged(staging: Path, destination: str) -> Path:
+    """Where ``destination`` (a path on the host the package or image lands on) goes under
+    ``staging``, its folder made."""
+    path = staging / destination.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _stage_programs(staging: Path, files: Iterable[tuple[str, str]], programs: Mapping[str, Path]) -> None:
+    """Each program of ``files`` (its name in ``programs``, its destination) copied under ``staging``,
+    executable."""
+    for name, destination in files:
+        path = _staged(staging, destination)
+        shutil.copyfile(programs[name], path)
+        path.chmod(0o755)
+
+
 def build_package(layout: Layout, spec: contents.PackageSpec, programs: Mapping[str, Path], progress: Progress) -> Path:
     inputs = {name: sha256_file(programs[name]) for name, _ in spec.files}
     key = spec.recipe(inputs)
@@ -486,14 +478,9 @@ def build_package(layout: Layout, spec: contents.PackageSpec, programs: Mapping[
         (staging / "DEBIAN/control").write_text(
             contents.deb_control(spec.name, spec.version, spec.description, spec.depends)
         )
-        for name, destination in spec.files:
-            path = staging / destination.lstrip("/")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(programs[name], path)
-            path.chmod(0o755)
+        _stage_programs(staging, spec.files, programs)
         for destination, text in spec.texts:
-            path = staging / destination.lstrip("/")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path = _staged(staging, destination)
             path.write_text(text)
             path.chmod(0o644)
         staging.chmod(0o755)
@@ -608,17 +595,11 @@ def build_image(
         _run(["umoci", "insert", "--image", image, str(base_root), "/"], layout.log)
     with tempfile.TemporaryDirectory(dir=layout.cache) as staging_name:
         staging = Path(staging_name)
-        for name, destination in spec.files:
-            path = staging / destination.lstrip("/")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(programs[name], path)
-            path.chmod(0o755)
+        _stage_programs(staging, spec.files, programs)
         for name, destination in spec.trees:
             shutil.copytree(programs[name], staging / destination.lstrip("/"))
         for link, target in spec.links:
-            path = staging / link.lstrip("/")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.symlink_to(target)
+            _staged(staging, link).symlink_to(target)
         if spec.files or spec.trees or spec.links:
             # One layer with everything the image adds, inserted at the root.
             _run(["umoci", "insert", "--image", image, str(staging), "/"], layout.log)

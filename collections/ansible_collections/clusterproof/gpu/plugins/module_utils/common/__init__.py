@@ -7,6 +7,7 @@ loader of the project's own YAML files (UTF-8, no aliases, bounded), refusing wi
 ``objects``: whether an object holds every field clusterproof wants of it (``is_subset``).
 ``steps``: whether an amount is a whole number of steps (hundredths, millicores, MiB), decided on
 the decimal written, not within a float tolerance.
+``fields``: one-line attributes of path and port tables (``Below``, ``PortAt``).
 ``wait``: the one waiter, until what is looked at holds or the time runs out (``wait_until``),
 with the last value seen as the reason when it runs out.
 

@@ -59,6 +59,12 @@ HOST_CHECK_ARG_SPEC: dict[str, dict[str, Any]] = {
     "failure": {"type": "str"},
 }
 
+# How long a module that runs KWOK-simulated GPU nodes (sandbox_cluster, simulated_gpu_nodes) waits for
+# its processes and nodes (the simulated_nodes doc fragment documents it).
+SIMULATED_NODES_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "timeout": {"type": "int", "default": 120},
+}
+
 # The inventory's declared storage classes, as the storage modules take them (the storage_classes
 # doc fragment documents the option; install/storage.py classes_argument reads it).
 STORAGE_CLASSES_ARG_SPEC: dict[str, dict[str, Any]] = {

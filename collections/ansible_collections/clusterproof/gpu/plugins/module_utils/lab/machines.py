@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.fields import Below
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabError, LabHost, LabPlan
 
@@ -81,28 +82,17 @@ class Layout:
     state_dir: Path
     cache_dir: Path
 
-    @property
-    def key(self) -> Path:
-        return self.state_dir / "id_ed25519"
-
-    @property
-    def known_hosts(self) -> Path:
-        return self.state_dir / "known_hosts"
-
-    @property
-    def record(self) -> Path:
-        return self.state_dir / STATE_FILE
+    key = Below("state_dir", "id_ed25519")
+    known_hosts = Below("state_dir", "known_hosts")
+    record = Below("state_dir", STATE_FILE)
+    # The lab's shared filesystem: every host mounts it at SHARED_MOUNT.
+    shared_dir = Below("state_dir", "shared")
 
     def root_of(self, name: str) -> Path:
         return self.state_dir / "machines" / name
 
     def log_of(self, name: str) -> Path:
         return self.state_dir / "logs" / f"{name}.log"
-
-    @property
-    def shared_dir(self) -> Path:
-        """The lab's shared filesystem: every host mounts it at SHARED_MOUNT."""
-        return self.state_dir / "shared"
 
 
 # --- the Debian root, once per machine -------------------------------------------------------------

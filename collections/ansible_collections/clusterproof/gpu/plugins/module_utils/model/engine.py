@@ -15,28 +15,17 @@ arguments.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model import shares
-from ansible_collections.clusterproof.gpu.plugins.module_utils.model.data import RESOURCES, Job, Node, Placement
-from ansible_collections.clusterproof.gpu.plugins.module_utils.model.policy import Policy
-from ansible_collections.clusterproof.gpu.plugins.module_utils.model.tree import Tree
+from ansible_collections.clusterproof.gpu.plugins.module_utils.model.data import RESOURCES
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model.victims import Victims
 
 
 class Engine(Victims):
     """Mutable cluster state for one prediction, and the policy that moves it."""
 
-    def __init__(
-        self,
-        policy: Policy,
-        nodes: Sequence[Node],
-        tree: Tree,
-        jobs: Sequence[Job],
-        running: Mapping[str, Placement],
-        waiting: Sequence[str] = (),
-    ) -> None:
-        super().__init__(policy, nodes, tree, jobs, running, waiting)
+    def set_levels(self) -> None:
+        """Each project's levels under the policy, once the state is read (``State.__init__`` ends here)."""
+        policy, tree = self.policy, self.tree
         count = len(tree.projects)
         demand = [0.0] * count
         interactive_demand = [0.0] * count

@@ -164,6 +164,11 @@ class State:
         self.buckets: list[list[int]] = [[] for _ in range(max(self.node_size, default=0) + 1)]
         for n, free in enumerate(self.free):
             self.buckets[free].append(n)
+        self.set_levels()
+
+    def set_levels(self) -> None:
+        """The levels the policy holds each project to, set once the input is read: the engine's
+        (``model.engine``); the state alone holds none."""
 
     def _read_resources(self) -> None:
         """Per job its CPU and memory requests, and per project what its running jobs hold of them

@@ -240,20 +240,29 @@ def _yardstick(group: Sequence[Figure]) -> tuple[float, str]:
 
 def _straggler(figure: Figure, yardstick: float, named: str, floor: float, tolerance: float) -> Check:
     below = _percent_below(figure.value, yardstick)
+    return _shortfall(
+        figure,
+        below,
+        f"{SITE_SECTION_ID}/straggler/{figure.host}/gpu{figure.gpu}/{figure.metric}",
+        f"GPU {figure.gpu} on {figure.host} keeps up with the other {figure.model} GPUs: {figure.metric}",
+        f">= {format_figure(floor)} {figure.unit} (within {_pct(tolerance)} of {named}: {format_figure(yardstick)})",
+        f"{figure.metric} on {figure.where} ({figure.model}): {format_figure(figure.value)} {figure.unit}, "
+        f"{below:.1f}% below {named} {figure.model} GPUs ({format_figure(yardstick)} {figure.unit}); "
+        f"the tolerance is {_pct(tolerance)}. A GPU this far behind its peers slows every job that spans "
+        f"it. Look at `nvidia-smi -q -d PERFORMANCE,CLOCK,POWER` on {figure.host} (throttle reasons, clocks, "
+        "power limit) and for other processes on the GPU (`nvidia-smi`).",
+    )
+
+
+def _shortfall(figure: Figure, below: float, check_id: str, title: str, expected: str, message: str) -> Check:
+    """A figure ``below`` % under what it is held to, beyond the tolerance: a failed performance check."""
     return Check(
-        id=f"{SITE_SECTION_ID}/straggler/{figure.host}/gpu{figure.gpu}/{figure.metric}",
-        title=f"GPU {figure.gpu} on {figure.host} keeps up with the other {figure.model} GPUs: {figure.metric}",
+        id=check_id,
+        title=title,
         status="fail",
-        expected=f">= {format_figure(floor)} {figure.unit} "
-        f"(within {_pct(tolerance)} of {named}: {format_figure(yardstick)})",
+        expected=expected,
         observed=f"{format_figure(figure.value)} {figure.unit} ({below:.1f}% below)",
-        message=(
-            f"{figure.metric} on {figure.where} ({figure.model}): {format_figure(figure.value)} {figure.unit}, "
-            f"{below:.1f}% below {named} {figure.model} GPUs ({format_figure(yardstick)} {figure.unit}); "
-            f"the tolerance is {_pct(tolerance)}. A GPU this far behind its peers slows every job that spans "
-            f"it. Look at `nvidia-smi -q -d PERFORMANCE,CLOCK,POWER` on {figure.host} (throttle reasons, clocks, "
-            "power limit) and for other processes on the GPU (`nvidia-smi`)."
-        ),
+        message=message,
         category="performance",
         action=_action(figure),
     )
@@ -354,22 +363,18 @@ def _held(metric: str, summary: Mapping[str, Any], reference_label: str, toleran
 def _fallen(figure: Figure, before: Figure, reference_label: str, tolerance: float) -> Check:
     below = _percent_below(figure.value, before.value)
     gpu = "" if figure.gpu is None else f"gpu{figure.gpu}/"
-    return Check(
-        id=f"{SITE_SECTION_ID}/baseline/{figure.host}/{gpu}{figure.metric}",
-        title=f"{figure.metric} on {figure.where} holds against {reference_label}",
-        status="fail",
-        expected=f">= {format_figure(before.value * (1.0 - tolerance))} {figure.unit} (within {_pct(tolerance)} of "
+    return _shortfall(
+        figure,
+        below,
+        f"{SITE_SECTION_ID}/baseline/{figure.host}/{gpu}{figure.metric}",
+        f"{figure.metric} on {figure.where} holds against {reference_label}",
+        f">= {format_figure(before.value * (1.0 - tolerance))} {figure.unit} (within {_pct(tolerance)} of "
         f"{format_figure(before.value)} in {reference_label})",
-        observed=f"{format_figure(figure.value)} {figure.unit} ({below:.1f}% below)",
-        message=(
-            f"{figure.metric} on {figure.where} ({figure.model}) fell {below:.1f}% below {reference_label}: "
-            f"{format_figure(figure.value)} {figure.unit} now, {format_figure(before.value)} {figure.unit} then; "
-            f"the tolerance is {_pct(tolerance)}. Look at `nvidia-smi -q -d PERFORMANCE,CLOCK,POWER` on "
-            f"{figure.host} (throttle reasons, clocks, power limit), for other processes on the GPU, and at "
-            "what changed on the host since (driver, firmware, cooling)."
-        ),
-        category="performance",
-        action=_action(figure),
+        f"{figure.metric} on {figure.where} ({figure.model}) fell {below:.1f}% below {reference_label}: "
+        f"{format_figure(figure.value)} {figure.unit} now, {format_figure(before.value)} {figure.unit} then; "
+        f"the tolerance is {_pct(tolerance)}. Look at `nvidia-smi -q -d PERFORMANCE,CLOCK,POWER` on "
+        f"{figure.host} (throttle reasons, clocks, power limit), for other processes on the GPU, and at "
+        "what changed on the host since (driver, firmware, cooling).",
     )
 
 

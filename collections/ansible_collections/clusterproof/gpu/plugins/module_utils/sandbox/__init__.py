@@ -2,9 +2,8 @@
 
 ``control_plane``: processes, ports, the simulated nodes; ``lifecycle``: up, status and down
 through the API server; ``install``: the one install step (CRDs, files, processes) every engine
-on the sandbox goes through; ``pki``: its CA and kubeconfigs; ``fields``: the one-line
-declarations of its path and port tables; ``build``: the binaries from their
-Go modules into the per-machine cache; ``gpu_agent`` and ``local_path``: the sandbox's stand-ins
+on the sandbox goes through; ``pki``: its CA and kubeconfigs; ``build``: the binaries from
+their Go modules into the per-machine cache; ``gpu_agent`` and ``local_path``: the sandbox's stand-ins
 for what a node runs; ``simulated_nodes``: the same KWOK nodes attached to a real cluster without
 GPUs (a test bed such as the lab).
 

@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.fields import Below
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below
 
 # Bump when the way binaries are built changes, so old caches are not reused.
 RECIPE_REVISION = "2"

@@ -38,10 +38,10 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.fields import Below, PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import scheduler_profile
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import pki as sandbox_pki
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below, PortAt
 
 MARKER = ".clusterproof-sandbox"
 SANDBOX_NODE_LABEL = "clusterproof.io/sandbox-node"
@@ -169,6 +169,18 @@ def _etcd_tls(prefix: str, pki: sandbox_pki.PkiPaths) -> tuple[str, ...]:
     )
 
 
+def _self_certified(layout: Layout, name: str, argv: tuple[str, ...], port: int) -> Component:
+    """A Kubernetes component (the controller-manager, the scheduler) serving ``/healthz`` over TLS on
+    ``port`` with a certificate it makes itself (under ``pki/<name without kube->-generated``), and
+    profiling off: ``argv`` and those flags."""
+    cert_dir = layout.root / "pki" / ("%s-generated" % name.removeprefix("kube-"))
+    return Component(
+        name,
+        (*argv, "--cert-dir=%s" % cert_dir, "--profiling=false"),
+        "https://%s:%d/healthz" % (LOOPBACK, port),
+    )
+
+
 def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
     """Every sandbox process in start order, with its full command line. Pure."""
     pki = layout.pki
@@ -228,7 +240,8 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
             server + "/readyz",
             ready_client="admin",
         ),
-        Component(
+        _self_certified(
+            layout,
             "kube-controller-manager",
             (
                 str(bin_dir / "kube-controller-manager"),
@@ -241,22 +254,19 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
                 f"--cluster-signing-cert-file={pki.ca_cert}",
                 f"--cluster-signing-key-file={pki.ca_key}",
                 "--use-service-account-credentials=true",
-                "--cert-dir=%s" % (layout.root / "pki" / "controller-manager-generated"),
-                "--profiling=false",
             ),
-            "https://%s:%d/healthz" % (LOOPBACK, ports.controller_manager),
+            ports.controller_manager,
         ),
-        Component(
+        _self_certified(
+            layout,
             "kube-scheduler",
             (
                 str(bin_dir / "kube-scheduler"),
                 "--config=%s" % layout.scheduler_config,
                 f"--bind-address={LOOPBACK}",
                 "--secure-port=%d" % ports.scheduler,
-                "--cert-dir=%s" % (layout.root / "pki" / "scheduler-generated"),
-                "--profiling=false",
             ),
-            "https://%s:%d/healthz" % (LOOPBACK, ports.scheduler),
+            ports.scheduler,
         ),
         Component(
             "kwok",

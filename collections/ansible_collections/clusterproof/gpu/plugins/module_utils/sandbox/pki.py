@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.fields import Below
 
 VALIDITY = datetime.timedelta(days=365)
 API_SERVER_NAMES = (

@@ -16,6 +16,6 @@ Outside this package only ``registry`` and ``base`` are imported; the install mo
 their engine file for its sandbox processes (tests/unit/test_layers.py lists them).
 
 May import: ``tenancy/``, ``sandbox.control_plane`` (for an engine's local processes and the port
-table), ``sandbox.fields`` (to declare an engine's ports and paths), ``common.objects``
+table), ``common.fields`` (to declare an engine's ports and paths), ``common.objects``
 (``is_subset``, pure) and the standard library. Touches nothing itself: it returns objects and command lines.
 """

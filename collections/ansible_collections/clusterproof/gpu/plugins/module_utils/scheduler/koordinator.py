@@ -34,13 +34,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.fields import PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import (
     LOOPBACK,
     Component,
     Layout,
     port_block,
 )
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.quota_tree import MANAGED_BY, TreeNode
 
 SCHEDULER_NAME = "koord-scheduler"

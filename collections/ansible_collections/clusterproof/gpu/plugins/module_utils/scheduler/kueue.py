@@ -39,6 +39,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.fields import Below, PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.objects import is_subset
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_plane import (
     LOOPBACK,
@@ -46,7 +47,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.control_p
     Layout,
     port_block,
 )
-from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.fields import Below, PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import base
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import (
     admission,

@@ -26,6 +26,7 @@ through ``NVIDIA_VISIBLE_DEVICES``) is said as such where pods do not run.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -502,21 +503,20 @@ def reach_check(project: str, pods_run: bool, reach: Reach | None = None, source
     """A connection from another project's pod to this project's Service: tried with real pods
     where pods run (beside the same from the project's own pod, the control); said as not tried
     on the sandbox, or where there is no other project to try from."""
-    check_id = "%s/%s/network-reach" % (SECTION_ID, project)
-    title = "%s: another project's pod cannot open a connection to its Service" % project
+    check = functools.partial(
+        Check,
+        "%s/%s/network-reach" % (SECTION_ID, project),
+        "%s: another project's pod cannot open a connection to its Service" % project,
+    )
     if not pods_run:
-        return Check(
-            check_id,
-            title,
+        return check(
             "skip",
             "refused",
             "not tried",
             "pods do not run on this site (simulated nodes): the NetworkPolicy is checked as an object above",
         )
     if reach is None:
-        return Check(
-            check_id,
-            title,
+        return check(
             "skip",
             "refused",
             "not tried",
@@ -529,9 +529,7 @@ def reach_check(project: str, pods_run: bool, reach: Reach | None = None, source
     }
     expected = {"from %s (its own)" % project: "connected", "from %s" % reach.source: "refused"}
     if reach.own.connected is not True:
-        return Check(
-            check_id,
-            title,
+        return check(
             "fail",
             expected,
             observed,
@@ -542,9 +540,7 @@ def reach_check(project: str, pods_run: bool, reach: Reach | None = None, source
             "DNS: look at the policy above, CoreDNS, and the server pod %s in %s" % (REACH_SERVER, project),
         )
     if reach.other.connected is None:
-        return Check(
-            check_id,
-            title,
+        return check(
             "fail",
             expected,
             observed,
@@ -553,9 +549,7 @@ def reach_check(project: str, pods_run: bool, reach: Reach | None = None, source
             action="look at pod %s in namespace %s" % (reach_client_name(project), reach.source),
         )
     if reach.other.connected:
-        return Check(
-            check_id,
-            title,
+        return check(
             "warn",
             expected,
             observed,
@@ -565,7 +559,7 @@ def reach_check(project: str, pods_run: bool, reach: Reach | None = None, source
             category="security",
             action="install a NetworkPolicy enforcer beside the CNI, or a CNI that enforces NetworkPolicies",
         )
-    return Check(check_id, title, "pass", expected, observed, category="security")
+    return check("pass", expected, observed, category="security")
 
 
 def _shown(connection: Connection) -> str:
