@@ -164,14 +164,14 @@ def test_sections_from_module_data_take_a_node_table():
                  "declared_product": None, "found_product": None, "ready": None, "status": "fail"},
                 {"name": "b", "declared": False, "present": True, "declared_gpus": None, "found_gpus": 2,
                  "declared_product": None, "found_product": "T4", "ready": False, "status": "warn",
-                 "gpu_source": "dra", "both_sources": True},
+                 "gpu_source": "dra", "both_sources": True, "kubelet": "v1.30.2"},
             ],
         }
     )  # fmt: skip
     table = section.tables[0]
     assert table.rows == [
-        ["a", 8, None, None, None, None, "not in cluster"],
-        ["b (not declared)", None, 2, "DRA ResourceSlices (both report GPUs)", None, "T4", "no"],
+        ["a", 8, None, None, None, None, "not in cluster", None],
+        ["b (not declared)", None, 2, "DRA ResourceSlices (both report GPUs)", None, "T4", "no", "v1.30.2"],
     ]
     assert table.row_status == ["fail", "warn"]
     assert section.checks[0].message == ""

@@ -19,7 +19,9 @@ from tests.unit.plugins.module_utils.report_samples import health_section, histo
 
 def test_the_state_a_report_found():
     state = site_state(history_sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-3", 0, present=False)]))
-    assert state["nodes"] == {"dgx1-1": {"gpus": 8.0, "product": "Tesla-V100-SXM2-32GB", "ready": "yes"}}
+    assert state["nodes"] == {
+        "dgx1-1": {"gpus": 8.0, "product": "Tesla-V100-SXM2-32GB", "ready": "yes", "kubelet": None}
+    }
     assert state["projects"] == {"team-a": {"quota": 4.0, "weight": 4.0}, "team-b": {"quota": 2.0, "weight": 2.0}}
     assert state["storage_classes"] == {"local-path": {"default": True}}
 
@@ -82,6 +84,19 @@ def test_a_node_no_longer_declared_was_removed_as_declared_and_is_no_regression(
     # A later run that names no declared nodes (an older report format) counts every node gone as gone.
     changes = history.compare(before, {**after, "declared_nodes": None})
     assert changes["nodes_gone"] == ["dgx1-2"] and changes["nodes_removed"] == []
+
+
+def test_an_upgrade_s_kubelet_versions_are_shown_and_are_no_regression():
+    before = site_state(history_sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 8)]))
+    after = site_state(history_sections(nodes=[node_row("dgx1-1", 8), node_row("dgx1-2", 8)]))
+    before["nodes"]["dgx1-1"]["kubelet"] = "v1.30.2"
+    after["nodes"]["dgx1-1"]["kubelet"] = "v1.31.0"
+    changes = history.compare(before, after)
+    assert changes["kubelets"] == [{"node": "dgx1-1", "before": "v1.30.2", "after": "v1.31.0"}]
+    section = history.changes_section(changes, "the run X")
+    assert {check.status for check in section.checks} == {"pass"}
+    shown = next(check for check in section.checks if check.id == "changes/kubelet-versions")
+    assert shown.message == "dgx1-1: v1.30.2 -> v1.31.0"
 
 
 def test_benchmark_figures_are_listed_with_their_change():

@@ -70,6 +70,7 @@ def site_state(report: Report, benchmark_figures: Mapping[str, float] | None = N
     if node_table is not None:
         name_at, gpus_at = _column(node_table, "Node"), _column(node_table, "Found GPUs")
         product_at, ready_at = _column(node_table, "Found product"), _column(node_table, "Ready")
+        kubelet_at = _column(node_table, "Kubelet")
         declared = sorted(
             str(row[name_at])
             for row in node_table.rows
@@ -83,6 +84,7 @@ def site_state(report: Report, benchmark_figures: Mapping[str, float] | None = N
                 "gpus": _number(row[gpus_at]) if gpus_at is not None else None,
                 "product": row[product_at] if product_at is not None else None,
                 "ready": row[ready_at],
+                "kubelet": row[kubelet_at] if kubelet_at is not None else None,
             }
     projects: dict[str, dict[str, Any]] = {}
     quota_table = _table(report, "project-quotas")
@@ -149,6 +151,7 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
         "nodes_removed": removed,
         "gpu_counts": [],
         "products": [],
+        "kubelets": [],
         "drivers": [],
         "projects_added": sorted(set(new_projects) - set(old_projects)),
         "projects_gone": sorted(set(old_projects) - set(new_projects)),
@@ -165,6 +168,8 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
             changes["gpu_counts"].append({"node": name, "before": old.get("gpus"), "after": new.get("gpus")})
         if old.get("product") != new.get("product"):
             changes["products"].append({"node": name, "before": old.get("product"), "after": new.get("product")})
+        if old.get("kubelet") and new.get("kubelet") and old["kubelet"] != new["kubelet"]:
+            changes["kubelets"].append({"node": name, "before": old["kubelet"], "after": new["kubelet"]})
     old_drivers, new_drivers = before.get("drivers") or {}, after.get("drivers") or {}
     for name in sorted(set(old_drivers) & set(new_drivers)):
         if old_drivers[name] != new_drivers[name]:
@@ -227,6 +232,14 @@ def changes_section(changes: Mapping[str, Any] | None, against: str, note: str =
         _check("gpu-products", "every node has the GPU product it had", not changes["products"], [],
                changes["products"],
                "; ".join(f"{c['node']}: {c['before']} -> {c['after']}" for c in changes["products"]), "hardware")
+    )  # fmt: skip
+    # An upgrade moves the kubelets' versions on purpose: shown, never a regression (the other checks say
+    # whether the site still holds).
+    kubelets = changes.get("kubelets") or []
+    checks.append(
+        _check("kubelet-versions", "each node's Kubernetes version (an upgrade is no regression)", True, None,
+               kubelets, "; ".join(f"{c['node']}: {c['before']} -> {c['after']}" for c in kubelets) or "unchanged",
+               "configuration")
     )  # fmt: skip
     # A new driver is not a regression by itself (an upgrade is often the point), but it is the
     # first suspect of any other change: a warning, never silent.

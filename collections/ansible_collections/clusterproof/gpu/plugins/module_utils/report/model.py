@@ -320,6 +320,7 @@ NODE_TABLE_COLUMNS = [
     "Declared product",
     "Found product",
     "Ready",
+    "Kubelet",
 ]
 # How a node's GPUs were counted (validate.nodes): the device plugin's allocatable, or DRA ResourceSlices.
 GPU_SOURCES = {"device-plugin": "device plugin", "dra": "DRA ResourceSlices", "none": "—"}
@@ -346,6 +347,7 @@ def node_table(rows: Iterable[Mapping[str, Any]]) -> Table:
                 row.get("declared_product"),
                 row.get("found_product"),
                 ready,
+                row.get("kubelet"),
             ]
         )
         statuses.append(str(row.get("status") or "pass"))

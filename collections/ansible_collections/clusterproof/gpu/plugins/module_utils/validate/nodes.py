@@ -131,6 +131,7 @@ class ObservedNode:
     allocatable_raw: str | None  # the API's string, kept for messages when it is not a whole number
     ready: bool
     ready_detail: str
+    kubelet: str = ""  # the kubelet's version (status.nodeInfo), which an upgrade moves
 
     @classmethod
     def from_api(cls, node: Mapping[str, Any]) -> ObservedNode:
@@ -145,6 +146,7 @@ class ObservedNode:
             allocatable_raw=None if raw is None else str(raw),
             ready=ready,
             ready_detail=ready_detail,
+            kubelet=str((status.get("nodeInfo") or {}).get("kubeletVersion") or ""),
         )
 
 
@@ -324,6 +326,7 @@ class NodeRow:
     gpu_source: str | None = None  # SOURCE_DEVICE_PLUGIN, SOURCE_DRA or SOURCE_NONE; None: not in the cluster
     both_sources: bool = False  # the device plugin and DRA both report GPUs on this node
     simulated: bool = False  # a KWOK node of a test bed (DeclaredNode.simulated)
+    kubelet: str | None = None  # the kubelet's version; None: not in the cluster
 
     def to_dict(self) -> dict[str, Any]:
         # Every field is a scalar: the instance's dict, not dataclasses.asdict's deep copy (which
@@ -411,6 +414,7 @@ def validate_gpu_nodes(
                 gpu_source=None if count is None else count.source,
                 both_sources=count is not None and count.both,
                 simulated=want.simulated,
+                kubelet=None if found is None else found.kubelet or None,
             )
         )
 
@@ -433,6 +437,7 @@ def validate_gpu_nodes(
                 status="warn",
                 gpu_source=count.source,
                 both_sources=count.both,
+                kubelet=node.kubelet or None,
             )
         )
     checks.append(_total_check(declared_nodes, expected_total, advertised, observed_nodes, counts))
