@@ -118,6 +118,8 @@ def allocate_in_queue_order(engine: Engine) -> bool:
     goes on to the next workload). In a tree (``Policy.lend_by_tree``) the order is KAI's
     ``JobsOrderByQueues``: the first department in queue order, its queue counted with the job of
     its own first queue, then that department's first queue; else the queues compared alone."""
+    if not engine.reserves and not engine.free_whole and not engine.partial_room:
+        return False  # no idle capacity: most passes of a settled site end here, keys unbuilt
     queues: dict[int, list[int]] = {}
     for j in admission_order(engine):
         queues.setdefault(engine.leaf[j], []).append(j)
@@ -125,11 +127,11 @@ def allocate_in_queue_order(engine: Engine) -> bool:
         return False
     order = engine.policy.queue_order
     assert order is not None, "allocate_in_queue_order needs Policy.queue_order"
-    start_units, interactive = engine.start_units, [job.interactive for job in engine.jobs]
+    start_units, jobs = engine.start_units, engine.jobs
 
     def key(q: int, j: int) -> tuple:
         """Queue q with its next job j; then higher priority (interactive), then submission order."""
-        return (order(engine, q, start_units[j]), not interactive[j], j)
+        return (order(engine, q, start_units[j]), not jobs[j].interactive, j)
 
     position = dict.fromkeys(queues, 0)
     tree_order = engine.policy.lend_by_tree and not engine.flat
