@@ -180,11 +180,11 @@ MODEL_LAYERS = {
     "model.rules": ("model.data", "model.state"),
     "model.victims": ("model.data", "model.rules"),
     "model.engine": ("model.data", "model.policy", "model.shares", "model.tree", "model.victims"),
-    "model.allocate": ("model.data", "model.engine"),
+    "model.allocate": ("model.data", "model.engine", "model.shares"),
     "model.consolidation": ("model.data", "model.engine"),
     "model.preempt": ("model.data", "model.engine", "model.victims"),
     "model.reclaim": ("model.data", "model.engine", "model.victims"),
-    "model.fair_sharing": ("model.data", "model.engine", "model.reclaim"),
+    "model.fair_sharing": ("model.data", "model.engine", "model.reclaim", "model.shares"),
     "model.policies": (
         "model.policy",
         "model.allocate",

@@ -52,6 +52,7 @@ CITATIONS = {
     PLUGINS + "module_utils/model/victims.py": "KAI's reclaim strategies the victim rule follows",
     PLUGINS + "module_utils/model/fair_sharing.py": "Kueue's fair-sharing preemption the model follows",
     PLUGINS + "module_utils/model/policies.py": "the KAI and Kueue versions each policy follows",
+    PLUGINS + "module_utils/model/allocate.py": "KAI's and Kueue's queue orders the allocation follows",
     PLUGINS + "module_utils/scheduler/kai.py": "KAI behaviour the backend works around (its queue label, metrics port)",
     PLUGINS + "module_utils/scheduler/koordinator.py": "the ElasticQuota plugin source the quota division follows",
 }

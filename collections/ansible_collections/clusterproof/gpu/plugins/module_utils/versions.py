@@ -101,13 +101,14 @@ HELM = Pin("helm", "v3.19.0", GO_MODULE, "helm.sh/helm/v3", package_revision="1"
 
 # KAI scheduler: its components (sandbox), its chart (deployments/kai-scheduler, copied with them), its
 # images (ghcr.io/nvidia/kai-scheduler/<component>:<version>, which the bundle builds). The engine's
-# backend (scheduler/kai.py) and the fair-share model (model/fairshare.py) were learnt from this
-# version's source, and say so where it matters: a new version means reading them again.
+# backend (scheduler/kai.py) and the fair-share model (model/fairshare.py, model/allocate.py, ...)
+# were learnt from this version's source, and say so where it matters: a new version means reading
+# them again.
 KAI_SCHEDULER = Pin("kai_scheduler", "v0.12.0", GO_MODULE, "github.com/NVIDIA/KAI-scheduler")
 # Kueue, the second scheduler backend: the newest release the module proxy serves (v0.16.2; v0.16.3
 # and v0.17.x are refused). Its manager (sandbox), chart, CRDs and webhooks, and its released image
-# registry.k8s.io/kueue/kueue:<version>. The model's kueue policy (model/fairshare.py) was learnt
-# from this version's preemption and fair sharing.
+# registry.k8s.io/kueue/kueue:<version>. The model's kueue policy (model/fairshare.py,
+# model/fair_sharing.py, model/allocate.py) was learnt from this version's preemption and fair sharing.
 KUEUE = Pin("kueue", "v0.16.2", GO_MODULE, "sigs.k8s.io/kueue")
 # Koordinator's scheduler, whose ElasticQuota plugin is the guide's elastic quota tree: the newest
 # release the module proxy serves (v1.7.0; v1.7.1 and v1.6.2 are refused). scheduler/koordinator.py

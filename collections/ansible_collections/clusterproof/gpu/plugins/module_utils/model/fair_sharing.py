@@ -1,14 +1,15 @@
 """Kueue's fair-sharing reclaim on one cohort of ClusterQueues (Kueue v0.16, pkg/scheduler/preemption
 ``fairPreemptions``): a workload the cohort's quotas no longer cover preempts, from its own queue,
 work of lower priority, and from other queues, work of those that borrow, as dominant resource
-shares order them (``kueue_fair_targets``, pure; ``_kueue_share``). Preemption is for quota: the
+shares order them (``kueue_fair_targets``, pure; ``model.shares.kueue_drs``). Preemption is for quota: the
 claimant is admitted and waits for a node; a workload is preempted at most once per prediction.
 
 ``reclaim`` is policy kueue's reclaim action (``Policy.actions``): on one cohort (flat projects) the
 above; in nested cohorts the tiered reclaim (``model.reclaim``) with Kueue's choice of victims
 (``model.victims``).
 
-May import the standard library, ``model.data``, ``model.engine`` and ``model.reclaim``. Touches
+May import the standard library, ``model.data``, ``model.engine``, ``model.reclaim`` and
+``model.shares``. Touches
 nothing but the engine it is given.
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model import reclaim as tiered
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model.data import EPS, INF
 from ansible_collections.clusterproof.gpu.plugins.module_utils.model.engine import Engine
+from ansible_collections.clusterproof.gpu.plugins.module_utils.model.shares import kueue_drs
 
 
 def reclaim(engine: Engine) -> bool:
@@ -52,7 +54,7 @@ def _one_cohort(engine: Engine) -> bool:
             return
         if all(v in preempted for v in engine.leaf_running[q]) and all(v in preempted for v in engine.leaf_reserved[q]):
             return
-        flag, value = _kueue_share(alloc[q] - quota[q], lendable, weight[q])
+        flag, value = kueue_drs(alloc[q] - quota[q], lendable, weight[q])
         pushed[q] = stamp[q]
         heapq.heappush(targets, (-flag, -value, q, stamp[q]))
 
@@ -104,7 +106,7 @@ def _one_cohort(engine: Engine) -> bool:
             continue  # more than the queue may hold even so
         # A queue whose share is below the claimant's, even once the claimant has given up all
         # its own candidates, never loses work to it (neither strategy): leave it out.
-        lowest = _kueue_share(least - quota[p], lendable, weight[p])
+        lowest = kueue_drs(least - quota[p], lendable, weight[p])
         others = queues_at_least(lowest, p)
         theirs = [
             v
@@ -145,16 +147,6 @@ def _one_cohort(engine: Engine) -> bool:
     return changed
 
 
-def _kueue_share(borrowed: float, lendable: float, weight: float) -> tuple[int, float]:
-    """A ClusterQueue's dominant resource share, as Kueue compares them (CompareDRS): queues of
-    weight 0 that borrow above all others (among themselves by unweighted share), the rest by
-    borrowed / lendable x 1000 / weight; 0 for a queue that does not borrow."""
-    if borrowed <= 0 or lendable <= 0:
-        return (0, 0.0)
-    ratio = float(borrowed) * 1000.0 / float(lendable)
-    return (1, ratio) if weight == 0 else (0, ratio / weight)
-
-
 def kueue_fair_targets(
     claimant: int,
     request: float,
@@ -183,7 +175,7 @@ def kueue_fair_targets(
     amounts = [amount for _, amount in candidates]
 
     def share(q: int) -> tuple[int, float]:
-        return _kueue_share(usage[q] + delta.get(q, 0) - nominal[q], cohort_quota, weight[q])
+        return kueue_drs(usage[q] + delta.get(q, 0) - nominal[q], cohort_quota, weight[q])
 
     def move(q: int, amount: float) -> None:
         delta[q] = delta.get(q, 0) + amount

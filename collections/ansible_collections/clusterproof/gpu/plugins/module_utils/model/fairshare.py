@@ -9,8 +9,8 @@ which wait, and how many GPUs each project holds once the scheduler has settled.
     ``min(quota, demand)`` (not scaled down when quotas exceed the capacity); spare capacity is
     divided in whole GPUs by over-quota weight (default: the quota), capped by the project's limit
     and its demand (``shares.kai_over_quota``). Jobs start within their fair share; capacity that fair
-    shares leave idle (job granularity, node fragmentation) is lent to the project furthest below
-    its fair share. A project below its fair share reclaims from projects above theirs; failing
+    shares leave idle (job granularity, node fragmentation) is lent in KAI's queue order
+    (``allocate.kai_queue_order``). A project below its fair share reclaims from projects above theirs; failing
     that, a project below its quota reclaims from projects above their quota (KAI's two strategies).
 
 ``"elastic"`` (Alibaba Cloud ACK elastic quota tree, capacity scheduling; SCENARIOS.md second half)
@@ -42,8 +42,9 @@ Rules that make the prediction deterministic (the documents leave them to "fairn
   so jobs left pending by an earlier step start before those submitted after them (4.10: the
   b-4-gg and c-4-gg that 4.9 paused run, the new b-5-gg and c-6-gg wait). A job that cannot start
   does not block later, smaller jobs. runai admits in two passes: every job that keeps its project
-  within its fair share, in submission order; then idle capacity, one job at a time, to the project
-  furthest below its fair share (ties: declaration order), its jobs in submission order.
+  within its fair share, in submission order; then idle capacity, one job at a time, in KAI's queue
+  order (``allocate.kai_queue_order``), each project's jobs in submission order. kueue admits in one
+  pass, in its fair-sharing tournament's order (``allocate.kueue_admission_order``).
 * Reclaim: pending jobs entitled to it claim in submission order. A victim is a running
   preemptible job of another project such that its project, and every ancestor it does not share
   with the claimant, is above the level (fair share or quota) before the preemption (runai, as

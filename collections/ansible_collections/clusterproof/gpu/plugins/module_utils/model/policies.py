@@ -2,14 +2,16 @@
 actions their engines run, in the engines' order.
 
 ``RUNAI`` (Run:AI, NVIDIA KAI scheduler v0.12.0): KAI's actions, allocate (admission, then lending
-what fair shares leave idle), consolidation, reclaim, preempt (inside a project); fair shares in
-whole GPUs; non-preemptible work within every ancestor's quota; the saturation test in a tree.
+what fair shares leave idle in KAI's queue order), consolidation, reclaim, preempt (inside a
+project); fair shares in whole GPUs; non-preemptible work within every ancestor's quota; the
+saturation test in a tree.
 
 ``ELASTIC`` (Alibaba Cloud ACK elastic quota tree): admission within ``max``, reclaim up to ``min``.
 
-``KUEUE`` (Kueue v0.16 with fair sharing, one cohort): waiting workloads placed first, admission
-(interactive work first), lending, and Kueue's fair-sharing reclaim (``model.fair_sharing``); the
-cohort's quotas cap what is admitted, workloads admitted by quota wait for a node.
+``KUEUE`` (Kueue v0.16 with fair sharing, one cohort): waiting workloads placed first, admission in
+Kueue's fair-sharing order (interactive work first within a queue), and Kueue's fair-sharing
+reclaim (``model.fair_sharing``); the cohort's quotas cap what is admitted, workloads admitted by
+quota wait for a node.
 
 A fourth policy is another value here, and its name in ``BY_NAME``.
 
@@ -32,7 +34,7 @@ RUNAI = Policy(
     name="runai",
     actions=(
         allocate.admit,
-        allocate.lend_idle,
+        allocate.allocate_in_queue_order,
         consolidation.consolidate,
         reclaim.reclaim,
         preempt.preempt_within_projects,
@@ -40,6 +42,7 @@ RUNAI = Policy(
     fair_share=True,
     whole_gpus=True,
     lend_by_tree=True,
+    queue_order=allocate.kai_queue_order,
     cpu_and_memory=True,
     interactive_quota_up_the_tree=True,
     saturation_test=True,
@@ -54,10 +57,11 @@ ELASTIC = Policy(
 
 KUEUE = Policy(
     name="kueue",
-    actions=(allocate.place_waiting, allocate.admit, allocate.lend_idle, fair_sharing.reclaim),
+    actions=(allocate.place_waiting, allocate.allocate_in_queue_order, fair_sharing.reclaim),
     fair_share=True,
     cohort_quotas=True,
     reserves_quota=True,
+    queue_order=allocate.kueue_admission_order,
     interactive_first=True,
     interactive_preemptible=True,
     preempts_for_quota=True,

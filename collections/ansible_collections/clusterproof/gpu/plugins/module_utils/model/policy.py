@@ -30,8 +30,11 @@ class Policy:
     ``reserves_quota``: in one cohort (flat projects), a workload admitted by quota holds it while its
     pods wait for a node (Kueue; ``Prediction.waiting``).
     ``interactive_first``: a queue admits its interactive (higher-priority) work first.
-    ``lend_by_tree``: in a tree, idle capacity is lent top down, the department furthest below its
-    fair share first (KAI's ``JobsOrderByQueues``); else to the project furthest below.
+    ``lend_by_tree``: in a tree, ``queue_order`` picks a department first, then its queue (KAI's
+    ``JobsOrderByQueues``); else it compares the leaf queues alone.
+    ``queue_order``: for ``allocate.allocate_in_queue_order``, the engine's order between two queues
+    with their next jobs, as a sort key ``(engine, project, units) -> key``: KAI's ``QueueOrderFn``
+    (``allocate.kai_queue_order``) or Kueue's admission tournament (``allocate.kueue_admission_order``).
     ``cpu_and_memory``: CPU and memory quotas and limits are modelled beside the GPUs (else refused).
 
     Non-preemptible work:
@@ -61,6 +64,7 @@ class Policy:
     reserves_quota: bool = False
     interactive_first: bool = False
     lend_by_tree: bool = False
+    queue_order: Callable[[Any, int, int], Any] | None = None
     cpu_and_memory: bool = False
     interactive_preemptible: bool = False
     interactive_quota_up_the_tree: bool = False

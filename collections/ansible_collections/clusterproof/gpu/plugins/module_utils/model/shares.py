@@ -4,7 +4,8 @@ weight, capped by each project's limit and demand.
 
 ``divide`` walks the tree from the top down; at each level ``kai_over_quota`` splits the spare in
 whole GPUs as KAI v0.12.0 does (policy runai), ``water_fill`` in real numbers (kueue). Amounts in
-units (``model.data``).
+units (``model.data``). ``kueue_drs`` is Kueue's dominant resource share of one ClusterQueue, by
+which Kueue orders admission and preemption in a cohort.
 
 May import the standard library, ``model.data`` and ``model.tree``. Touches nothing.
 """
@@ -143,3 +144,16 @@ def _split(
         parts = [b + e for b, e in zip(base, extra, strict=True)]
     for i, part in zip(members, parts, strict=True):
         share[i] = part
+
+
+def kueue_drs(borrowed: float, lendable: float, weight: float) -> tuple[int, float]:
+    """A ClusterQueue's dominant resource share as Kueue v0.16 compares them (pkg/cache/scheduler
+    fair_sharing.go: ``dominantResourceShare``, ``CompareDRS``): borrowed x 1000 / the cohort's
+    lendable, over the fair-sharing weight. A queue of weight 0 that borrows ranks above every
+    queue of weight above 0 (``zeroWeightBorrows``: its weighted share is infinite), and among
+    such queues the unweighted ratio decides; a queue that does not borrow has a share of 0 at
+    any weight. As a sortable pair: (1 for weight 0 and borrowing, else 0; the ratio)."""
+    if borrowed <= 0 or lendable <= 0:
+        return (0, 0.0)
+    ratio = float(borrowed) * 1000.0 / float(lendable)
+    return (1, ratio) if weight == 0 else (0, ratio / weight)
