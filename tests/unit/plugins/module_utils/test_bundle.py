@@ -368,12 +368,15 @@ def test_a_program_s_build_line_gives_its_own_cold_build_time_or_none(tmp_path: 
     for program in (
         build.GoProgram("coredns", "github.com/coredns/coredns", "v1.14.2", "github.com/coredns/coredns"),
         build.GoProgram("flanneld", "github.com/flannel-io/flannel", "v0.27.4", "github.com/flannel-io/flannel"),
+        # The previous minor's CoreDNS: its line names the program as the pinned one's does.
+        build.GoProgram("coredns@v1.13.1", "github.com/coredns/coredns", "v1.13.1", "github.com/coredns/coredns"),
     ):
         with pytest.raises(Stop):
             build._build_go_program(layout, program, lines.append)
     assert lines == [
         "building coredns v1.14.2 (go build; about 8 minutes cold on 2 cores)",
         "building flanneld v0.27.4 (go build)",
+        "building coredns v1.13.1 (go build; about 8 minutes cold on 2 cores)",
     ]
 
 

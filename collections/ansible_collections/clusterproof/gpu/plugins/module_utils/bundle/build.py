@@ -235,7 +235,7 @@ def _build_go_program(layout: Layout, program: GoProgram, progress: Progress) ->
         return target
     cold = COLD_BUILD_MINUTES.get(program.name.split("@", 1)[0])
     figure = "; about %d minutes cold on 2 cores" % cold if cold else ""
-    progress("building %s %s (go build%s)" % (program.name, program.version, figure))
+    progress("building %s %s (go build%s)" % (program.name.split("@", 1)[0], program.version, figure))
     work = layout.work / program.folder
     work.mkdir(parents=True, exist_ok=True)
     module = go_modules.download(program.module, program.version, work)
