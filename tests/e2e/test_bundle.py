@@ -116,6 +116,28 @@ def _listening(port: int) -> bool:
         return False
 
 
+def test_the_bundle_holds_the_previous_minor_s_packages_and_every_image_its_kubeadm_asks_for(bundle: Path) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    pins = contents.BundlePins(**manifest["pins"])
+    assert manifest["kubernetes_versions"] == [pins.kubernetes, pins.kubernetes_previous]
+    release = sandbox_build.release_plan(pins.kubernetes_previous, versions.ETCD_PREVIOUS.version)
+    kubeadm = str(release.binary("kubeadm"))
+    said = subprocess.run([kubeadm, "version", "-o", "short"], capture_output=True, text=True, check=True).stdout
+    assert said.strip() == pins.kubernetes_previous
+    listing = subprocess.run(
+        [kubeadm, "config", "images", "list", "--kubernetes-version", pins.kubernetes_previous],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert contents.missing_images(manifest, contents.kubeadm_images(listing).values()) == []
+    held = {(package["name"], package["version"]) for package in manifest["packages"]}
+    for version in pins.kubernetes_versions:
+        for name in ("kubeadm", "kubelet", "kubectl"):
+            assert (name, pins.package_version(version)) in held
+            assert (bundle / "apt" / ("%s_%s_amd64.deb" % (name, pins.package_version(version)))).is_file()
+
+
 def test_the_bundle_holds_every_image_kubeadm_and_the_cni_ask_for(bundle: Path) -> None:
     manifest = json.loads((bundle / "manifest.json").read_text())
     plan = sandbox_build.plan()

@@ -250,10 +250,26 @@ def test_the_derived_values():
     assert versions.GPU_OPERATOR_CHART.minor == ""
 
 
+def test_the_previous_kubernetes_is_the_minor_before_the_pinned_one():
+    # kubeadm upgrades one minor at a time: the bundle carries N-1 so that a site installed at it can
+    # be upgraded to N offline.
+    pinned, previous = versions.KUBERNETES, versions.KUBERNETES_PREVIOUS
+    assert previous.source == pinned.source and previous.kind == pinned.kind
+    assert previous.package_revision == pinned.package_revision
+    major, minor = map(int, pinned.minor[1:].split("."))
+    assert previous.minor == "v%d.%d" % (major, minor - 1)
+    assert versions.value("kubernetes_previous.package_version") == previous.bare + "-" + pinned.package_revision
+    # Only what its kubeadm asks for differently from the pinned one's is pinned beside it.
+    assert versions.ETCD_PREVIOUS.source == versions.ETCD.source
+    assert versions.ETCD_PREVIOUS.version != versions.ETCD.version
+    assert versions.PAUSE_PREVIOUS.source == versions.PAUSE.source
+    assert versions.PAUSE_PREVIOUS.version != versions.PAUSE.version
+
+
 @pytest.mark.parametrize(
     ("term", "message"),
     [
-        ("kubernetess", "no pinned component 'kubernetess'; the pins are: busybox, debian"),
+        ("kubernetess", "no pinned component 'kubernetess'; the pins are: busybox, coredns_previous, debian"),
         ("kubernetes.colour", "expected one of the attributes version, bare"),
         ("kueue.image", "the kueue pin has no image"),
     ],

@@ -29,6 +29,17 @@ registry.k8s.io/coredns/coredns:v1.14.2
 registry.k8s.io/pause:3.10.2
 registry.k8s.io/etcd:3.6.8-0
 """
+# What kubeadm v1.35.4, the previous minor, prints for its own version: etcd, CoreDNS and pause differ.
+PREVIOUS_LISTING = """registry.k8s.io/kube-apiserver:v1.35.4
+registry.k8s.io/kube-controller-manager:v1.35.4
+registry.k8s.io/kube-scheduler:v1.35.4
+registry.k8s.io/kube-proxy:v1.35.4
+registry.k8s.io/coredns/coredns:v1.13.1
+registry.k8s.io/pause:3.10.1
+registry.k8s.io/etcd:3.6.6-0
+"""
+# Both releases, as the tests below pin them whatever versions.py pins.
+BOTH = contents.BundlePins(kubernetes="v1.36.3", kubernetes_previous="v1.35.4")
 # containerd's config.toml as Debian 12's containerd package installs it.
 DEBIAN_CONTAINERD = """version = 2
 
@@ -163,7 +174,7 @@ def test_hosts_toml_sends_an_upstream_registry_to_the_mirror_under_its_own_name(
 
 
 def test_packages_take_upstream_s_names_and_versions() -> None:
-    specs = {spec.name: spec for spec in contents.package_specs(contents.BundlePins())}
+    specs = {spec.name: spec for spec in contents.package_specs(contents.BundlePins(kubernetes_previous=""))}
     assert {name: spec.version for name, spec in specs.items()} == {
         "kubelet": "1.36.3-1.1",
         "kubeadm": "1.36.3-1.1",
@@ -347,10 +358,132 @@ def test_a_program_s_build_line_gives_its_own_cold_build_time_or_none(tmp_path: 
     for program in (
         build.GoProgram("coredns", "github.com/coredns/coredns", "v1.14.2", "github.com/coredns/coredns"),
         build.GoProgram("flanneld", "github.com/flannel-io/flannel", "v0.27.4", "github.com/flannel-io/flannel"),
+        # The previous minor's CoreDNS: its line names the program as the pinned one's does.
+        build.GoProgram("coredns@v1.13.1", "github.com/coredns/coredns", "v1.13.1", "github.com/coredns/coredns"),
     ):
         with pytest.raises(Stop):
             build._build_go_program(layout, program, lines.append)
     assert lines == [
         "building coredns v1.14.2 (go build; about 8 minutes cold on 2 cores)",
         "building flanneld v0.27.4 (go build)",
+        "building coredns v1.13.1 (go build; about 8 minutes cold on 2 cores)",
     ]
+
+
+def test_the_repository_holds_kubeadm_kubelet_and_kubectl_at_both_releases() -> None:
+    specs = contents.package_specs(BOTH)
+    versions_of: dict[str, list[str]] = {}
+    for spec in specs:
+        versions_of.setdefault(spec.name, []).append(spec.version)
+    for name in ("kubeadm", "kubelet", "kubectl"):
+        # apt installs the one the kubernetes_packages role pins (<name>=<version>).
+        assert versions_of[name] == ["1.36.3-1.1", "1.35.4-1.1"], name
+    assert versions_of["helm"] == ["3.19.0-1"] and len(versions_of["nvidia-container-toolkit"]) == 1
+    files = {(spec.name, spec.version): dict(spec.files) for spec in specs}
+    # The pinned release's programs go by their names (its packages' recipes are as they were), the
+    # previous minor's by <name>@<version>; each package file is its own.
+    assert files[("kubeadm", "1.36.3-1.1")] == {"kubeadm": "/usr/bin/kubeadm"}
+    assert files[("kubeadm", "1.35.4-1.1")] == {"kubeadm@v1.35.4": "/usr/bin/kubeadm"}
+    assert files[("kubelet", "1.35.4-1.1")] == {"kubelet@v1.35.4": "/usr/bin/kubelet"}
+    assert len({spec.filename for spec in specs}) == len(specs)
+    previous = next(spec for spec in specs if spec.filename == "kubelet_1.35.4-1.1_amd64.deb")
+    assert "v1.35.4" in previous.description and dict(previous.texts) == dict(specs[0].texts)
+    assert [spec.name for spec in contents.package_specs(contents.BundlePins(kubernetes_previous=""))].count(
+        "kubeadm"
+    ) == 1
+
+
+def test_the_pinned_release_s_specs_do_not_change_with_a_previous_minor() -> None:
+    # The cache keys of what the bundle held before stay valid: nothing of the pinned release rebuilds.
+    alone = contents.BundlePins(kubernetes="v1.36.3", kubernetes_previous="")
+    assert contents.package_specs(alone) == [
+        spec for spec in contents.package_specs(BOTH) if "1.35.4" not in spec.version
+    ]
+    kubeadm = contents.kubeadm_images(KUBEADM_LISTING)
+    assert contents.kubeadm_image_specs(kubeadm) == contents.image_specs(kubeadm, [], "bookworm")[:7]
+    assert [spec.files for spec in contents.kubeadm_image_specs(kubeadm)][0] == (
+        ("kube-apiserver", "/usr/local/bin/kube-apiserver"),
+    )
+
+
+def test_the_previous_minor_adds_its_control_plane_and_the_etcd_coredns_and_pause_that_differ() -> None:
+    pinned = contents.kubeadm_images(KUBEADM_LISTING)
+    previous = contents.kubeadm_images(PREVIOUS_LISTING)
+    specs = {spec.ref.ref: spec for spec in contents.previous_image_specs(previous, pinned)}
+    assert set(specs) == {ref.ref for ref in previous.values()}
+    assert dict(specs["registry.k8s.io/kube-apiserver:v1.35.4"].files) == {
+        "kube-apiserver@v1.35.4": "/usr/local/bin/kube-apiserver"
+    }
+    assert dict(specs["registry.k8s.io/etcd:3.6.6-0"].files) == {"etcd@3.6.6-0": "/usr/local/bin/etcd"}
+    assert dict(specs["registry.k8s.io/coredns/coredns:v1.13.1"].files) == {"coredns@v1.13.1": "/coredns"}
+    assert dict(specs["registry.k8s.io/pause:3.10.1"].files) == {"pause@3.10.1": "/pause"}
+    assert specs["registry.k8s.io/kube-proxy:v1.35.4"].base == "debian"
+    # What the two releases share is held once, the pinned release's.
+    shared = PREVIOUS_LISTING.replace("coredns:v1.13.1", "coredns:v1.14.2").replace("pause:3.10.1", "pause:3.10.2")
+    refs = [spec.ref.ref for spec in contents.previous_image_specs(contents.kubeadm_images(shared), pinned)]
+    assert "registry.k8s.io/coredns/coredns:v1.14.2" not in refs and "registry.k8s.io/pause:3.10.2" not in refs
+    assert len(refs) == 5
+
+
+def test_a_previous_kubeadm_that_asks_for_another_etcd_names_the_pin_to_set() -> None:
+    previous = contents.kubeadm_images(PREVIOUS_LISTING)
+    contents.check_previous_images(previous, "v1.35.4")
+    other = contents.kubeadm_images(PREVIOUS_LISTING.replace("etcd:3.6.6-0", "etcd:3.6.7-0"))
+    with pytest.raises(
+        BundleInputError,
+        match=r"etcd: kubeadm v1.35.4 asks for registry.k8s.io/etcd:3.6.7-0.*"
+        r"set ETCD_PREVIOUS in module_utils/versions.py to v3.6.7",
+    ):
+        contents.check_previous_images(other, "v1.35.4")
+
+
+def test_the_build_s_plan_holds_both_releases() -> None:
+    # What bundle.build makes, worked out without building: both releases' packages and images, and
+    # the previous minor's own CoreDNS and pause programs.
+    pinned = contents.kubeadm_images(KUBEADM_LISTING)
+    previous = contents.kubeadm_images(PREVIOUS_LISTING)
+    cni = contents.manifest_images(FLANNEL)
+    made = build.planned(BOTH, pinned, previous, cni, contents.ChartPins(), ["sh"])
+    images = {spec.ref.ref for spec in made.images}
+    for version in ("v1.36.3", "v1.35.4"):
+        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"):
+            assert "registry.k8s.io/%s:%s" % (name, version) in images
+    for ref in ("etcd:3.6.8-0", "etcd:3.6.6-0", "coredns/coredns:v1.14.2", "coredns/coredns:v1.13.1"):
+        assert "registry.k8s.io/" + ref in images
+    assert {"registry.k8s.io/pause:3.10.2", "registry.k8s.io/pause:3.10.1"} <= images
+    assert len(images) == len(made.images)
+    programs = {program.name: program for program in made.programs}
+    assert programs["coredns"].version == "v1.14.2" and programs["coredns@v1.13.1"].version == "v1.13.1"
+    assert programs["coredns@v1.13.1"].folder == "coredns-v1.13.1"
+    assert "module clusterproof.local/bundle/coredns-v1.13.1" in build.wrapper_gomod(
+        programs["coredns@v1.13.1"], "1.24"
+    )
+    assert [(name, kubernetes, ref.tag) for name, kubernetes, ref in made.pauses] == [
+        ("pause", "v1.36.3", "3.10.2"),
+        ("pause@3.10.1", "v1.35.4", "3.10.1"),
+    ]
+    debs = {spec.filename for spec in made.packages}
+    assert {"kubeadm_1.36.3-1.1_amd64.deb", "kubeadm_1.35.4-1.1_amd64.deb"} <= debs
+    # Every program an image or a package is made of is one the build has: built here, or the sandbox's.
+    built = set(programs) | {name for name, _, _ in made.pauses}
+    sandbox = set(sandbox_build.RELEASE_BINARIES)
+    previous_sandbox = {contents.release_program(name, "v1.35.4") for name in sandbox - {"etcd"}} | {"etcd@3.6.6-0"}
+    for spec in [*made.images[:7], *contents.previous_image_specs(previous, pinned)]:
+        for name, _ in spec.files:
+            assert name in built | sandbox | previous_sandbox, name
+    without = build.planned(
+        contents.BundlePins(kubernetes_previous=""), pinned, None, cni, contents.ChartPins(), ["sh"]
+    )
+    assert not any("1.35.4" in spec.ref.ref for spec in without.images) and len(without.pauses) == 1
+
+
+def test_the_manifest_lists_both_releases() -> None:
+    packages = [{"name": "kubeadm", "version": "1.36.3-1.1"}, {"name": "kubeadm", "version": "1.35.4-1.1"}]
+    manifest = build.manifest_of(BOTH, "ABCD", packages, [], [])
+    assert manifest["kubernetes"] == "v1.36.3"
+    assert manifest["kubernetes_versions"] == ["v1.36.3", "v1.35.4"]
+    assert manifest["pins"]["kubernetes_previous"] == "v1.35.4"
+    assert manifest["packages"] == packages and manifest["apt"]["fingerprint"] == "ABCD"
+    # A manifest of a bundle built before the previous minor was carried still reads as pins.
+    older = {key: value for key, value in manifest["pins"].items() if key != "kubernetes_previous"}
+    assert contents.BundlePins(**older).kubernetes == "v1.36.3"

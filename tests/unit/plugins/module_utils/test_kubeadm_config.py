@@ -15,6 +15,12 @@ JOIN_COMMAND = (
 
 
 def site(gpu_node_taint=False, control_plane=("cp-1",), **variables):
+    declaration, errors = validate_site(*site_inventory(gpu_node_taint, control_plane, **variables))
+    assert errors == []
+    return declaration.to_dict()
+
+
+def site_inventory(gpu_node_taint=False, control_plane=("cp-1",), **variables):
     common = {
         "clusterproof_site_name": "dgx-site",
         "clusterproof_cluster_mode": "kubeadm",
@@ -35,9 +41,7 @@ def site(gpu_node_taint=False, control_plane=("cp-1",), **variables):
         "gpu_nodes": ["dgx-1", "dgx-2"],
         "kube_workers": ["cpu-1"],
     }
-    declaration, errors = validate_site(groups, hostvars)
-    assert errors == []
-    return declaration.to_dict()
+    return groups, hostvars
 
 
 def test_init_configuration_follows_the_inventory():
@@ -261,3 +265,37 @@ def test_the_sandbox_s_scheduler_has_the_same_profile_without_leader_election(tm
     assert sandbox["profiles"] == kubeadm["profiles"]
     assert sandbox["leaderElection"] == {"leaderElect": False}
     assert sandbox["clientConnection"]["kubeconfig"] == str(tmp_path / "kubeconfig")
+
+
+MIRROR = {"packages": "http://10.213.0.1:8081/", "registry": "10.213.0.1:5000", "insecure": True}
+
+
+def test_a_mirror_site_installs_the_previous_minor_when_it_declares_it():
+    # The bundle carries the previous minor so that a site can be installed at it and upgraded.
+    from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
+
+    previous = versions.KUBERNETES_PREVIOUS
+    declared = site(clusterproof_kubernetes_version=previous.version, clusterproof_mirror=MIRROR)
+    kubernetes = declared["kubernetes"]
+    assert kubernetes["version"] == previous.version
+    # What the kubernetes_packages role pins apt to, the bundle's packages at that version.
+    assert kubernetes["package_version"] == previous.package_version == previous.bare + "-1.1"
+    assert kubernetes["package_repo"] == MIRROR["packages"]
+    # containerd's sandbox image is the pause the previous kubeadm asks for, which the bundle holds.
+    assert kubernetes["sandbox_image"] == versions.PAUSE_PREVIOUS.image
+    _, cluster, _ = kubeadm_config.init_documents(declared, "cp-1", "10.0.0.10")
+    assert cluster["kubernetesVersion"] == previous.version
+
+
+@pytest.mark.parametrize("version", ["v1.34.2", "v1.36.2", "v1.37.0"])
+def test_a_mirror_site_at_a_release_the_bundle_does_not_carry_is_refused(version):
+    from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
+
+    _, errors = validate_site(*site_inventory(clusterproof_kubernetes_version=version, clusterproof_mirror=MIRROR))
+    assert [str(error) for error in errors] == [
+        "group all: clusterproof_kubernetes_version: expected on a site with clusterproof_mirror, a release the bundle "
+        "carries: %s (pinned) or %s (the previous minor, to upgrade from), found %r"
+        % (versions.KUBERNETES.version, versions.KUBERNETES_PREVIOUS.version, version)
+    ]
+    # Without a mirror, upstream's repository for the minor is the source: any release is declared.
+    assert validate_site(*site_inventory(clusterproof_kubernetes_version=version))[1] == []

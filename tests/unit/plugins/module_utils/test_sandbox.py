@@ -298,3 +298,39 @@ def test_a_new_pin_rebuilds_only_its_component(tmp_path):
     assert kueue_bumped.missing() == ["kueue", sandbox_build.KUEUE_MANIFESTS_ITEM]
     (built.bin_dir / "kube-scheduler").unlink()
     assert built.missing() == ["kube-scheduler"]
+
+
+def test_another_release_builds_into_a_folder_of_its_own_and_leaves_the_pinned_binaries_be(tmp_path):
+    pinned = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(), tmp_path, "go1.26.8")
+    _fake_build(pinned)
+    release = sandbox_build.ReleasePlan(
+        sandbox_build.SandboxVersions(kubernetes="v1.35.4", etcd="v3.6.6"), tmp_path, "go1.26.8"
+    )
+    # Under the same cache key (toolchain and recipe), keyed by its version.
+    assert release.bin_dir == pinned.key_dir / "kubernetes" / "v1.35.4" / "bin"
+    # What the bundle needs of it: kubeadm's packages and images, and the etcd its kubeadm asks for.
+    assert release.missing() == [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kubeadm",
+        "kubelet",
+        "kubectl",
+        "kube-proxy",
+        "etcd",
+    ]
+    release.bin_dir.mkdir(parents=True)
+    for name in sandbox_build.RELEASE_BINARIES:
+        built = release.bin_dir / (name + ".tmp")
+        built.write_text("#!/bin/sh\n")
+        built.chmod(0o755)
+        release.install(built, name)
+    assert release.missing() == []
+    assert release.stamp("kubeadm").read_text() == "v1.35.4\n" and release.stamp("etcd").read_text() == "v3.6.6\n"
+    assert pinned.missing() == [] and pinned.stamp("kubeadm").read_text() != "v1.35.4\n"
+    assert release.record() == {"kubernetes": "v1.35.4", "etcd": "v3.6.6", "go": "go1.26.8"}
+
+
+def test_a_release_that_is_not_a_kubernetes_version_is_refused():
+    with pytest.raises(ValueError, match="expected v1.<minor>.<patch>, found 'v2.0'"):
+        sandbox_build.release_plan("v2.0", "v3.6.6")

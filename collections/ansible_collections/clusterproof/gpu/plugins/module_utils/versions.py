@@ -91,6 +91,18 @@ ETCD = Pin("etcd", "v3.6.8", GO_MODULE, "go.etcd.io/etcd/server/v3")
 # on a site with a mirror, which holds this one and not containerd's default. The bundle builds it
 # from build/pause/linux/pause.c of KUBERNETES's module.
 PAUSE = Pin("pause", "3.10.2", IMAGE, "registry.k8s.io/pause")
+# The previous minor's release, which the bundle carries beside KUBERNETES (packages and images) so
+# that a site can be installed at N-1 and upgraded to N offline: kubeadm upgrades one minor at a
+# time. The newest v1.35.x the module proxy serves (the others are not listed). The sandbox runs
+# KUBERNETES only; sandbox.build builds this one's commands into a folder of their own
+# (release_plan).
+KUBERNETES_PREVIOUS = Pin("kubernetes_previous", "v1.35.4", GO_MODULE, "k8s.io/kubernetes", package_revision="1.1")
+# What KUBERNETES_PREVIOUS's kubeadm asks for where it differs from KUBERNETES's (kubeadm config
+# images list; cmd/kubeadm/app/constants of the module): etcd (tagged <version>-0), CoreDNS and
+# pause, each built as the pinned one is. bundle.build checks the listing agrees.
+ETCD_PREVIOUS = Pin("etcd_previous", "v3.6.6", GO_MODULE, "go.etcd.io/etcd/server/v3")
+COREDNS_PREVIOUS = Pin("coredns_previous", "v1.13.1", GO_MODULE, "github.com/coredns/coredns")
+PAUSE_PREVIOUS = Pin("pause_previous", "3.10.1", IMAGE, "registry.k8s.io/pause")
 # KWOK, the sandbox's simulated nodes.
 KWOK = Pin("kwok", "v0.8.0", GO_MODULE, "sigs.k8s.io/kwok")
 # The chart tool: the sandbox build's, and the bundle's package for the first control-plane host
@@ -210,6 +222,10 @@ PINS: dict[str, Pin] = {
         KUBERNETES,
         ETCD,
         PAUSE,
+        KUBERNETES_PREVIOUS,
+        ETCD_PREVIOUS,
+        COREDNS_PREVIOUS,
+        PAUSE_PREVIOUS,
         KWOK,
         HELM,
         KAI_SCHEDULER,

@@ -148,7 +148,14 @@ class GoProgram:
     cgo: bool = False
     replaces: tuple[str, ...] = ()
 
+    @property
+    def folder(self) -> str:
+        """The name as a module path and work folder may have it: another release's program
+        (coredns@<version>) with a dash for the at sign."""
+        return self.name.replace("@", "-")
 
+
+COREDNS_MODULE = "github.com/coredns/coredns"
 # A version flannel requires that the module proxy refuses, replaced by one it serves
 # (versions.TENCENTCLOUD_SDK_COMMON says which and why).
 _SERVED = versions.TENCENTCLOUD_SDK_COMMON
@@ -163,7 +170,7 @@ def go_programs(
 ) -> list[GoProgram]:
     charts = charts or contents.ChartPins()
     coredns = contents.upstream_version(kubeadm["coredns"])
-    programs = [GoProgram("coredns", "github.com/coredns/coredns", coredns, "github.com/coredns/coredns")]
+    programs = [GoProgram("coredns", COREDNS_MODULE, coredns, COREDNS_MODULE)]
     for ref in cni_images:
         if ref.name == "flannel":
             module = versions.FLANNEL.source
@@ -189,7 +196,7 @@ def wrapper_gomod(program: GoProgram, go_directive: str) -> str:
     """A module that requires ``program``'s module at its pinned version (and repeats the replaces):
     `go install pkg@version` would refuse replace directives, and the proxy does not serve every
     module's version list."""
-    lines = ["module clusterproof.local/bundle/%s" % program.name, "", "go %s" % go_directive, ""]
+    lines = ["module clusterproof.local/bundle/%s" % program.folder, "", "go %s" % go_directive, ""]
     lines.append("require %s %s" % (program.module, program.version))
     lines += ["", *("replace %s" % replace for replace in program.replaces)] if program.replaces else []
     return "\n".join(lines) + "\n"
@@ -201,10 +208,10 @@ def _build_go_program(layout: Layout, program: GoProgram, progress: Progress) ->
     key = json.dumps([dataclasses.asdict(program), contents.RECIPE_REVISION], sort_keys=True)
     if target.exists() and _stamp_matches(stamp, key):
         return target
-    cold = COLD_BUILD_MINUTES.get(program.name)
+    cold = COLD_BUILD_MINUTES.get(program.name.split("@", 1)[0])
     figure = "; about %d minutes cold on 2 cores" % cold if cold else ""
-    progress("building %s %s (go build%s)" % (program.name, program.version, figure))
-    work = layout.work / program.name
+    progress("building %s %s (go build%s)" % (program.name.split("@", 1)[0], program.version, figure))
+    work = layout.work / program.folder
     work.mkdir(parents=True, exist_ok=True)
     module = go_modules.download(program.module, program.version, work)
     upstream = module.go_mod.read_text()
@@ -228,17 +235,17 @@ def _build_go_program(layout: Layout, program: GoProgram, progress: Progress) ->
     return target
 
 
-def _build_pause(layout: Layout, pins: BundlePins, ref: ImageRef, progress: Progress) -> Path:
-    """Kubernetes' pause, a small C program in its tree (build/pause/linux/pause.c), built static as
-    its Makefile does."""
-    target = layout.programs / "pause"
-    stamp = layout.programs / ".pause.version"
+def _build_pause(layout: Layout, kubernetes: str, ref: ImageRef, progress: Progress, name: str = "pause") -> Path:
+    """Kubernetes' pause, a small C program in its tree (build/pause/linux/pause.c) at release
+    ``kubernetes``, built static as its Makefile does, as the program ``name``."""
+    target = layout.programs / name
+    stamp = layout.programs / (".%s.version" % name)
     module = versions.KUBERNETES.source
-    key = "pause %s from %s %s recipe=%s" % (ref.tag, module, pins.kubernetes, contents.RECIPE_REVISION)
+    key = "pause %s from %s %s recipe=%s" % (ref.tag, module, kubernetes, contents.RECIPE_REVISION)
     if target.exists() and _stamp_matches(stamp, key):
         return target
-    progress("building pause %s (gcc -static, from %s %s)" % (ref.tag, module, pins.kubernetes))
-    source = go_modules.download(module, pins.kubernetes).dir / "build/pause/linux/pause.c"
+    progress("building pause %s (gcc -static, from %s %s)" % (ref.tag, module, kubernetes))
+    source = go_modules.download(module, kubernetes).dir / "build/pause/linux/pause.c"
     layout.programs.mkdir(parents=True, exist_ok=True)
     _run(
         [
@@ -268,6 +275,22 @@ def kubernetes_programs(pins: BundlePins, progress: Progress) -> tuple[sandbox_b
         sandbox_build.KUBERNETES_COMMANDS + sandbox_build.KUBEADM_COMMANDS + sandbox_build.IMAGE_COMMANDS + ("etcd",)
     )
     return plan, {name: plan.binary(name) for name in names}
+
+
+def previous_programs(
+    pins: BundlePins, progress: Progress
+) -> tuple[sandbox_build.ReleasePlan, Mapping[str, ImageRef], dict[str, Path]]:
+    """The previous minor's kubeadm, kubelet, kubectl, control plane, kube-proxy and etcd, from
+    their own folder of the sandbox cache (built there when missing), under their tagged names
+    (contents.release_program); and the images its kubeadm asks for, checked against the pins."""
+    release = sandbox_build.release_plan(pins.kubernetes_previous, versions.ETCD_PREVIOUS.version)
+    sandbox_build.ensure_built(release, progress)
+    kubeadm = contents.kubeadm_images(kubeadm_listing(release.binary("kubeadm"), pins.kubernetes_previous))
+    contents.check_previous_images(kubeadm, pins.kubernetes_previous)
+    names = sandbox_build.KUBERNETES_COMMANDS + sandbox_build.KUBEADM_COMMANDS + sandbox_build.IMAGE_COMMANDS
+    programs = {contents.release_program(name, pins.kubernetes_previous): release.binary(name) for name in names}
+    programs[contents.release_program("etcd", kubeadm["etcd"].tag)] = release.binary("etcd")
+    return release, kubeadm, programs
 
 
 def check_etcd(plan: sandbox_build.BuildPlan, kubeadm: Mapping[str, ImageRef]) -> None:
@@ -763,15 +786,78 @@ def cni_images(pins: BundlePins) -> list[ImageRef]:
     return contents.manifest_images(documents)
 
 
-def kubeadm_listing(kubeadm: Path, pins: BundlePins) -> str:
+def kubeadm_listing(kubeadm: Path, kubernetes: str) -> str:
     result = subprocess.run(
-        [str(kubeadm), "config", "images", "list", "--kubernetes-version", pins.kubernetes],
+        [str(kubeadm), "config", "images", "list", "--kubernetes-version", kubernetes],
         capture_output=True,
         text=True,
     )
     if result.returncode != 0:
         raise BundleBuildError("kubeadm config images list failed: %s" % result.stderr.strip())
     return result.stdout
+
+
+@dataclasses.dataclass(frozen=True)
+class Contents:
+    """What a build makes, worked out from the pins and kubeadm's listings (no I/O): the Go programs,
+    the pause programs (<program name>, <Kubernetes release>, <image>), the packages and the images."""
+
+    programs: tuple[GoProgram, ...]
+    pauses: tuple[tuple[str, str, ImageRef], ...]
+    packages: tuple[contents.PackageSpec, ...]
+    images: tuple[ImageSpec, ...]
+
+
+def planned(
+    pins: BundlePins,
+    kubeadm: Mapping[str, ImageRef],
+    previous: Mapping[str, ImageRef] | None,
+    cni: Iterable[ImageRef],
+    charts: contents.ChartPins,
+    busybox_applets: Iterable[str] = (),
+) -> Contents:
+    """The bundle's contents for the pinned release's kubeadm images (``kubeadm``), the previous
+    minor's (``previous``; None: the bundle carries no previous minor), and the CNI's images. The
+    previous minor adds its CoreDNS and pause where they are not the pinned one's, its packages,
+    and its images."""
+    cni = list(cni)
+    programs = go_programs(pins, kubeadm, cni, charts)
+    pauses = [("pause", pins.kubernetes, kubeadm["pause"])]
+    images = contents.image_specs(kubeadm, cni, pins.debian_suite)
+    if previous is not None:
+        if previous["coredns"].ref != kubeadm["coredns"].ref:
+            version = contents.upstream_version(previous["coredns"])
+            name = contents.release_program("coredns", previous["coredns"].tag)
+            programs.insert(1, GoProgram(name, COREDNS_MODULE, version, COREDNS_MODULE))
+        if previous["pause"].ref != kubeadm["pause"].ref:
+            name = contents.release_program("pause", previous["pause"].tag)
+            pauses.append((name, pins.kubernetes_previous, previous["pause"]))
+        images += contents.previous_image_specs(previous, kubeadm)
+    images += contents.chart_image_specs(charts, busybox_applets)
+    return Contents(tuple(programs), tuple(pauses), tuple(contents.package_specs(pins, charts)), tuple(images))
+
+
+def manifest_of(
+    pins: BundlePins,
+    fingerprint: str,
+    packages: list[dict[str, str]],
+    images: list[dict[str, str]],
+    charts: list[dict[str, str]],
+) -> dict[str, Any]:
+    """manifest.json: the pins, every Kubernetes release the bundle carries, the repository's key,
+    and every package, image and chart."""
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "kubernetes": pins.kubernetes,
+        # Every release the bundle carries, packages and images: the pinned one, then the previous minor.
+        "kubernetes_versions": list(pins.kubernetes_versions),
+        "pins": dataclasses.asdict(pins),
+        "apt": {"path": "apt", "suite": "/", "key": "apt/key.asc", "fingerprint": fingerprint},
+        "registry": {"path": "registry", "mirrors": list(contents.MIRRORED_REGISTRIES)},
+        "packages": packages,
+        "images": images,
+        "charts": charts,
+    }
 
 
 def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = print) -> dict[str, Any]:
@@ -787,24 +873,30 @@ def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = p
 
     charts = contents.ChartPins()
     plan, programs = kubernetes_programs(pins, progress)
-    kubeadm = contents.kubeadm_images(kubeadm_listing(plan.binary("kubeadm"), pins))
+    kubeadm = contents.kubeadm_images(kubeadm_listing(plan.binary("kubeadm"), pins.kubernetes))
     check_etcd(plan, kubeadm)
+    previous = None
+    if pins.kubernetes_previous:
+        _, previous, release_programs = previous_programs(pins, progress)
+        programs.update(release_programs)
     cni = cni_images(pins)
-    for program in go_programs(pins, kubeadm, cni, charts):
+    base_root, minbase_status = debian_base(layout, pins, progress)
+    programs["busybox"], applets = busybox(layout, pins, minbase_status, progress)
+    made = planned(pins, kubeadm, previous, cni, charts, applets)
+    for program in made.programs:
         programs[program.name] = _build_go_program(layout, program, progress)
-    programs["pause"] = _build_pause(layout, pins, kubeadm["pause"], progress)
+    for name, kubernetes, ref in made.pauses:
+        programs[name] = _build_pause(layout, kubernetes, ref, progress, name)
     for name in ("kueue", "local-path-provisioner", "helm"):
         programs[name] = plan.binary(name)
     programs.update(kai_sources(layout, charts, plan))
 
-    base_root, minbase_status = debian_base(layout, pins, progress)
-    debs = [build_package(layout, spec, programs, progress) for spec in contents.package_specs(pins, charts)]
+    debs = [build_package(layout, spec, programs, progress) for spec in made.packages]
     debs += debian_packages(layout, pins, minbase_status, progress)
     packages = apt_repository(layout, debs, progress)
-    programs["busybox"], applets = busybox(layout, pins, minbase_status, progress)
     chart_files = package_charts(layout, plan, chart_sources(plan, charts), charts, progress)
 
-    specs = contents.image_specs(kubeadm, cni, pins.debian_suite) + contents.chart_image_specs(charts, applets)
+    specs = list(made.images)
     tags = {spec.ref.ref: build_image(layout, spec, programs, base_root, progress) for spec in specs}
     images = []
     pushed = False
@@ -835,16 +927,7 @@ def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = p
             ["docker-registry", "garbage-collect", "--delete-untagged", str(layout.cache / "registry-build.yml")],
             layout.log,
         )
-    manifest = {
-        "schema": MANIFEST_SCHEMA,
-        "kubernetes": pins.kubernetes,
-        "pins": dataclasses.asdict(pins),
-        "apt": {"path": "apt", "suite": "/", "key": "apt/key.asc", "fingerprint": signing_key(layout)},
-        "registry": {"path": "registry", "mirrors": list(contents.MIRRORED_REGISTRIES)},
-        "packages": packages,
-        "images": images,
-        "charts": chart_files,
-    }
+    manifest = manifest_of(pins, signing_key(layout), packages, images, chart_files)
     text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
     if not layout.manifest.exists() or layout.manifest.read_text() != text:
         layout.manifest.write_text(text)

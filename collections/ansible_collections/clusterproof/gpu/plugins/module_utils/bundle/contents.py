@@ -7,7 +7,12 @@ serves it.
 
 The Kubernetes images are the ones the pinned kubeadm asks for (``kubeadm config images list``), so
 a new Kubernetes pin moves etcd, CoreDNS and pause with it; the CNI's images are the ones its pinned
-manifest references. Every image is built here from its upstream source at the version in its tag.
+manifest references. The bundle carries the previous Kubernetes minor too
+(``versions.KUBERNETES_PREVIOUS``: its kubeadm, kubelet and kubectl packages, and the images its
+kubeadm asks for where they are not the pinned one's), so that a site can be installed at N-1 and
+upgraded to N offline, one minor at a time as kubeadm upgrades. Its programs go by
+``<name>@<tag>`` (``kubeadm@v1.<minor>.<patch>``, ``etcd@<version>-0``), the pinned release's by
+their names alone. Every image is built here from its upstream source at the version in its tag.
 
 May import: the standard library and ``versions`` (the pins). Touches nothing.
 """
@@ -87,9 +92,23 @@ class BundlePins:
     cni_version: str = versions.FLANNEL.version
     nvidia_container_toolkit: str = versions.NVIDIA_CONTAINER_TOOLKIT.version
     debian_suite: str = versions.DEBIAN_SUITE.version
+    # The previous minor, carried beside ``kubernetes`` for upgrades (empty: none).
+    kubernetes_previous: str = versions.KUBERNETES_PREVIOUS.version
 
-    def package_version(self) -> str:
-        return "%s-%s" % (self.kubernetes.lstrip("v"), self.package_revision)
+    @property
+    def kubernetes_versions(self) -> tuple[str, ...]:
+        """The Kubernetes releases the bundle carries: the pinned one first, then the previous minor."""
+        return tuple(version for version in (self.kubernetes, self.kubernetes_previous) if version)
+
+    def package_version(self, kubernetes: str = "") -> str:
+        """kubeadm's, kubelet's and kubectl's package version for ``kubernetes`` (by default the pinned
+        release): <version without v>-<upstream's revision>."""
+        return "%s-%s" % ((kubernetes or self.kubernetes).lstrip("v"), self.package_revision)
+
+    def program(self, name: str, kubernetes: str) -> str:
+        """The build name of Kubernetes ``kubernetes``'s program ``name``: the pinned release's is its
+        name, another's is tagged with its version (release_program)."""
+        return name if kubernetes == self.kubernetes else release_program(name, kubernetes)
 
     def toolkit_package_version(self) -> str:
         # As NVIDIA versions its own packages: the module version and a revision.
@@ -162,6 +181,34 @@ def kubeadm_images(listing: str) -> dict[str, ImageRef]:
     return images
 
 
+def release_program(name: str, tag: str) -> str:
+    """The build name of a program of a release other than the pinned one: <name>@<its image tag>
+    (kube-apiserver@v1.<minor>.<patch>, etcd@<version>-0), beside the pinned one's <name>."""
+    return "%s@%s" % (name, tag)
+
+
+# What the previous minor's kubeadm asks for beside its own programs, as pinned (versions.py): the
+# build checks its listing agrees (check_previous_images).
+PREVIOUS_IMAGE_PINS = {
+    "etcd": versions.ETCD_PREVIOUS,
+    "coredns": versions.COREDNS_PREVIOUS,
+    "pause": versions.PAUSE_PREVIOUS,
+}
+
+
+def check_previous_images(kubeadm: Mapping[str, ImageRef], kubernetes: str) -> None:
+    """The etcd, CoreDNS and pause that ``kubernetes``'s kubeadm (the previous minor) asks for must be
+    the pinned ones (ETCD_PREVIOUS, COREDNS_PREVIOUS, PAUSE_PREVIOUS): they are built from those
+    versions. A mismatch names the pin to set and what kubeadm asks for."""
+    for name, pin in PREVIOUS_IMAGE_PINS.items():
+        wanted = upstream_version(kubeadm[name])
+        if wanted != pin.version:
+            raise BundleInputError(
+                "%s: kubeadm %s asks for %s, and %s is pinned to %s; set %s in module_utils/versions.py to %s"
+                % (name, kubernetes, kubeadm[name].ref, pin.name, pin.version, pin.name.upper(), wanted)
+            )
+
+
 def upstream_version(ref: ImageRef) -> str:
     """The source version an image's tag names: etcd's <x.y.z>-0 is v<x.y.z>, pause's tag is its
     version as it is (a C file in Kubernetes' tree), CoreDNS's v<x.y.z> is its module's v<x.y.z>."""
@@ -202,22 +249,43 @@ def debian_base_ref(suite: str) -> ImageRef:
     return ImageRef(BUNDLE_REGISTRY, "debian-base", suite)
 
 
-def image_specs(kubeadm: Mapping[str, ImageRef], cni_images: Iterable[ImageRef], suite: str) -> list[ImageSpec]:
-    """The images to build: kubeadm's seven, the CNI's, and the bundle's Debian base."""
+def kubeadm_image_specs(kubeadm: Mapping[str, ImageRef], tagged: bool = False) -> list[ImageSpec]:
+    """kubeadm's seven images, each of the program of its name; ``tagged``: of the program
+    <name>@<tag> (release_program), another release's."""
+
+    def program(name: str) -> str:
+        return release_program(name, kubeadm[name].tag) if tagged else name
+
     specs = []
     for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
-        specs.append(ImageSpec(kubeadm[name], ((name, "/usr/local/bin/" + name),), ("/usr/local/bin/" + name,)))
+        specs.append(
+            ImageSpec(kubeadm[name], ((program(name), "/usr/local/bin/" + name),), ("/usr/local/bin/" + name,))
+        )
     specs.append(
         ImageSpec(
             kubeadm["kube-proxy"],
-            (("kube-proxy", "/usr/local/bin/kube-proxy"),),
+            ((program("kube-proxy"), "/usr/local/bin/kube-proxy"),),
             ("/usr/local/bin/kube-proxy",),
             "debian",
         )
     )
-    specs.append(ImageSpec(kubeadm["etcd"], (("etcd", "/usr/local/bin/etcd"),), ("/usr/local/bin/etcd",)))
-    specs.append(ImageSpec(kubeadm["coredns"], (("coredns", "/coredns"),), ("/coredns",)))
-    specs.append(ImageSpec(kubeadm["pause"], (("pause", "/pause"),), ("/pause",)))
+    specs.append(ImageSpec(kubeadm["etcd"], ((program("etcd"), "/usr/local/bin/etcd"),), ("/usr/local/bin/etcd",)))
+    specs.append(ImageSpec(kubeadm["coredns"], ((program("coredns"), "/coredns"),), ("/coredns",)))
+    specs.append(ImageSpec(kubeadm["pause"], ((program("pause"), "/pause"),), ("/pause",)))
+    return specs
+
+
+def previous_image_specs(previous: Mapping[str, ImageRef], pinned: Mapping[str, ImageRef]) -> list[ImageSpec]:
+    """The images the previous minor's kubeadm asks for that the pinned one's does not: its control
+    plane and kube-proxy, and etcd, CoreDNS and pause where their versions differ; each of the
+    programs <name>@<tag>."""
+    held = {ref.ref for ref in pinned.values()}
+    return [spec for spec in kubeadm_image_specs(previous, tagged=True) if spec.ref.ref not in held]
+
+
+def image_specs(kubeadm: Mapping[str, ImageRef], cni_images: Iterable[ImageRef], suite: str) -> list[ImageSpec]:
+    """The images to build: kubeadm's seven, the CNI's, and the bundle's Debian base."""
+    specs = kubeadm_image_specs(kubeadm)
     for ref in cni_images:
         if ref.name == "flannel":
             specs.append(ImageSpec(ref, (("flanneld", "/opt/bin/flanneld"),), ("/opt/bin/flanneld",), "debian"))
@@ -447,35 +515,44 @@ class PackageSpec:
         return "%s_%s_amd64.deb" % (self.name, self.version)
 
 
-def package_specs(pins: BundlePins, charts: ChartPins | None = None) -> list[PackageSpec]:
-    """The packages the bundle makes: kubeadm, kubelet and kubectl under upstream's names and
-    version, the NVIDIA container toolkit's two, and helm."""
-    charts = charts or ChartPins()
-    version = pins.package_version()
-    toolkit = pins.toolkit_package_version()
+def kubernetes_package_specs(pins: BundlePins, kubernetes: str) -> list[PackageSpec]:
+    """kubeadm, kubelet and kubectl of release ``kubernetes`` under upstream's names and version
+    (<version>-<revision>): the repository holds them at each version the bundle carries, and apt
+    installs the one the kubernetes_packages role pins."""
+    version = pins.package_version(kubernetes)
     return [
         PackageSpec(
             "kubelet",
             version,
-            "Kubernetes node agent (built from k8s.io/kubernetes %s)" % pins.kubernetes,
-            (("kubelet", "/usr/bin/kubelet"),),
+            "Kubernetes node agent (built from k8s.io/kubernetes %s)" % kubernetes,
+            ((pins.program("kubelet", kubernetes), "/usr/bin/kubelet"),),
             (("/usr/lib/systemd/system/kubelet.service", KUBELET_SERVICE),),
             ("iptables", "conntrack", "containernetworking-plugins"),
         ),
         PackageSpec(
             "kubeadm",
             version,
-            "Kubernetes cluster bootstrapping tool (built from k8s.io/kubernetes %s)" % pins.kubernetes,
-            (("kubeadm", "/usr/bin/kubeadm"),),
+            "Kubernetes cluster bootstrapping tool (built from k8s.io/kubernetes %s)" % kubernetes,
+            ((pins.program("kubeadm", kubernetes), "/usr/bin/kubeadm"),),
             (("/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", KUBEADM_DROPIN),),
             ("kubelet", "kubectl"),
         ),
         PackageSpec(
             "kubectl",
             version,
-            "Kubernetes command-line client (built from k8s.io/kubernetes %s)" % pins.kubernetes,
-            (("kubectl", "/usr/bin/kubectl"),),
+            "Kubernetes command-line client (built from k8s.io/kubernetes %s)" % kubernetes,
+            ((pins.program("kubectl", kubernetes), "/usr/bin/kubectl"),),
         ),
+    ]
+
+
+def package_specs(pins: BundlePins, charts: ChartPins | None = None) -> list[PackageSpec]:
+    """The packages the bundle makes: kubeadm, kubelet and kubectl under upstream's names, at the
+    pinned version and at the previous minor's, the NVIDIA container toolkit's two, and helm."""
+    charts = charts or ChartPins()
+    toolkit = pins.toolkit_package_version()
+    kubernetes = [spec for version in pins.kubernetes_versions for spec in kubernetes_package_specs(pins, version)]
+    return kubernetes + [
         PackageSpec(
             "nvidia-container-toolkit-base",
             toolkit,

@@ -51,7 +51,10 @@ GPU_LABEL = ("nvidia.com/gpu.present", "true")
 
 # The site-wide variables of mode kubeadm, for inventory_schema's list of known variables.
 SITE_VARIABLES = {
-    "clusterproof_kubernetes_version": "Kubernetes version kubeadm installs, v1.<minor>.<patch> (mode kubeadm)",
+    "clusterproof_kubernetes_version": (
+        "Kubernetes version kubeadm installs, v1.<minor>.<patch> (mode kubeadm); with clusterproof_mirror, "
+        "the pinned release or the previous minor, which the bundle carries"
+    ),
     "clusterproof_kubernetes_package_repo": "apt source of kubeadm/kubelet/kubectl; empty: the upstream one",
     "clusterproof_kubernetes_package_key": "URL of that source's signing key; empty: the upstream one",
     "clusterproof_pod_subnet": "the pods' network (CIDR), handed to the CNI (mode kubeadm)",
@@ -75,8 +78,15 @@ MIRROR_HELM_BINARY = "/usr/bin/helm"
 
 # The pause image kubeadm asks for, per Kubernetes minor (`kubeadm config images list`): containerd's
 # sandbox image on a site with a mirror, which holds this one and not containerd's default (pause 3.6).
-# Known for the pinned minor only.
-PAUSE_IMAGES = {versions.KUBERNETES.minor: versions.PAUSE.image}
+# Known for the minors the bundle carries: the pinned one and the previous one.
+PAUSE_IMAGES = {
+    versions.KUBERNETES.minor: versions.PAUSE.image,
+    versions.KUBERNETES_PREVIOUS.minor: versions.PAUSE_PREVIOUS.image,
+}
+# The Kubernetes releases the bundle carries (packages and images): the pinned one, so a site installs
+# it, and the previous minor, so a site installed at it is upgraded to the pinned one offline (kubeadm
+# upgrades one minor at a time). A site with a mirror declares one of them.
+MIRROR_VERSIONS = (versions.KUBERNETES.version, versions.KUBERNETES_PREVIOUS.version)
 
 _VERSION = re.compile(r"^v1\.(\d+)\.(\d+)$")
 _CNI_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
@@ -253,6 +263,22 @@ def check_settings(
     if not isinstance(values["gpu_node_taint"], bool):
         errors.append(("clusterproof_gpu_node_taint", "true or false", values["gpu_node_taint"]))
     values.update(_check_mirror(site.get("clusterproof_mirror", {}), errors))
+    if (
+        (values.get("mirror_packages") or values.get("mirror_registry"))
+        and isinstance(values["version"], str)
+        and _VERSION.match(values["version"])
+        and values["version"] not in MIRROR_VERSIONS
+    ):
+        # The mirror (the bundle) holds the packages and images of these releases only: another
+        # would fail halfway, at apt or at kubeadm's image pull.
+        errors.append(
+            (
+                "clusterproof_kubernetes_version",
+                "on a site with clusterproof_mirror, a release the bundle carries: %s (pinned) or %s (the "
+                "previous minor, to upgrade from)" % MIRROR_VERSIONS,
+                values["version"],
+            )
+        )
     values.update(_check_component_configs(site, errors))
     control_plane = tuple(groups.get("kube_control_plane", ()))
     # kubeadm joins more control-plane nodes only behind one address all of them answer on.

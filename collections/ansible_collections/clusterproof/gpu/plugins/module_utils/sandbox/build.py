@@ -16,9 +16,15 @@ path inside its own tree. So the build uses a small wrapper module that requires
 each staging module with its published ``v0.<minor>.<patch>`` version; the replace list is
 generated from the downloaded go.mod, never typed by hand.
 
-Run as a program for a build with progress on standard output::
+The offline bundle also carries the previous Kubernetes minor (``versions.KUBERNETES_PREVIOUS``):
+``release_plan`` builds that release's commands and the etcd its kubeadm asks for into
+``kubernetes/<version>/bin`` under the same cache key, stamped the same way, beside the sandbox's
+binaries and never in their place. The sandbox itself runs the pinned version only.
 
-    python -m ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.build
+Run as a program for a build with progress on standard output (``--previous``: the previous
+minor's commands)::
+
+    python -m ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.build [--previous]
 """
 
 from __future__ import annotations
@@ -309,12 +315,39 @@ class BuildPlan:
         stamp = self.share_dir / folder / ".version"
         return stamp.is_file() and stamp.read_text().strip() == getattr(self.versions, component)
 
+    def record(self) -> dict[str, str]:
+        """What versions.json says the folder was built from."""
+        return {**dataclasses.asdict(self.versions), "go": self.go_version}
+
     def missing(self) -> list[str]:
         missing = [name for name in ALL_BINARIES if not self.is_current(name)]
         missing += [
             item for item, (folder, component) in SHARE_ITEMS.items() if not self.share_current(folder, component)
         ]
         return missing
+
+
+# What another Kubernetes release's folder holds (release_plan): the commands the offline bundle
+# packages or makes images of, and the etcd its kubeadm asks for.
+RELEASE_BINARIES = KUBERNETES_COMMANDS + KUBEADM_COMMANDS + IMAGE_COMMANDS + ("etcd",)
+
+
+@dataclasses.dataclass
+class ReleasePlan(BuildPlan):
+    """The commands of a Kubernetes release other than the sandbox's (the bundle's previous minor,
+    versions.KUBERNETES_PREVIOUS), in a folder of their own under the same cache key
+    (``kubernetes/<version>/bin``), each stamped with its version like the sandbox's: building
+    them never touches the pinned version's binaries. The sandbox does not run them."""
+
+    @property
+    def key_dir(self) -> Path:
+        return self.cache_root / cache_key(self.go_version) / "kubernetes" / self.versions.kubernetes
+
+    def missing(self) -> list[str]:
+        return [name for name in RELEASE_BINARIES if not self.is_current(name)]
+
+    def record(self) -> dict[str, str]:
+        return {"kubernetes": self.versions.kubernetes, "etcd": self.versions.etcd, "go": self.go_version}
 
 
 def go_version() -> str:
@@ -324,6 +357,15 @@ def go_version() -> str:
 
 def plan(versions: SandboxVersions | None = None, cache_root: Path | None = None) -> BuildPlan:
     return BuildPlan(versions or SandboxVersions(), cache_root or default_cache_root(), go_version())
+
+
+def release_plan(kubernetes: str, etcd: str, cache_root: Path | None = None) -> ReleasePlan:
+    """The plan of Kubernetes ``kubernetes``'s commands and etcd ``etcd`` in a folder of their own
+    (ReleasePlan); ``ensure_built`` builds what it misses."""
+    staging_version(kubernetes)  # a v1.<minor>.<patch> version, or a ValueError naming what was found
+    return ReleasePlan(
+        SandboxVersions(kubernetes=kubernetes, etcd=etcd), cache_root or default_cache_root(), go_version()
+    )
 
 
 Progress = Callable[[str], None]
@@ -533,9 +575,7 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
         step()
         progress("  done in %.0f s" % (time.monotonic() - step_started))
     progress("sandbox binaries ready in %.0f s" % (time.monotonic() - started))
-    (plan_.key_dir / "versions.json").write_text(
-        json.dumps({**dataclasses.asdict(plan_.versions), "go": plan_.go_version}, indent=2) + "\n"
-    )
+    (plan_.key_dir / "versions.json").write_text(json.dumps(plan_.record(), indent=2) + "\n")
     return True
 
 
@@ -544,6 +584,9 @@ def main(argv: list[str]) -> int:
         print("[sandbox-build {}] {}".format(time.strftime("%H:%M:%S"), message), flush=True)
 
     build = plan()
+    if "--previous" in argv:
+        # The previous minor's commands, as the offline bundle builds them (bundle.build).
+        build = release_plan(versions.KUBERNETES_PREVIOUS.version, versions.ETCD_PREVIOUS.version)
     if "--print-bin-dir" in argv:
         print(build.bin_dir)
         return 0
