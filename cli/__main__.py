@@ -35,7 +35,7 @@ PLAYBOOKS = {
     "site": ("playbooks/site.yml", []),
     "validate": ("playbooks/validate.yml", []),
     "down": ("playbooks/sandbox.yml", ["-e", "sandbox_cluster_state=down"]),
-    # A kubeadm site to the Kubernetes version its inventory declares (docs/maintenance.md).
+    # A kubeadm site to the Kubernetes version its inventory declares (docs/upgrade.md).
     "upgrade": ("playbooks/upgrade.yml", []),
     "lab-up": ("playbooks/lab.yml", ["-i", "inventories/lab"]),
     "lab-down": ("playbooks/lab.yml", ["-i", "inventories/lab", "-e", "lab_state=down"]),
