@@ -35,9 +35,9 @@ from tests.e2e.conftest import REPO, run_playbook
 pytestmark = pytest.mark.xdist_group("lab")
 
 BRIDGE = "cpupg0"
-GATEWAY = "10.219.0.1"
-CONTROL_PLANE = {"upg-cp-1": "10.219.0.10"}
-WORKERS = {"upg-worker-1": "10.219.0.11", "upg-worker-2": "10.219.0.12"}
+GATEWAY = "10.221.0.1"
+CONTROL_PLANE = {"upg-cp-1": "10.221.0.10"}
+WORKERS = {"upg-worker-1": "10.221.0.11", "upg-worker-2": "10.221.0.12"}
 ADDRESSES = {**CONTROL_PLANE, **WORKERS}
 PREVIOUS, PINNED = versions.KUBERNETES_PREVIOUS.version, versions.KUBERNETES.version
 KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf "

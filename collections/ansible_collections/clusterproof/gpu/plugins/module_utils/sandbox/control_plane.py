@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.fields import Below, PortAt
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import scheduler_profile
@@ -323,7 +324,14 @@ def node_manifest(node: Mapping[str, Any]) -> dict[str, Any]:
             "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
         },
         "spec": {"taints": [dict(taint) for taint in node.get("taints") or []]},
-        "status": {"capacity": dict(resources), "allocatable": dict(resources)},
+        # A kubelet version as a real node reports it (the pinned Kubernetes, which the sandbox runs):
+        # KWOK keeps what the Node says, and would otherwise say kwok-<its version>, which kubeadm's
+        # upgrade cannot parse on a cluster that simulated nodes are attached to (the lab's).
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "nodeInfo": {"kubeletVersion": versions.KUBERNETES.version},
+        },
     }
 
 
