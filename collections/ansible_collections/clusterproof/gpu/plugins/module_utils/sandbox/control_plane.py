@@ -330,7 +330,20 @@ def node_manifest(node: Mapping[str, Any]) -> dict[str, Any]:
         "status": {
             "capacity": dict(resources),
             "allocatable": dict(resources),
-            "nodeInfo": {"kubeletVersion": versions.KUBERNETES.version},
+            # Every field of NodeSystemInfo: the Kubernetes client requires each one; KWOK fills the
+            # empty ones with its own.
+            "nodeInfo": {
+                "kubeletVersion": versions.KUBERNETES.version,
+                "kubeProxyVersion": versions.KUBERNETES.version,
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "bootID": "",
+                "containerRuntimeVersion": "",
+                "kernelVersion": "",
+                "machineID": "",
+                "osImage": "",
+                "systemUUID": "",
+            },
         },
     }
 
