@@ -72,6 +72,8 @@ def test_nodes_are_the_declared_gpu_nodes(api_client):
         assert node.metadata.labels["nvidia.com/gpu.count"] == "8"
         ready = [c.status for c in node.status.conditions if c.type == "Ready"]
         assert ready == ["True"]
+        # As a real node of the pinned Kubernetes says it: kubeadm's upgrade parses it (docs/upgrade.md).
+        assert node.status.node_info.kubelet_version == "v1.36.3"
 
 
 def test_second_up_reports_no_change(sandbox):
