@@ -173,7 +173,10 @@ def _upgrade_process(lab: UpgradeLab, log: Path) -> subprocess.Popen:
 
 
 def _drained_worker(lab: UpgradeLab) -> str:
-    for node in lab.nodes():
+    listed = lab.kubectl("get nodes -o json")
+    if listed.returncode != 0:
+        return ""  # the API server restarts during the upgrade (kubeadm upgrade apply)
+    for node in json.loads(listed.stdout)["items"]:
         annotations = node["metadata"].get("annotations") or {}
         if node["metadata"]["name"] in WORKERS and annotations.get("clusterproof.io/cordoned-by") == "upgrade":
             return node["metadata"]["name"]
