@@ -54,17 +54,16 @@ class BundleLab:
         self.inventory.write_text(yaml.safe_dump(self.declaration(bundle)))
 
     def declaration(self, bundle: Path, **extra: object) -> dict:
+        # The mirror's settings, which a test may replace (a mirror the host cannot reach).
+        settings = {
+            "lab_bundle": str(bundle),
+            "bundle_apt_url": "http://%s:8081/" % GATEWAY,
+            "bundle_registry": "%s:5000" % GATEWAY,
+            **extra,
+        }
         return {
             "all": {
-                "vars": lab_site.lab_vars(
-                    self.state_dir,
-                    BRIDGE,
-                    GATEWAY,
-                    lab_bundle=str(bundle),
-                    bundle_apt_url="http://%s:8081/" % GATEWAY,
-                    bundle_registry="%s:5000" % GATEWAY,
-                    **extra,
-                ),
+                "vars": lab_site.lab_vars(self.state_dir, BRIDGE, GATEWAY, **settings),
                 "children": lab_site.lab_hosts({HOST: ADDRESS}),
             }
         }
