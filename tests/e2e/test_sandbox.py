@@ -10,6 +10,7 @@ import uuid
 import pytest
 from kubernetes import client, config
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
@@ -73,7 +74,7 @@ def test_nodes_are_the_declared_gpu_nodes(api_client):
         ready = [c.status for c in node.status.conditions if c.type == "Ready"]
         assert ready == ["True"]
         # As a real node of the pinned Kubernetes says it: kubeadm's upgrade parses it (docs/upgrade.md).
-        assert node.status.node_info.kubelet_version == "v1.36.3"
+        assert node.status.node_info.kubelet_version == versions.KUBERNETES.version
 
 
 def test_second_up_reports_no_change(sandbox):

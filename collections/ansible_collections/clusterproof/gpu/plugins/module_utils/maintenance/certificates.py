@@ -15,7 +15,8 @@ certificate (``status``: a warning under ``warn_days``, a failure under ``fail_d
 report's section (``section``). ``read_host`` and ``renew`` touch the host they run on: they run
 kubeadm and openssl, and ``renew`` restarts the control plane's static pods (each manifest moved out of
 the kubelet's manifest directory until the component's port closes, then back until it opens again,
-as kubeadm's manual says). May import: the standard library, ``common.wait``, ``report.model``.
+as kubeadm's manual says). May import: the standard library, ``common.wait``, ``report.model``,
+``host_command``.
 """
 
 from __future__ import annotations
@@ -24,14 +25,13 @@ import dataclasses
 import datetime
 import json
 import os
-import shutil
 import socket
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
+from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import host_command
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check, Section, Table
 
 SECTION_ID = "certificates"
@@ -241,15 +241,6 @@ def section(
 # --- on the host ------------------------------------------------------------------------------------
 
 
-def _run(command: Sequence[str]) -> str:
-    if shutil.which(command[0]) is None:
-        raise RuntimeError("%s is not installed on this host (it runs: %s)" % (command[0], " ".join(command)))
-    done = subprocess.run(list(command), capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError("%s exited %d: %s" % (" ".join(command), done.returncode, done.stderr.strip()))
-    return done.stdout
-
-
 def read_host(
     host: str, kubeadm: bool, kubelet_certificate_path: str = KUBELET_CLIENT_CERTIFICATE
 ) -> list[Certificate]:
@@ -257,9 +248,9 @@ def read_host(
     client certificate when the host has one."""
     found = []
     if kubeadm:
-        found += kubeadm_certificates(_run(["kubeadm", "certs", "check-expiration", "-o", "json"]), host)
+        found += kubeadm_certificates(host_command.run(["kubeadm", "certs", "check-expiration", "-o", "json"]), host)
     if os.path.exists(kubelet_certificate_path):
-        enddate = _run(["openssl", "x509", "-noout", "-enddate", "-in", kubelet_certificate_path])
+        enddate = host_command.run(["openssl", "x509", "-noout", "-enddate", "-in", kubelet_certificate_path])
         found.append(kubelet_certificate(enddate, datetime.datetime.now(datetime.UTC), host))
     return found
 
@@ -315,4 +306,4 @@ def restart_static_pods(manifest_dir: str, parking_dir: str, timeout: float) -> 
 def renew(names: Sequence[str]) -> None:
     """``kubeadm certs renew`` each of ``names`` (``all``: every certificate kubeadm made, not the CAs)."""
     for name in names:
-        _run(["kubeadm", "certs", "renew", name])
+        host_command.run(["kubeadm", "certs", "renew", name])

@@ -8,7 +8,8 @@ writes it again without the chains whose names start with the given prefixes (KU
 and without the rules that jump to them; every other rule, the host's own, stays as it was.
 
 ``clean_host`` touches the host it runs on: it runs ``iptables-save``/``iptables-restore`` (and the
-ip6tables pair) and ``ip link delete``. May import: the standard library. Never the cluster.
+ip6tables pair) and ``ip link delete`` (through ``host_command``). May import: the standard library
+and ``host_command``. Never the cluster.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import host_command
 
 # The chains kube-proxy (KUBE-), flannel (FLANNEL-) and the CNI plugins' portmap and masquerade (CNI-) make.
 DEFAULT_PREFIXES = ("KUBE-", "FLANNEL-", "CNI-")
@@ -79,13 +82,6 @@ def without_chains(saved: str, prefixes: Iterable[str] = DEFAULT_PREFIXES) -> tu
     return ("\n".join(kept) + "\n" if kept else ""), removed
 
 
-def _run(command: Sequence[str], stdin: str | None = None) -> str:
-    done = subprocess.run(list(command), input=stdin, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError("%s exited %d: %s" % (" ".join(command), done.returncode, done.stderr.strip()))
-    return done.stdout
-
-
 def clean_iptables(prefixes: Sequence[str], apply: bool) -> dict[str, dict[str, object]]:
     """Per command found on the host (iptables, ip6tables): the chains and rule counts removed (or that
     would be, when ``apply`` is false). A command the host lacks is left out."""
@@ -93,11 +89,11 @@ def clean_iptables(prefixes: Sequence[str], apply: bool) -> dict[str, dict[str, 
     for save, restore in IPTABLES_COMMANDS:
         if shutil.which(save) is None or shutil.which(restore) is None:
             continue
-        rules, removed = without_chains(_run([save]), prefixes)
+        rules, removed = without_chains(host_command.run([save]), prefixes)
         if not removed.anything:
             continue
         if apply:
-            _run([restore], stdin=rules)
+            host_command.run([restore], stdin=rules)
         report[save.removesuffix("-save")] = {"chains": removed.chains, "rules": removed.rules}
     return report
 
@@ -114,5 +110,5 @@ def clean_interfaces(names: Sequence[str], apply: bool) -> list[str]:
     present = present_interfaces(names)
     if apply:
         for name in present:
-            _run(["ip", "link", "delete", name])
+            host_command.run(["ip", "link", "delete", name])
     return present

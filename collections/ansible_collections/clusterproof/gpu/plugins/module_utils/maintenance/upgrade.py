@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import kubeadm_config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import removal
 
 FIELD = "clusterproof_kubernetes_version"
 # How many minors a kubelet may lag the API server (Kubernetes' version skew policy since v1.28).
@@ -128,8 +129,7 @@ def plan_upgrade(
             "v%d.%d first"
             % (FIELD, *current[:2], current[0], current[1] + 1, _v(current), _v(target), current[0], current[1] + 1)
         )
-    names = {str(node.get("name") or node["host"]): str(node["host"]) for node in site.get("nodes", [])}
-    host_of_node = {name: host for name, host in names.items()}
+    host_of_node = {entry["name"]: entry["host"] for entry in removal.node_names(site)}
     by_host = {host_of_node.get(node.name, node.name): node for node in nodes}
     for entry in groups:
         host = entry["host"]
