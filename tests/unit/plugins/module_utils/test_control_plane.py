@@ -517,6 +517,8 @@ def test_the_filter_skips_with_the_reason_and_refuses_a_bad_lag():
         control_plane_filters.control_plane_section(kubeadm_site(), {}, -1)
     with pytest.raises(Exception, match="found True"):
         control_plane_filters.control_plane_section(kubeadm_site(), {}, True)
+    with pytest.raises(Exception, match="site: expected a site of mode kubeadm .or skipped=.*found mode 'sandbox'"):
+        control_plane_filters.control_plane_section({"cluster_mode": "sandbox"}, {})
 
 
 def test_the_endpoint_tried_is_the_declared_one_with_its_port_or_kubeadm_s():

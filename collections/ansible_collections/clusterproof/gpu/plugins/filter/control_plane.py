@@ -51,6 +51,11 @@ def control_plane_section(site, hostvars=None, lag_entries=control_plane.LAG_ENT
         )
     if skipped:
         found = control_plane.section([], {}, skipped=str(skipped))
+    elif _plain(site or {}).get("cluster_mode") != "kubeadm":
+        raise AnsibleFilterError(
+            "control_plane_section: site: expected a site of mode kubeadm (or skipped=<why nothing was read>), "
+            "found mode %r" % _plain(site or {}).get("cluster_mode")
+        )
     else:
         declared = declared_control_planes(site)
         readings, unread = {}, {}
