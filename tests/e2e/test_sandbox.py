@@ -12,8 +12,11 @@ from kubernetes import client, config
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import pki as sandbox_pki
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kai
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import control_plane as control_plane_checks
+from tests.conftest import run_module_file
 
 from .conftest import REPO, ad_hoc, free_port_base, module_result, own_sandbox, run_playbook, sandbox_vars, wait_for
 
@@ -75,6 +78,55 @@ def test_nodes_are_the_declared_gpu_nodes(api_client):
         assert ready == ["True"]
         # As a real node of the pinned Kubernetes says it: kubeadm's upgrade parses it (docs/upgrade.md).
         assert node.status.node_info.kubelet_version == versions.KUBERNETES.version
+
+
+def test_the_control_plane_reader_reads_the_sandbox_s_etcd_and_api_server(sandbox):
+    # The sandbox's etcd is a real etcd of the pinned version, with TLS and client certificates as
+    # kubeadm's: the module reads it through its JSON gateway as it reads a control plane's.
+    ports, pki = control_plane.Ports(sandbox.port_base), control_plane.Layout(sandbox.state_dir).pki
+    client_name = sandbox_pki.ETCD_HEALTHCHECK_CLIENT
+    api_server = "127.0.0.1:%d" % ports.apiserver
+    started = time.monotonic()
+    result = run_module_file(
+        REPO / "collections/ansible_collections/clusterproof/gpu/plugins/modules/control_plane_status.py",
+        {
+            "host": "sandbox",
+            "etcd_url": "https://127.0.0.1:%d" % ports.etcd_client,
+            "etcd_ca": str(pki.ca_cert),
+            "etcd_certificate": str(pki.client_cert(client_name)),
+            "etcd_key": str(pki.client_key(client_name)),
+            "kubernetes_ca": str(pki.ca_cert),
+            "apiserver_address": api_server,
+            "endpoint": api_server,
+            "apiserver_certificate": str(pki.apiserver_cert),
+        },
+    )
+    assert time.monotonic() - started < 30
+    assert result.get("failed") is not True, result
+    etcd = result["etcd"]
+    assert etcd["error"] == ""
+    (member,) = etcd["members"]
+    assert (member["name"], member["client_urls"], member["learner"]) == (
+        "sandbox",
+        ["https://127.0.0.1:%d" % ports.etcd_client],
+        False,
+    )
+    assert member["status"]["leader"] == member["id"] == member["status"]["member_id"]
+    assert member["status"]["version"] == versions.ETCD.version.removeprefix("v")
+    assert member["status"]["raft_applied_index"] > 0 and member["status"]["errors"] == []
+    assert (member["health"], member["status_error"]) == (True, "")
+    assert result["apiserver"]["ok"] and result["endpoint"]["ok"], result
+    assert "127.0.0.1" in result["sans"]["ips"]
+    section = control_plane_checks.section([{"host": "sandbox", "name": "sandbox"}], {"sandbox": result})
+    assert {check.id: check.status for check in section.checks} == {
+        "control-plane/etcd-members": "pass",
+        "control-plane/etcd-quorum": "pass",
+        "control-plane/etcd-leader": "pass",
+        "control-plane/etcd-lag": "pass",
+        "control-plane/endpoint": "pass",
+        "control-plane/sandbox/apiserver": "pass",
+        "control-plane/sandbox/apiserver-sans": "pass",
+    }
 
 
 def test_second_up_reports_no_change(sandbox):

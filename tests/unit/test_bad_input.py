@@ -41,7 +41,12 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runne
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import quota_tree
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner, scenarios
-from ansible_collections.clusterproof.gpu.plugins.modules import gpu_project, sandbox_cluster, validate_scenario
+from ansible_collections.clusterproof.gpu.plugins.modules import (
+    control_plane_status,
+    gpu_project,
+    sandbox_cluster,
+    validate_scenario,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SANDBOX = REPO / "inventories" / "sandbox"
@@ -271,6 +276,8 @@ INVENTORY_CASES = [
     inv("benchmarks-maybe", site_set(clusterproof_benchmarks="maybe"), ALL + "clusterproof_benchmarks: expected a boolean (true or false)", "found 'maybe'"),
     inv("benchmarks-number", site_set(clusterproof_benchmarks=2), ALL + "clusterproof_benchmarks:", "found 2"),
     inv("host-tests-list", site_set(clusterproof_host_tests=[True]), ALL + "clusterproof_host_tests: expected a boolean", "found a list"),
+    inv("control-plane-checks-maybe", site_set(clusterproof_control_plane_checks="maybe"), ALL + "clusterproof_control_plane_checks: expected a boolean (true or false)", "found 'maybe'"),
+    inv("control-plane-checks-list", site_set(clusterproof_control_plane_checks=[True]), ALL + "clusterproof_control_plane_checks: expected a boolean", "found a list"),
     inv("certificates-force-maybe", site_set(clusterproof_certificates_force="maybe"), ALL + "clusterproof_certificates_force: expected a boolean (true or false)", "found 'maybe'"),
     inv("upgrade-serial-zero", site_set(clusterproof_upgrade_serial=0), ALL + "clusterproof_upgrade_serial: expected a positive integer", "found 0"),
     inv("renew-days-negative", site_set(clusterproof_certificates_renew_days="-3"), ALL + "clusterproof_certificates_renew_days: expected a non-negative integer", "found '-3'"),
@@ -596,6 +603,11 @@ def _semantic(name: str, params: dict[str, Any], directory: Path) -> list[str]:
             sandbox_cluster.run(types.SimpleNamespace(params=params, check_mode=False))
         except runner.ModuleError as error:
             return [str(error)]
+    if name == "control_plane_status":
+        try:
+            control_plane_status.check_options(params)
+        except ValueError as error:
+            return [str(error)]
     if name == "validate_scenario":
         try:
             scenario_runner.load(Path(params["scenario_file"]), validate_scenario._content(params))
@@ -675,6 +687,12 @@ MODULE_CASES = [
     mod("sandbox-status-where-none-is", "sandbox_cluster", {"state_dir": "/nonexistent/sandbox", "state": "status"}, "no sandbox in /nonexistent/sandbox: the directory does not exist (state_dir); nothing to report"),
     mod("sandbox-status-of-another-directory", "sandbox_cluster", {"state_dir": str(REPO / "inventories"), "state": "status"}, "no sandbox in %s: the directory holds no sandbox (no .clusterproof-sandbox file)" % (REPO / "inventories")),
     mod("sandbox-timeout-word", "sandbox_cluster", {"state_dir": "/tmp/x", "state": "status", "timeout": "forever"}, "argument 'timeout' is of type"),
+    mod("control-plane-endpoint-space", "control_plane_status", {"host": "cp-1", "endpoint": "api site:6443"}, "endpoint: expected host or host:port (port 1-65535), found 'api site:6443'"),
+    mod("control-plane-endpoint-port", "control_plane_status", {"host": "cp-1", "endpoint": "10.0.0.1:70000"}, "endpoint: expected host or host:port (port 1-65535), found '10.0.0.1:70000'"),
+    mod("control-plane-apiserver-url", "control_plane_status", {"host": "cp-1", "apiserver_address": "https://10.0.0.1:6443"}, "apiserver_address: expected host or host:port", "found 'https://10.0.0.1:6443'"),
+    mod("control-plane-etcd-plain-http", "control_plane_status", {"host": "cp-1", "etcd_url": "http://127.0.0.1:2379"}, "etcd_url: expected an https:// URL", "found 'http://127.0.0.1:2379'"),
+    mod("control-plane-timeout-word", "control_plane_status", {"host": "cp-1", "timeout": "soon"}, "argument 'timeout' is of type"),
+    mod("control-plane-host-missing", "control_plane_status", {}, "missing required arguments: host"),
     mod("gpu-nodes-not-list", "validate_gpu_nodes", {"nodes": "dgx1-1"}, "option 'nodes' is of type str and we were unable to convert to dict"),
     mod("gpu-nodes-count-word", "validate_gpu_nodes", {"nodes": [{"name": "dgx1-1", "gpu_count": "eight"}]}, "gpu_count", "int"),
 ]

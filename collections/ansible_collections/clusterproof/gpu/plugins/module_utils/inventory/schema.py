@@ -57,6 +57,8 @@ SITE_VARIABLES = {
     "clusterproof_host_tests": "whether validation runs the GPU host suite on the GPU hosts (true unless set false)",
     "clusterproof_gpu_health": "whether validation reads the GPU hosts' passive health (true unless set false)",
     "clusterproof_certificates": "whether validation reads the cluster certificates' expiry (true unless set false)",
+    "clusterproof_control_plane_checks": "whether validation checks a kubeadm control plane: etcd, API servers, "
+    "endpoint (true unless set false)",
     "clusterproof_certificates_renew_days": "renew_certificates.yml renews when a certificate has fewer days left",
     "clusterproof_certificates_force": "renew_certificates.yml renews every certificate, due or not",
     "clusterproof_upgrade_serial": "how many workers upgrade.yml upgrades at a time",
@@ -142,6 +144,7 @@ SITE_BOOLEANS = (
     "clusterproof_gpu_health",
     "clusterproof_certificates",
     "clusterproof_certificates_force",
+    "clusterproof_control_plane_checks",
     "clusterproof_upgrade_validate",
     "clusterproof_upgrade_ignore_validation",
 )

@@ -5,7 +5,9 @@ refuses what would break the site; ``host_cleanup`` removes what ``kubeadm reset
 (the CNI's configuration and interfaces, the rules kube-proxy and the CNI wrote in iptables), and
 touches the host it runs on; ``certificates`` reads the expiry of kubeadm's certificates and the
 kubelet's client certificate (it runs ``kubeadm`` and ``openssl`` on the host), judges them, and
-renews kubeadm's.
+renews kubeadm's; ``control_plane_status`` reads, on a control-plane host, its etcd (through etcd's
+JSON gateway), its API server, the API through the site's endpoint and the API server certificate's
+names, for the validation's control-plane section (judged by ``validate/control_plane.py``).
 
 May import: the standard library, ``common/``, ``install.kubeadm_config`` (which hosts kubeadm
 installed, in which role) and ``report.model`` (the checks of the report). Never imports a scheduler

@@ -1,7 +1,8 @@
 """One command run on the host a maintenance module runs on, its failure an error that names it.
 
-Used by ``host_cleanup`` (iptables-save/-restore, ip) and ``certificates`` (kubeadm, openssl). May import:
-the standard library. Touches the host: it runs the command.
+Used by ``host_cleanup`` (iptables-save/-restore, ip), ``certificates`` (kubeadm, openssl) and
+``control_plane_status`` (openssl). May import: the standard library. Touches the host: it runs the
+command.
 """
 
 from __future__ import annotations

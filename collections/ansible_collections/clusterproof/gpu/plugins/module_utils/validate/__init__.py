@@ -1,11 +1,12 @@
 """The validator: the live cluster compared with what the inventory declares.
 
-Nodes, projects, storage, quota trees, tenant isolation and the fairness scenarios. Pure comparisons over API
-objects as JSON, returning ``report.model`` checks; the cluster is read by the modules through the
-client layer and handed in. Three exceptions, each creating and removing objects of its own through
-``kube.client``: ``scenario_runner`` runs a scenario on the cluster, ``storage_probe`` the storage
-probe (claims, their pods, and what earlier probes left), ``reach_probe`` the pods that try a
-connection between projects.
+Nodes, projects, storage, quota trees, tenant isolation, the fairness scenarios, and the control plane
+of a kubeadm site (``control_plane``: etcd and the API servers as each control-plane host read them).
+Pure comparisons over API objects and host readings as JSON, returning ``report.model`` checks; the
+cluster is read by the modules through the client layer and handed in. Three exceptions, each
+creating and removing objects of its own through ``kube.client``: ``scenario_runner`` runs a scenario
+on the cluster, ``storage_probe`` the storage probe (claims, their pods, and what earlier probes left),
+``reach_probe`` the pods that try a connection between projects.
 
 May import: ``common/``, ``versions`` (the probes' images), ``tenancy/``, ``model/``, ``report.model``,
 ``install/`` (storage declarations), ``scheduler.registry`` and ``scheduler.base`` (the engine through
