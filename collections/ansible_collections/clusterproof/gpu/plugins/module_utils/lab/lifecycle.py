@@ -98,6 +98,31 @@ def up(layout: Layout, plan: LabPlan, mirror: str, timeout: float, check_mode: b
     return result
 
 
+def power_on(layout: Layout, plan: LabPlan, names: Iterable[str], timeout: float) -> list[str]:
+    """Boot the named hosts that are powered off (``systemctl poweroff`` inside, or their machine
+    killed) with their disk as they left it, as a real host is powered on; ``up`` would make them
+    again from the root, as it does a crash's leftovers. Returns the hosts booted; a host running
+    already is left alone, a host without a root is an error."""
+    running = machines.nspawn_processes(layout)
+    wanted = [host for host in plan.hosts if host.name in set(names)]
+    unknown = sorted(set(names) - {host.name for host in wanted})
+    if unknown:
+        raise LabError("hosts: not declared in the lab: %s" % ", ".join(unknown))
+    missing = [host.name for host in wanted if not layout.root_of(host.name).is_dir()]
+    if missing:
+        raise LabError("hosts: no root to boot (run 'lab up' to make them): %s" % ", ".join(missing))
+    parents = machines.cgroup_parents()
+    booted = [host for host in wanted if host.name not in running]
+    for host in booted:
+        _remove_run_files([host.name])
+        machines.boot(layout, plan, host, parents)
+    states, _ = machines.wait_running(layout, booted, timeout)
+    late = {name: state for name, state in states.items() if state != "running"}
+    if late:
+        raise LabError("hosts not running after %d s: %s" % (timeout, late))
+    return [host.name for host in booted]
+
+
 def _roots(layout: Layout) -> list[str]:
     """The hosts that have a root in the state directory (nspawn's lock files beside them are not)."""
     machines_dir = layout.state_dir / "machines"
