@@ -476,7 +476,8 @@ def check_host_addresses(settings: KubernetesSettings, addresses: Mapping[str, A
         expected = "an address no host of the site has (host %s has it)" % first_at[vip]
         problems.append(("group all", "clusterproof_control_plane_vip", expected, vip))
     endpoint = settings.control_plane_endpoint
-    if endpoint and len(settings.control_plane_hosts) == 1:
+    # An endpoint that is no string has its own error from check_settings.
+    if isinstance(endpoint, str) and endpoint and len(settings.control_plane_hosts) == 1:
         match = _HOST.match(endpoint)
         endpoint_host = match.group(1).strip("[]") if match else ""
         try:
