@@ -139,7 +139,8 @@ def test_multi_node_example_inventory(example, kubeadm):
         assert done.returncode == 0, (path, done.stderr)
     init, cluster, kubelet = yaml.safe_load_all((out / "cp-1" / "kubeadm-init.yaml").read_text())
     assert init["localAPIEndpoint"]["advertiseAddress"] == "192.0.2.11"
-    assert cluster["controlPlaneEndpoint"] == "api.dgx-example.site.example:6443"
+    assert cluster["controlPlaneEndpoint"] == "192.0.2.10:8443"
+    assert cluster["apiServer"] == {"certSANs": ["192.0.2.10"]}
     assert cluster["networking"] == {"podSubnet": "10.32.0.0/16", "serviceSubnet": "10.96.0.0/16"}
     assert kubelet["cgroupDriver"] == "systemd"
     (cp2,) = yaml.safe_load_all((out / "cp-2" / "kubeadm-join.yaml").read_text())

@@ -314,6 +314,18 @@ INVENTORY_CASES = [
     inv("control-plane-missing", groups_set(kube_control_plane=None), "inventory: group kube_control_plane: expected a group named kube_control_plane"),
     inv("gpu-nodes-empty", groups_set(gpu_nodes=[]), "group gpu_nodes: hosts: expected at least one host, found an empty group"),
     inv("gpu-nodes-missing", groups_set(gpu_nodes=None), "inventory: group gpu_nodes: expected a group named gpu_nodes"),
+    # Mode kubeadm's VIP (install/api_endpoint.py): an IPv4 unicast address no host has, and the endpoint it makes.
+    inv("vip-not-an-address", site_set(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip="10.0.0.300"), ALL + "clusterproof_control_plane_vip: expected an IPv4 unicast address", "found '10.0.0.300'"),
+    inv("vip-a-network", site_set(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip="10.0.0.0/24"), ALL + "clusterproof_control_plane_vip: expected an IPv4 unicast address", "found '10.0.0.0/24'"),
+    inv("vip-ipv6", site_set(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip="fd00::10"), ALL + "clusterproof_control_plane_vip: expected an IPv4 unicast address", "found 'fd00::10'"),
+    inv("vip-loopback", site_set(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip="127.0.0.1"), ALL + "clusterproof_control_plane_vip: expected an IPv4 unicast address", "found '127.0.0.1'"),
+    inv("vip-multicast", site_set(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip="224.0.0.18"), ALL + "clusterproof_control_plane_vip: expected an IPv4 unicast address", "found '224.0.0.18'"),
+    inv("vip-number", site_set(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip=167772260), ALL + "clusterproof_control_plane_vip: expected an IPv4 unicast address", "found 167772260"),
+    inv("vip-list", site_set(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip=["10.0.0.100"]), ALL + "clusterproof_control_plane_vip: expected an IPv4 unicast address", "found a list"),
+    inv("vip-held-by-a-node", lambda site, nodes, groups: (site.update(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip="10.0.0.21"), nodes["dgx1-2"].update(ansible_host="10.0.0.21")), ALL + "clusterproof_control_plane_vip: expected an address no host of the site has (host dgx1-2 has it)", "found '10.0.0.21'"),
+    inv("vip-endpoint-other-address", site_set(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip="10.0.0.100", clusterproof_control_plane_endpoint="10.0.0.99"), ALL + "clusterproof_control_plane_endpoint: expected 10.0.0.100:8443, or a name of it on port 8443", "found '10.0.0.99'"),
+    inv("vip-endpoint-api-server-port", site_set(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip="10.0.0.100", clusterproof_control_plane_endpoint="10.0.0.100:6443"), ALL + "clusterproof_control_plane_endpoint: expected 10.0.0.100:8443", "found '10.0.0.100:6443'"),
+    inv("vip-endpoint-name-other-port", site_set(clusterproof_cluster_mode="kubeadm", clusterproof_control_plane_vip="10.0.0.100", clusterproof_control_plane_endpoint="api.site.example:6443"), ALL + "clusterproof_control_plane_endpoint: expected 10.0.0.100:8443, or a name of it on port 8443", "found 'api.site.example:6443'"),
 ]
 # fmt: on
 
@@ -756,6 +768,20 @@ def test_no_hostile_value_crashes_the_inventory_check(field, make):
         groups["all"] = ["localhost", *nodes]
         declaration, errors = schema.validate_site(groups, _hostvars(site, nodes, groups))
         assert (declaration is None) == bool(errors), (field, value)
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=repr)
+def test_no_hostile_vip_or_endpoint_crashes_the_kubeadm_checks(value):
+    """The VIP is read in mode kubeadm alone (the field loop above runs the sandbox's mode)."""
+    for variables in (
+        {"clusterproof_control_plane_vip": value},
+        {"clusterproof_control_plane_vip": "10.0.0.100", "clusterproof_control_plane_endpoint": value},
+    ):
+        site, nodes = sandbox_inventory()
+        site.update(clusterproof_cluster_mode="kubeadm", **variables)
+        groups = {"kube_control_plane": ["localhost"], "gpu_nodes": list(nodes), "all": ["localhost", *nodes]}
+        declaration, errors = schema.validate_site(groups, _hostvars(site, nodes, groups))
+        assert (declaration is None) == bool(errors), (variables, value)
 
 
 SCENARIO_PATHS = [

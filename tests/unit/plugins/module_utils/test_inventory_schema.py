@@ -551,11 +551,124 @@ def test_several_kubeadm_control_planes_need_an_endpoint():
     declaration, errors = validate_site(groups, hostvars)
     assert [str(error) for error in errors] == [
         "group all: clusterproof_control_plane_endpoint: expected the load-balanced host[:port] of the API server, "
-        "as group kube_control_plane has 2 hosts, found ''"
+        "or clusterproof_control_plane_vip, as group kube_control_plane has 2 hosts, found ''"
     ]
     hostvars["localhost"]["clusterproof_control_plane_endpoint"] = "api.site.example:6443"
     declaration, errors = validate_site(groups, hostvars)
     assert errors == [] and declaration.kubernetes.control_plane_hosts == ("localhost", "cp-2")
+
+
+def three_control_planes(**variables):
+    """A kubeadm site with three control planes at 10.0.0.1-3 and its GPU hosts at 10.0.0.11-12."""
+    groups, hostvars = inventory(site={**KUBEADM_SITE, **variables})
+    groups["kube_control_plane"] = ["localhost", "cp-2", "cp-3"]
+    hostvars["cp-2"] = dict(hostvars["localhost"])
+    hostvars["cp-3"] = dict(hostvars["localhost"])
+    addresses = {"localhost": "10.0.0.1", "cp-2": "10.0.0.2", "cp-3": "10.0.0.3", "dgx1-1": "10.0.0.11"}
+    addresses["dgx1-2"] = "10.0.0.12"
+    for host, address in addresses.items():
+        hostvars[host]["ansible_host"] = address
+    return groups, hostvars
+
+
+def test_a_vip_is_the_endpoint_of_several_control_planes_on_haproxys_port():
+    declaration, errors = validate_site(*three_control_planes(clusterproof_control_plane_vip="10.0.0.100"))
+    assert errors == []
+    assert declaration.kubernetes.control_plane_vip == "10.0.0.100"
+    assert declaration.kubernetes.control_plane_endpoint == "10.0.0.100:8443"
+    assert declaration.to_dict()["kubernetes"]["control_plane_vip"] == "10.0.0.100"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "settled"),
+    [
+        ("api.site.example", "api.site.example:8443"),
+        ("api.site.example:8443", "api.site.example:8443"),
+        ("10.0.0.100", "10.0.0.100:8443"),
+        ("10.0.0.100:8443", "10.0.0.100:8443"),
+    ],
+)
+def test_a_declared_endpoint_beside_a_vip_is_the_vip_or_a_name_on_haproxys_port(endpoint, settled):
+    declaration, errors = validate_site(
+        *three_control_planes(clusterproof_control_plane_vip="10.0.0.100", clusterproof_control_plane_endpoint=endpoint)
+    )
+    assert errors == [] and declaration.kubernetes.control_plane_endpoint == settled
+
+
+@pytest.mark.parametrize("endpoint", ["10.0.0.99", "10.0.0.100:6443", "api.site.example:6443", "10.0.0.1:8443"])
+def test_a_declared_endpoint_that_bypasses_the_vip_is_refused(endpoint):
+    declaration, errors = validate_site(
+        *three_control_planes(clusterproof_control_plane_vip="10.0.0.100", clusterproof_control_plane_endpoint=endpoint)
+    )
+    assert declaration is None
+    assert [str(error) for error in errors] == [
+        "group all: clusterproof_control_plane_endpoint: expected 10.0.0.100:8443, or a name of it on port 8443 "
+        "(haproxy's port on clusterproof_control_plane_vip), or empty, found '%s'" % endpoint
+    ]
+
+
+@pytest.mark.parametrize(
+    "vip",
+    [
+        "10.0.0.300",
+        "10.0.0.0/24",
+        "fd00::10",
+        "127.0.0.1",
+        "224.0.0.18",
+        "0.0.0.0",
+        "255.255.255.255",
+        10,
+        0,
+        False,
+        ["10.0.0.100"],
+    ],
+)
+def test_a_vip_that_is_not_an_ipv4_unicast_address_is_refused_and_nothing_else_is_said(vip):
+    declaration, errors = validate_site(*three_control_planes(clusterproof_control_plane_vip=vip))
+    assert declaration is None
+    assert [str(error) for error in errors] == [
+        "group all: clusterproof_control_plane_vip: expected an IPv4 unicast address on the control planes' network, "
+        "such as 192.0.2.10, or empty, found %s" % ("a list" if isinstance(vip, list) else repr(vip))
+    ]
+
+
+@pytest.mark.parametrize("host", ["cp-2", "dgx1-1"])
+def test_a_vip_at_a_hosts_address_is_refused_naming_the_host(host):
+    groups, hostvars = three_control_planes(clusterproof_control_plane_vip="10.0.0.100")
+    hostvars[host]["ansible_host"] = "10.0.0.100"
+    declaration, errors = validate_site(groups, hostvars)
+    assert declaration is None
+    assert [str(error) for error in errors] == [
+        "group all: clusterproof_control_plane_vip: expected an address no host of the site has (host %s has it), "
+        "found '10.0.0.100'" % host
+    ]
+
+
+def test_a_single_control_plane_may_have_a_vip_as_its_endpoint():
+    groups, hostvars = inventory(site={**KUBEADM_SITE, "clusterproof_control_plane_vip": "10.0.0.100"})
+    for host, address in (("localhost", "10.0.0.10"), ("dgx1-1", "10.0.0.11"), ("dgx1-2", "10.0.0.12")):
+        hostvars[host]["ansible_host"] = address
+    declaration, errors = validate_site(groups, hostvars)
+    assert errors == [] and declaration.kubernetes.control_plane_endpoint == "10.0.0.100:8443"
+    hostvars["localhost"]["clusterproof_control_plane_endpoint"] = "10.0.0.100"
+    declaration, errors = validate_site(groups, hostvars)
+    assert errors == [] and declaration.kubernetes.control_plane_endpoint == "10.0.0.100:8443"
+
+
+@pytest.mark.parametrize("vip", ["", None])
+def test_an_empty_vip_is_none(vip):
+    declaration, errors = validate_site(
+        *three_control_planes(
+            clusterproof_control_plane_vip=vip, clusterproof_control_plane_endpoint="api.site.example"
+        )
+    )
+    assert errors == [] and declaration.kubernetes.control_plane_vip == ""
+
+
+def test_without_a_vip_the_endpoint_is_as_declared():
+    declaration, errors = validate_site(*three_control_planes(clusterproof_control_plane_endpoint="api.site.example"))
+    assert errors == [] and declaration.kubernetes.control_plane_vip == ""
+    assert declaration.kubernetes.control_plane_endpoint == "api.site.example"
 
 
 def test_the_gpu_device_layer_is_none_on_the_sandbox_and_the_operator_on_an_existing_cluster():

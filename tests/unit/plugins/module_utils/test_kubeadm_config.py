@@ -71,6 +71,32 @@ def test_a_declared_endpoint_is_used_with_the_default_port(endpoint, expected):
     assert documents[1]["controlPlaneEndpoint"] == expected
 
 
+def test_without_a_vip_the_api_servers_certificate_gets_no_extra_name():
+    (_, cluster, _) = kubeadm_config.init_documents(site(), "cp-1", "10.0.0.10")
+    assert "apiServer" not in cluster
+
+
+def test_a_vip_is_the_clusters_endpoint_and_a_name_in_the_api_servers_certificate():
+    declared = site(control_plane=("cp-1", "cp-2", "cp-3"), clusterproof_control_plane_vip="10.0.0.100")
+    _, cluster, _ = kubeadm_config.init_documents(declared, "cp-1", "10.0.0.10")
+    assert cluster["controlPlaneEndpoint"] == "10.0.0.100:8443"
+    assert cluster["apiServer"] == {"certSANs": ["10.0.0.100"]}
+    settings = kubeadm_config.settings_of(declared)
+    assert kubeadm_config.endpoint_of(settings, "10.0.0.10") == "10.0.0.100:8443"
+
+
+def test_a_vip_with_a_named_endpoint_names_both_in_the_certificate():
+    declared = site(
+        control_plane=("cp-1", "cp-2"),
+        clusterproof_control_plane_vip="10.0.0.100",
+        clusterproof_control_plane_endpoint="api.site.example",
+    )
+    _, cluster, _ = kubeadm_config.init_documents(declared, "cp-1", "10.0.0.10")
+    # kubeadm adds the endpoint's host itself; the VIP is the one clusterproof adds.
+    assert cluster["controlPlaneEndpoint"] == "api.site.example:8443"
+    assert cluster["apiServer"] == {"certSANs": ["10.0.0.100"]}
+
+
 def test_gpu_worker_joins_with_its_labels_and_the_gpu_taint():
     (join,) = kubeadm_config.join_documents(
         site(gpu_node_taint=True), "dgx-2", kubeadm_config.parse_join_command(JOIN_COMMAND)

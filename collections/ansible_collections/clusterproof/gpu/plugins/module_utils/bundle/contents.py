@@ -51,6 +51,10 @@ DEBIAN_PACKAGES = (
     "socat",
     "containernetworking-plugins",
     "python3-kubernetes",
+    # The API endpoint on the control planes of a site with clusterproof_control_plane_vip (role
+    # api_endpoint, docs/ha.md): the VIP's VRRP and the TCP proxy in front of the API servers.
+    "keepalived",
+    "haproxy",
 )
 
 # The NVIDIA container toolkit's commands, built from its Go module (NVIDIA's package repository is

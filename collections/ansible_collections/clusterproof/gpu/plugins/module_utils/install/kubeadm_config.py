@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
-from ansible_collections.clusterproof.gpu.plugins.module_utils.install import scheduler_profile
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import api_endpoint, scheduler_profile
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
@@ -60,6 +60,10 @@ SITE_VARIABLES = {
     "clusterproof_pod_subnet": "the pods' network (CIDR), handed to the CNI (mode kubeadm)",
     "clusterproof_service_subnet": "the services' network (CIDR), not overlapping the pods' (mode kubeadm)",
     "clusterproof_control_plane_endpoint": "host[:port] of the API server; empty: the first control-plane host",
+    "clusterproof_control_plane_vip": (
+        "an IPv4 address keepalived and haproxy on the control planes serve the API on (port %d); empty: the site "
+        "brings its own endpoint (docs/ha.md)" % api_endpoint.ENDPOINT_PORT
+    ),
     "clusterproof_cni": "the pod network: %s (mode kubeadm)" % " | ".join(CNIS),
     "clusterproof_cni_version": "the CNI's pinned version (mode kubeadm)",
     "clusterproof_gpu_node_taint": "taint GPU nodes nvidia.com/gpu=present:NoSchedule (mode kubeadm)",
@@ -115,6 +119,8 @@ class KubernetesSettings:
     pod_subnet: str = "10.244.0.0/16"
     service_subnet: str = "10.96.0.0/12"
     control_plane_endpoint: str = ""
+    # The virtual IP clusterproof's own endpoint holds (install/api_endpoint.py); empty: none installed.
+    control_plane_vip: str = ""
     cni: str = "flannel"
     cni_version: str = CNI_PINS["flannel"].version
     gpu_node_taint: bool = False
@@ -210,10 +216,13 @@ def check_settings(
         "pod_subnet": site.get("clusterproof_pod_subnet", defaults.pod_subnet),
         "service_subnet": site.get("clusterproof_service_subnet", defaults.service_subnet),
         "control_plane_endpoint": site.get("clusterproof_control_plane_endpoint", defaults.control_plane_endpoint),
+        "control_plane_vip": site.get("clusterproof_control_plane_vip", defaults.control_plane_vip),
         "cni": site.get("clusterproof_cni", defaults.cni),
         "cni_version": site.get("clusterproof_cni_version", defaults.cni_version),
         "gpu_node_taint": site.get("clusterproof_gpu_node_taint", defaults.gpu_node_taint),
     }
+    if values["control_plane_vip"] is None:
+        values["control_plane_vip"] = defaults.control_plane_vip  # left empty in YAML: no VIP
     if not isinstance(values["version"], str) or not _VERSION.match(values["version"]):
         errors.append(
             (
@@ -250,6 +259,8 @@ def check_settings(
     endpoint = values["control_plane_endpoint"]
     if not isinstance(endpoint, str) or (endpoint and not _valid_endpoint(endpoint)):
         errors.append(("clusterproof_control_plane_endpoint", "host or host:port (port 1-65535), or empty", endpoint))
+    elif _check_vip(values["control_plane_vip"], errors):
+        endpoint = values["control_plane_endpoint"] = _vip_endpoint(values["control_plane_vip"], endpoint, errors)
     if values["cni"] not in CNIS:
         errors.append(("clusterproof_cni", "one of %s" % ", ".join(CNIS), values["cni"]))
     if not isinstance(values["cni_version"], str) or not _CNI_VERSION.match(values["cni_version"]):
@@ -281,13 +292,14 @@ def check_settings(
         )
     values.update(_check_component_configs(site, errors))
     control_plane = tuple(groups.get("kube_control_plane", ()))
-    # kubeadm joins more control-plane nodes only behind one address all of them answer on.
-    if len(control_plane) > 1 and not endpoint:
+    # kubeadm joins more control-plane nodes only behind one address all of them answer on: the site's
+    # own, or the VIP clusterproof installs (a VIP that is not an address has its own error).
+    if len(control_plane) > 1 and not endpoint and values["control_plane_vip"] == "":
         errors.append(
             (
                 "clusterproof_control_plane_endpoint",
-                "the load-balanced host[:port] of the API server, as group kube_control_plane has %d hosts"
-                % len(control_plane),
+                "the load-balanced host[:port] of the API server, or clusterproof_control_plane_vip, as group "
+                "kube_control_plane has %d hosts" % len(control_plane),
                 endpoint,
             )
         )
@@ -306,6 +318,53 @@ def check_settings(
         package_key=settings.package_source_key,
         package_version="%s-%s" % (settings.version[1:], PACKAGE_REVISION),
     ), errors
+
+
+def _check_vip(vip: Any, errors: list[Error]) -> bool:
+    """Whether clusterproof_control_plane_vip declares a VIP (an error where it is not an IPv4 unicast
+    address; false where it is empty)."""
+    if vip == "":
+        return False
+    try:
+        if not isinstance(vip, str):
+            raise ValueError(vip)
+        address = ipaddress.IPv4Address(vip)
+        if address.is_loopback or address.is_multicast or address.is_unspecified or address.is_reserved:
+            raise ValueError(vip)
+    except ValueError:
+        errors.append(
+            (
+                "clusterproof_control_plane_vip",
+                "an IPv4 unicast address on the control planes' network, such as 192.0.2.10, or empty",
+                vip,
+            )
+        )
+        return False
+    return True
+
+
+def _vip_endpoint(vip: str, endpoint: str, errors: list[Error]) -> str:
+    """The endpoint a site with a VIP joins through: the VIP on haproxy's port, or the declared one (a
+    name, such as one the site's DNS gives the VIP, or the VIP itself), on haproxy's port."""
+    if not endpoint:
+        return "%s:%d" % (vip, api_endpoint.ENDPOINT_PORT)
+    match = _HOST.match(endpoint)
+    host, port = match.group(1).strip("[]"), match.group(4)
+    expected = "%s:%d, or a name of it on port %d (haproxy's port on clusterproof_control_plane_vip), or empty" % (
+        vip,
+        api_endpoint.ENDPOINT_PORT,
+        api_endpoint.ENDPOINT_PORT,
+    )
+    try:
+        ipaddress.ip_address(host)
+        is_address = True
+    except ValueError:
+        is_address = False
+    # Another address would bypass the VIP; another port would reach one API server, not haproxy.
+    if (is_address and host != vip) or (port is not None and int(port) != api_endpoint.ENDPOINT_PORT):
+        errors.append(("clusterproof_control_plane_endpoint", expected, endpoint))
+        return endpoint
+    return "%s:%d" % (host, api_endpoint.ENDPOINT_PORT)
 
 
 def _check_mirror(mirror: Any, errors: list[Error]) -> dict[str, Any]:
@@ -397,8 +456,9 @@ def _plain_data(value: Any) -> Any:
 def check_host_addresses(settings: KubernetesSettings, addresses: Mapping[str, Any]) -> list[tuple[str, str, str, Any]]:
     """The kubeadm hosts' addresses (``ansible_host``, or the inventory name) against each other and
     the control-plane endpoint, as ``(where, field, expected, found)``: two hosts at one address would
-    be one machine joined twice; with one control plane, an endpoint given as an IP address must be
-    that host's (a load balancer in front of a single control plane goes by a name)."""
+    be one machine joined twice; the VIP at a host's address would take that host's address away
+    from it; with one control plane, an endpoint given as an IP address must be that host's or the VIP
+    (a load balancer in front of a single control plane goes by a name)."""
     problems: list[tuple[str, str, str, Any]] = []
     hosts = list(dict.fromkeys(settings.control_plane_hosts + settings.worker_hosts))
     first_at: dict[str, str] = {}
@@ -411,8 +471,13 @@ def check_host_addresses(settings: KubernetesSettings, addresses: Mapping[str, A
             problems.append(("host %s" % host, "ansible_host", expected, address))
         else:
             first_at[address] = host
+    vip = settings.control_plane_vip
+    if isinstance(vip, str) and vip in first_at:
+        expected = "an address no host of the site has (host %s has it)" % first_at[vip]
+        problems.append(("group all", "clusterproof_control_plane_vip", expected, vip))
     endpoint = settings.control_plane_endpoint
-    if endpoint and len(settings.control_plane_hosts) == 1:
+    # An endpoint that is no string has its own error from check_settings.
+    if isinstance(endpoint, str) and endpoint and len(settings.control_plane_hosts) == 1:
         match = _HOST.match(endpoint)
         endpoint_host = match.group(1).strip("[]") if match else ""
         try:
@@ -421,7 +486,7 @@ def check_host_addresses(settings: KubernetesSettings, addresses: Mapping[str, A
             return problems  # a name: a load balancer's, or the host's; DNS is the site's to check
         (control_plane,) = settings.control_plane_hosts
         held = addresses.get(control_plane, control_plane)
-        if endpoint_host != held:
+        if endpoint_host not in (held, vip):
             expected = "the address of a host in kube_control_plane (%s: %s), or a load balancer's name" % (
                 control_plane,
                 held,
@@ -550,6 +615,10 @@ def init_documents(site: Mapping[str, Any], host: str, advertise_address: str) -
             ],
         },
     }
+    if settings.control_plane_vip:
+        # kubeadm names the endpoint's host in the API server's certificate; the VIP is named too, so a
+        # client that goes by the VIP where the endpoint is a name of it is served a certificate it trusts.
+        cluster["apiServer"] = {"certSANs": [settings.control_plane_vip]}
     documents = [init, cluster, kubelet_document(settings)]
     if settings.kube_proxy_config:
         documents.append({"apiVersion": KUBE_PROXY_API, "kind": "KubeProxyConfiguration", **settings.kube_proxy_config})
