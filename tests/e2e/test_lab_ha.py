@@ -8,8 +8,9 @@ docs/ha.md states; the validation names the missing member, etcd keeps its quoru
 on with its disk, the next validation passes); and etcd restored from the last snapshot after a
 project's namespace and queue were deleted (the project is back, the validation passes).
 
-Its own lab of five hosts on a bridge and subnet of its own, in the lab's xdist group (one lab at a
-time on the machine), installed once.
+Its own lab of five hosts on a bridge and subnet of its own, installed once, in an xdist group of its
+own: it runs beside the lab group's labs (each on its own bridge, subnet and bundle server address;
+the bundle build takes a lock), as the lab group alone is most of CI's time.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import L
 from tests.e2e import lab_site
 from tests.e2e.conftest import REPO, run_playbook
 
-pytestmark = pytest.mark.xdist_group("lab")
+pytestmark = pytest.mark.xdist_group("lab-ha")
 
 BRIDGE = "cpha0"
 GATEWAY = "10.223.0.1"

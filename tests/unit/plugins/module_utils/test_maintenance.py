@@ -206,6 +206,26 @@ def test_kubeadm_s_certificates_and_cas_are_read():
     assert found[2].externally_managed
 
 
+def test_a_joined_control_plane_s_missing_super_admin_kubeconfig_is_not_a_certificate_but_another_missing_one_is():
+    # As kubeadm v1.36 printed it on the lab's second control plane (super-admin.conf: init's alone).
+    missing = {"expirationDate": None, "residualTime": 0, "missing": True}
+    text = json.dumps(
+        {
+            "kind": "CertificateExpirationInfo",
+            "certificates": [
+                {"name": "super-admin.conf", **missing},
+                {"name": "apiserver", **missing},
+                {"name": "admin.conf", "expirationDate": "2027-11-27T22:00:00Z", "residualTime": 86400},
+            ],
+        }
+    )
+    found = certificates.kubeadm_certificates(text, "cp-2")
+    assert [(c.name, c.expires, c.seconds_left) for c in found] == [
+        ("apiserver", "missing", 0),
+        ("admin.conf", "2027-11-27T22:00:00Z", 86400),
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [

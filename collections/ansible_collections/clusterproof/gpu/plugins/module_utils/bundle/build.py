@@ -22,6 +22,7 @@ Run as a program: ``python -m ansible_collections.clusterproof.gpu.plugins.modul
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -861,13 +862,21 @@ def manifest_of(
 
 
 def build(layout: Layout, pins: BundlePins | None = None, progress: Progress = print) -> dict[str, Any]:
-    """Make (or bring up to date) the bundle in ``layout.out``; returns its manifest."""
+    """Make (or bring up to date) the bundle in ``layout.out``; returns its manifest. One build at a
+    time per cache: a second (two labs' tests starting side by side) waits for the first, then finds
+    everything made."""
     pins = pins or BundlePins()
     missing = missing_tools()
     if missing:
         raise BundleBuildError("the bundle build needs: %s (apt-get install the packages named)" % ", ".join(missing))
-    started = time.monotonic()
     layout.cache.mkdir(parents=True, exist_ok=True)
+    with (layout.cache / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build(layout, pins, progress)
+
+
+def _build(layout: Layout, pins: BundlePins, progress: Progress) -> dict[str, Any]:
+    started = time.monotonic()
     layout.out.mkdir(parents=True, exist_ok=True)
     progress("bundle %s (cache %s, log %s)" % (layout.out, layout.cache, layout.log))
 

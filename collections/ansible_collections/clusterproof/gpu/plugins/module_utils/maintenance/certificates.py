@@ -82,6 +82,11 @@ class Certificate:
         )
 
 
+# What kubeadm writes on the first control plane alone (``kubeadm init``; since v1.29 the cluster-admin
+# kubeconfig): the other control planes list it as missing, as they must.
+MADE_ON_INIT_ONLY = ("super-admin.conf",)
+
+
 def kubeadm_certificates(text: str, host: str) -> list[Certificate]:
     """``kubeadm certs check-expiration -o json`` (kind CertificateExpirationInfo) -> its certificates
     and CAs. Raises ValueError saying what is missing."""
@@ -97,13 +102,15 @@ def kubeadm_certificates(text: str, host: str) -> list[Certificate]:
     found = []
     for field, kind in (("certificates", KUBEADM), ("certificateAuthorities", KUBEADM_CA)):
         for entry in info.get(field) or []:
+            if isinstance(entry, dict) and entry.get("missing") and entry.get("name") in MADE_ON_INIT_ONLY:
+                continue
             try:
                 found.append(
                     Certificate(
                         host=host,
                         name=str(entry["name"]),
                         kind=kind,
-                        expires=str(entry["expirationDate"]),
+                        expires="missing" if entry.get("missing") else str(entry["expirationDate"]),
                         seconds_left=int(entry["residualTime"]),
                         externally_managed=bool(entry.get("externallyManaged", False)),
                     )
