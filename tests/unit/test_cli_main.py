@@ -215,7 +215,11 @@ def test_the_repository_s_inventories_are_utf8_and_relative_sources_are_read_in_
 
 def test_an_interrupt_is_passed_on_to_the_playbook_s_process_group_even_before_it_is_known():
     """Ctrl-C reaches ansible-playbook (on a terminal of its own) as the SIGINT a terminal sends."""
-    playbook = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    # SIGINT's default action in the child, whatever the test run inherited (a shell's background job
+    # starts with SIGINT ignored, and exec keeps an ignored signal ignored).
+    playbook = subprocess.Popen(
+        ["sleep", "30"], start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+    )
     try:
         view = cli_main.LiveView(io.StringIO(), io.StringIO(), started=0.0)
         view.interrupt(signal.SIGINT)  # before the first event: noted, passed on once the pid is known
