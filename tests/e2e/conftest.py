@@ -58,8 +58,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # Modules by the measured wall time of their longest group, longest first (--durations of a full
 # run: the lab's group, which since the upgrade test (about 12 minutes on a lab of its own) is the
-# longest: test_lab, test_lab_site, test_lab_upgrade and the bundle on one worker; the five-host lab of
-# three control planes (test_lab_ha, its own group) on another, beside it; the site test twice
+# longest: test_lab, test_lab_site, test_lab_upgrade and the bundle on one worker; the site test twice
 # through site.yml; the scenarios on KAI and on Kueue's sandbox; the faults on a sandbox of their own;
 # Kueue's module sandbox; Koordinator's tree; the molecule scenarios; storage; the quota trees).
 LONGEST_FIRST = {
@@ -67,7 +66,6 @@ LONGEST_FIRST = {
     for rank, name in enumerate(
         (
             "test_lab",
-            "test_lab_ha",
             "test_site",
             "test_scenarios",
             "test_faults",
