@@ -5,6 +5,7 @@ tests/e2e/test_lab_site.py and bench/lab_site_bench.py run the site's playbooks 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,14 @@ def declaration(
             },
         }
     }
+
+
+def quick_validation() -> tuple[str, ...]:
+    """validate.yml's extra vars for a short run on a lab: no scenarios, benchmarks or host tests."""
+    settings = {"validate_scenarios_files": [], "clusterproof_benchmarks": False, "clusterproof_host_tests": False}
+    return ("-e", json.dumps(settings))
+
+
+def report_checks(report: dict) -> dict[str, dict]:
+    """A report's checks by id, over all its sections."""
+    return {check["id"]: check for section in report["sections"] for check in section["checks"]}

@@ -90,11 +90,6 @@ class HaLab:
         return [host for host in CONTROL_PLANE if VIP in self.ssh(host, "ip -o -4 addr show", timeout=30).stdout]
 
 
-def _quick_validation() -> tuple[str, ...]:
-    settings = {"validate_scenarios_files": [], "clusterproof_benchmarks": False, "clusterproof_host_tests": False}
-    return ("-e", json.dumps(settings))
-
-
 def _memory_available_mib() -> int:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
@@ -120,7 +115,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HaLab]:
             assert site.installed.returncode == 0, site.installed.output[-5000:]
         print("[ha lab] three control planes and two workers installed: %.0f s" % (time.monotonic() - started))
         started = time.monotonic()
-        staged = run_playbook(str(PLAYBOOKS / "site.yml"), *_quick_validation(), inventory=site.inventory, timeout=1800)
+        staged = run_playbook(
+            str(PLAYBOOKS / "site.yml"), *lab_site.quick_validation(), inventory=site.inventory, timeout=1800
+        )
         assert staged.returncode == 0, staged.output[-5000:]
         site.first_report = site.report()
         print("[ha lab] site.yml: %.0f s" % (time.monotonic() - started), flush=True)
@@ -158,10 +155,6 @@ def _api_answers(timeout: float = 2.0) -> bool:
         return False
 
 
-def _checks(report: dict) -> dict[str, dict]:
-    return {check["id"]: check for section in report["sections"] for check in section["checks"]}
-
-
 def _nodes_ready(lab: HaLab) -> set[str]:
     listed = lab.kubectl("get nodes -o json")
     if listed.returncode != 0:
@@ -193,7 +186,7 @@ def test_three_control_planes_hold_etcd_and_one_of_them_the_vip(lab: HaLab) -> N
         config = "admin.conf" if host in CONTROL_PLANE else "kubelet.conf"
         server = lab.ssh(host, "grep -h 'server:' /etc/kubernetes/%s" % config).stdout.split()
         assert server == ["server:", ENDPOINT], (host, server)
-    checks = _checks(lab.first_report)
+    checks = lab_site.report_checks(lab.first_report)
     control_plane = {key: check for key, check in checks.items() if key.startswith("control-plane/")}
     assert control_plane and all(check["status"] == "pass" for check in control_plane.values()), control_plane
     members = checks["control-plane/etcd-members"]
@@ -230,11 +223,11 @@ def test_the_vip_s_holder_powered_off_the_api_answers_again_and_the_report_names
         _wait_for("%s NotReady" % holder, lambda: holder not in _nodes_ready(lab), timeout=180)
         started = time.monotonic()
         validated = run_playbook(
-            str(PLAYBOOKS / "validate.yml"), *_quick_validation(), inventory=lab.inventory, timeout=900
+            str(PLAYBOOKS / "validate.yml"), *lab_site.quick_validation(), inventory=lab.inventory, timeout=900
         )
         print("[ha lab] validation with %s off: %.0f s" % (holder, time.monotonic() - started))
         assert validated.returncode != 0
-        checks = _checks(lab.report())
+        checks = lab_site.report_checks(lab.report())
         # The control plane's section names the host that went; etcd keeps its quorum, the endpoint answers.
         # (Not asserted: that every other check passes. With a control plane gone, the isolation reach
         # probe's pods failed their DNS lookups, "bad address", on the first run of this test: issue 34's
@@ -250,6 +243,8 @@ def test_the_vip_s_holder_powered_off_the_api_answers_again_and_the_report_names
         _wait_for("%s Ready again" % holder, lambda: holder in _nodes_ready(lab), timeout=300)
         print("[ha lab] %s powered on and Ready: %.0f s" % (holder, time.monotonic() - started))
     _wait_for("etcd and the API server Ready on %s" % holder, lambda: _static_pods_ready(lab, holder), timeout=300)
-    again = run_playbook(str(PLAYBOOKS / "validate.yml"), *_quick_validation(), inventory=lab.inventory, timeout=900)
+    again = run_playbook(
+        str(PLAYBOOKS / "validate.yml"), *lab_site.quick_validation(), inventory=lab.inventory, timeout=900
+    )
     assert again.returncode == 0, again.output[-4000:]
     assert lab.report()["verdict"] == "pass"

@@ -298,10 +298,6 @@ def site_stages(site: SiteLab) -> SiteLab:
     return site
 
 
-def _checks(report: dict) -> dict[str, dict]:
-    return {check["id"]: check for section in report["sections"] for check in section["checks"]}
-
-
 def test_kai_and_local_path_run_as_pods_of_their_charts_installed_from_the_bundle(site_stages: SiteLab) -> None:
     assert site_stages.site_run.returncode == 0, site_stages.site_run.output[-5000:]
     # helm on the control-plane host is the bundle's package; the releases are the bundle's charts.
@@ -327,7 +323,7 @@ def test_kai_and_local_path_run_as_pods_of_their_charts_installed_from_the_bundl
 
 
 def test_the_report_names_the_simulated_nodes_and_reads_back_what_a_pod_wrote(site_stages: SiteLab) -> None:
-    checks = _checks(site_stages.report)
+    checks = lab_site.report_checks(site_stages.report)
     for node in SIMULATED:
         assert checks["gpu-nodes/%s/gpu-count" % node]["status"] == "pass"
         assert checks["gpu-nodes/%s/present" % node]["observed"] == "found, simulated by KWOK"
@@ -352,7 +348,7 @@ def test_the_report_names_the_simulated_nodes_and_reads_back_what_a_pod_wrote(si
 
 
 def test_the_fairness_scenarios_pass_on_the_helm_installed_kai(site_stages: SiteLab) -> None:
-    checks = _checks(site_stages.report)
+    checks = lab_site.report_checks(site_stages.report)
     scenario = {check_id: check for check_id, check in checks.items() if check_id.startswith("scenario/")}
     assert scenario, sorted(checks)
     failed = {check_id: check.get("message") for check_id, check in scenario.items() if check["status"] == "fail"}
@@ -423,7 +419,7 @@ def test_a_user_s_plain_pod_with_a_gpu_fraction_is_admitted_by_kai_s_webhook_and
 def test_real_pods_try_a_connection_between_projects_and_the_report_says_what_they_found(
     site_stages: SiteLab,
 ) -> None:
-    checks = _checks(site_stages.report)
+    checks = lab_site.report_checks(site_stages.report)
     reach = {key: check for key, check in checks.items() if key.endswith("/network-reach")}
     assert len(reach) == 4, sorted(checks)
     for key, check in reach.items():
@@ -478,7 +474,7 @@ def test_a_worker_whose_kubelet_stopped_fails_its_check_with_the_reason_and_the_
         broken, broken_s = _timed_validation(site_stages)
         # A failed check with its reason, not a crash or a hang: the report is written and says why.
         assert broken.returncode != 0
-        checks = _checks(_latest_report(site_stages))
+        checks = lab_site.report_checks(_latest_report(site_stages))
         check = checks["gpu-nodes/%s/ready" % worker]
         assert check["status"] == "fail" and "node %s is not Ready" % worker in check["message"], check
         for probe in ("storage/default-binds", "storage/default-readback", "storage/rwx-shared", "storage/cleanup"):
@@ -491,7 +487,7 @@ def test_a_worker_whose_kubelet_stopped_fails_its_check_with_the_reason_and_the_
     _kubelet_back(site_stages, worker)
     healed, healed_s = _timed_validation(site_stages)
     assert healed.returncode == 0, healed.output[-4000:]
-    assert _checks(_latest_report(site_stages))["gpu-nodes/%s/ready" % worker]["status"] == "pass"
+    assert lab_site.report_checks(_latest_report(site_stages))["gpu-nodes/%s/ready" % worker]["status"] == "pass"
     # A figure, not a test: CPU shared with the other tests moves it by a minute (docs/lab.md).
     print("[lab site] validate with %s's kubelet stopped: %.0f s; healthy: %.0f s" % (worker, broken_s, healed_s))
 
@@ -521,7 +517,7 @@ def test_a_worker_whose_kubelet_stops_during_the_storage_probe_is_named_and_noth
             site_stages.kubectl("uncordon %s" % node)
     try:
         assert runs[0].returncode != 0
-        checks = _checks(_latest_report(site_stages))
+        checks = lab_site.report_checks(_latest_report(site_stages))
         named = [
             check["id"]
             for check in checks.values()
@@ -540,7 +536,7 @@ def test_a_worker_whose_kubelet_stops_during_the_storage_probe_is_named_and_noth
     _kubelet_back(site_stages, worker)
     healed, healed_s = _timed_validation(site_stages)
     assert healed.returncode == 0, healed.output[-4000:]
-    leftovers = _checks(_latest_report(site_stages))["storage/earlier-leftovers"]
+    leftovers = lab_site.report_checks(_latest_report(site_stages))["storage/earlier-leftovers"]
     assert leftovers["status"] == "pass", leftovers
     assert _probe_leftovers(site_stages) == []
     # Figures, not a test (the node controller's grace period, about 40-50 s, is in the first; CI's
@@ -616,8 +612,8 @@ def test_the_kai_scheduler_pod_deleted_during_a_scenario_fails_no_worse_than_a_c
         deleted = site_stages.kubectl("delete pod -n kai-scheduler --wait=false %s" % names)
         assert deleted.returncode == 0, deleted.stderr
     report = _latest_report(site_stages)
-    scenario_checks = [c for c in _checks(report).values() if c["id"].startswith("scenario/")]
-    assert scenario_checks, sorted(_checks(report))
+    scenario_checks = [c for c in lab_site.report_checks(report).values() if c["id"].startswith("scenario/")]
+    assert scenario_checks, sorted(lab_site.report_checks(report))
     for check in scenario_checks:
         # A step that could not settle, or that settled otherwise than the model, says why.
         assert check["status"] in ("pass", "warn") or check.get("message"), check
@@ -649,7 +645,7 @@ def test_containerd_restarted_on_a_worker_during_validation_leaves_its_pods_and_
         restarted = site_stages.ssh(worker, "systemctl restart containerd")
         assert restarted.returncode == 0, restarted.stderr
     report = _latest_report(site_stages)
-    for check in _checks(report).values():
+    for check in lab_site.report_checks(report).values():
         assert check["status"] != "fail" or check.get("message"), check
     # containerd's restart leaves the containers it runs (their shims outlive it): the same pods run.
     assert site_stages.ssh(worker, "systemctl is-active containerd").stdout.strip() == "active"
@@ -724,7 +720,7 @@ def test_a_lab_host_rebooted_during_validation_fails_no_worse_than_a_check_and_c
         # The connection drops as the host goes down: its exit status says nothing.
         site_stages.ssh(WORKERS[worker], "systemctl reboot", timeout=30)
     report = _latest_report(site_stages)
-    for check in _checks(report).values():
+    for check in lab_site.report_checks(report).values():
         assert check["status"] != "fail" or check.get("message"), check
     # The host boots again with its disk as it was: kubelet and containerd start, the node is Ready.
     _wait_for("%s to answer over SSH again" % worker, lambda: site_stages.ssh(WORKERS[worker], "true").returncode == 0)
@@ -894,7 +890,7 @@ def test_kueue_by_the_inventory_switch_installs_from_the_bundle_and_runs_the_sce
     )
     assert validated.returncode == 0, validated.output[-5000:]
     report = _latest_report(site_stages)
-    checks = _checks(report)
+    checks = lab_site.report_checks(report)
     scenario_checks = {k: v for k, v in checks.items() if k.startswith("scenario/")}
     assert scenario_checks and all(c["status"] != "fail" for c in scenario_checks.values()), scenario_checks
     # The projects were read back from Kueue's ClusterQueues, and the model named is Kueue's.

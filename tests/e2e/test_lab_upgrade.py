@@ -79,15 +79,6 @@ class UpgradeLab:
         return json.loads((self.reports / "lab-upgrade-test" / "latest" / "report.json").read_text())
 
 
-def _quick_validation() -> tuple[str, ...]:
-    return (
-        "-e",
-        json.dumps(
-            {"validate_scenarios_files": [], "clusterproof_benchmarks": False, "clusterproof_host_tests": False}
-        ),
-    )
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpgradeLab]:
     layout = build.Layout(build.default_cache(), build.default_cache() / "out")
@@ -103,7 +94,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpgradeLab]:
             assert run.returncode == 0, run.output[-5000:]
         print("[upgrade lab] installed at %s, 3 hosts: %.0f s" % (PREVIOUS, time.monotonic() - started), flush=True)
         started = time.monotonic()
-        staged = run_playbook(str(PLAYBOOKS / "site.yml"), *_quick_validation(), inventory=site.previous, timeout=1800)
+        staged = run_playbook(
+            str(PLAYBOOKS / "site.yml"), *lab_site.quick_validation(), inventory=site.previous, timeout=1800
+        )
         assert staged.returncode == 0, staged.output[-5000:]
         print("[upgrade lab] site.yml at %s: %.0f s" % (PREVIOUS, time.monotonic() - started), flush=True)
         yield site
@@ -167,7 +160,7 @@ def _upgrade_process(lab: UpgradeLab, log: Path) -> subprocess.Popen:
     env["PATH"] = "%s:%s" % (Path(sys.executable).parent, env["PATH"])
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(lab.pinned), str(PLAYBOOKS / "upgrade.yml"),
-         *_quick_validation()],
+         *lab_site.quick_validation()],
         cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
     )  # fmt: skip
 
@@ -209,7 +202,9 @@ def test_an_upgrade_interrupted_while_a_worker_is_drained_completes_when_run_aga
     assert all(not n["spec"].get("unschedulable") for n in lab.nodes() if n["metadata"]["name"] != drained)
 
     started = time.monotonic()
-    resumed = run_playbook(str(PLAYBOOKS / "upgrade.yml"), *_quick_validation(), inventory=lab.pinned, timeout=2400)
+    resumed = run_playbook(
+        str(PLAYBOOKS / "upgrade.yml"), *lab_site.quick_validation(), inventory=lab.pinned, timeout=2400
+    )
     elapsed = time.monotonic() - started
     print("[upgrade lab] upgrade.yml run again to its end (with the validation): %.0f s" % elapsed, flush=True)
     assert resumed.returncode == 0, resumed.output[-6000:]
