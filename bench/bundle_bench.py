@@ -14,7 +14,6 @@ programs, whose cold build is bench/sandbox_bench.py's figure). Runs on a lab of
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -27,8 +26,8 @@ sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO))
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build  # noqa: E402
-from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines  # noqa: E402
-from bench.lab_bench import BenchLab  # noqa: E402
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines  # noqa: E402
+from bench.lab_bench import BenchLab, bench_parser  # noqa: E402
 from tests.e2e.conftest import run_playbook  # noqa: E402
 
 LAB = BenchLab("cpbench1", "10.217.0")
@@ -58,9 +57,7 @@ def size_mib(path: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cold", action="store_true", help="first build a bundle from empty caches")
-    options = parser.parse_args()
+    options = bench_parser(__doc__, cold="first build a bundle from empty caches").parse_args()
     with tempfile.TemporaryDirectory(prefix="bundle-bench.") as work:
         base = Path(work)
         if options.cold:
@@ -90,9 +87,7 @@ def main() -> None:
         finally:
             timed_playbook("lab down", lab, "-e", "lab_state=down", inventory_path=path)
             machines.write_kernel_settings(settings)
-        left = lifecycle.leftovers(
-            machines.Layout(state_dir, Path.home() / ".cache/clusterproof/lab"), LAB.bridge, LAB.hosts
-        )
+        left = LAB.leftovers(state_dir)
         print(f"{'left behind after down':<46} {left or 'nothing'}")
 
 

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -27,9 +28,30 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO))
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build  # noqa: E402
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines  # noqa: E402
 from tests.e2e import lab_site  # noqa: E402
 from tests.e2e.conftest import run_playbook  # noqa: E402
+
+# Where the lab keeps its Debian root between runs (playbooks/lab.yml's default lab_cache).
+LAB_CACHE = Path.home() / ".cache" / "clusterproof" / "lab"
+
+
+def bench_parser(doc: str, cold: str = "") -> argparse.ArgumentParser:
+    """A lab bench's command line: ``--help`` says the first paragraph of its docstring. A bench that can
+    also start from empty caches says what ``--cold`` then does first (``cold``)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if cold:
+        parser.add_argument("--cold", action="store_true", help=cold)
+    return parser
+
+
+def pinned_bundle() -> build.Layout:
+    """The bundle at the pins in the default build cache, built first (without progress lines) for a
+    bench that installs from it."""
+    layout = build.Layout(build.default_cache(), build.default_cache() / "out")
+    build.build(layout, progress=lambda message: None)
+    return layout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +70,28 @@ class BenchLab:
     def hosts(self) -> dict[str, str]:
         names = ("bench-cp-1", "bench-worker-1", "bench-worker-2")
         return {name: "%s.%d" % (self.subnet, 10 + index) for index, name in enumerate(names)}
+
+    @property
+    def control_plane(self) -> dict[str, str]:
+        """The first host, the control plane."""
+        return dict(list(self.hosts.items())[:1])
+
+    @property
+    def workers(self) -> dict[str, str]:
+        """The other two hosts, the workers."""
+        return dict(list(self.hosts.items())[1:])
+
+    def site_declaration(self, site_name: str, base: Path, bundle: Path, **extra_vars: Any) -> dict[str, Any]:
+        """inventories/lab's site on this lab's bridge and hosts (tests/e2e/lab_site.declaration), served
+        ``bundle`` from the bridge's address, its state under ``base``, with ``extra_vars``."""
+        return lab_site.declaration(
+            site_name, self.gateway, self.bridge, self.control_plane, self.workers, base, bundle, extra_vars
+        )
+
+    def leftovers(self, state_dir: Path) -> list[str]:
+        """What the lab of ``state_dir`` (with the default Debian root cache) left on the machine after
+        ``down`` (lab/lifecycle.leftovers)."""
+        return lifecycle.leftovers(machines.Layout(state_dir, LAB_CACHE), self.bridge, self.hosts)
 
     def inventory(self, path: Path, state_dir: Path, **extra: str) -> Path:
         """The lab's inventory, written to ``path``: its settings (tests/e2e/lab_site.lab_vars) and
@@ -89,13 +133,11 @@ def lab_rss_mib(layout: machines.Layout) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cold", action="store_true", help="build the Debian root from an empty cache first")
-    options = parser.parse_args()
+    options = bench_parser(__doc__, cold="build the Debian root from an empty cache first").parse_args()
     with tempfile.TemporaryDirectory(prefix="lab-bench.") as work:
         base = Path(work)
         state_dir = base / "state"
-        cache_dir = base / "cache" if options.cold else Path.home() / ".cache" / "clusterproof" / "lab"
+        cache_dir = base / "cache" if options.cold else LAB_CACHE
         path = LAB.inventory(base / "hosts.yml", state_dir, lab_cache=str(cache_dir))
         layout = machines.Layout(state_dir, cache_dir)
         if options.cold:

@@ -15,7 +15,6 @@ tools (./clusterproof installs them).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -27,24 +26,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO))
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build  # noqa: E402
-from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines  # noqa: E402
-from bench.lab_bench import lab_rss_mib  # noqa: E402
-from tests.e2e import lab_site  # noqa: E402
+from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines  # noqa: E402
+from bench.lab_bench import BenchLab, bench_parser, lab_rss_mib, pinned_bundle  # noqa: E402
 from tests.e2e.conftest import run_playbook  # noqa: E402
 
-BRIDGE = "cpbench2"
-GATEWAY = "10.219.0.1"
-CONTROL_PLANE = {"bench-cp-1": "10.219.0.10"}
-WORKERS = {"bench-worker-1": "10.219.0.11", "bench-worker-2": "10.219.0.12"}
+LAB = BenchLab("cpbench2", "10.219.0")
 
 
 def inventory(base: Path, bundle: Path) -> Path:
     """inventories/lab's site, on this bench's bridge and addresses."""
     path = base / "hosts.yml"
-    declaration = lab_site.declaration(
-        "lab-site-bench", GATEWAY, BRIDGE, CONTROL_PLANE, WORKERS, base, bundle, {"simulated_gpu_nodes_port": 16499}
-    )
+    declaration = LAB.site_declaration("lab-site-bench", base, bundle, simulated_gpu_nodes_port=16499)
     path.write_text(yaml.safe_dump(declaration))
     return path
 
@@ -61,11 +53,9 @@ def timed_playbook(label: str, playbook: str, *args: str, inventory_path: Path, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.parse_args()
-    layout = build.Layout(build.default_cache(), build.default_cache() / "out")
-    build.build(layout, progress=lambda message: None)
-    hosts = [*CONTROL_PLANE, *WORKERS]
+    bench_parser(__doc__).parse_args()
+    layout = pinned_bundle()
+    hosts = [*LAB.hosts]
     with tempfile.TemporaryDirectory(prefix="lab-site-bench.") as work:
         base = Path(work)
         state_dir = base / "state"
@@ -97,9 +87,7 @@ def main() -> None:
         finally:
             timed_playbook("lab down", lab, "-e", "lab_state=down", inventory_path=path, hosts=["localhost"])
             machines.write_kernel_settings(settings)
-        left = lifecycle.leftovers(
-            machines.Layout(state_dir, Path.home() / ".cache/clusterproof/lab"), BRIDGE, {**CONTROL_PLANE, **WORKERS}
-        )
+        left = LAB.leftovers(state_dir)
         print(f"{'left behind after down':<52} {left or 'nothing'}")
 
 

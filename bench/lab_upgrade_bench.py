@@ -16,7 +16,6 @@ and Debian's tools (./clusterproof installs them).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import sys
 import tempfile
@@ -32,15 +31,11 @@ sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO))
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions  # noqa: E402
-from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build  # noqa: E402
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines  # noqa: E402
-from tests.e2e import lab_site  # noqa: E402
+from bench.lab_bench import BenchLab, bench_parser, pinned_bundle  # noqa: E402
 from tests.e2e.conftest import run_playbook  # noqa: E402
 
-BRIDGE = "cpbench3"
-GATEWAY = "10.222.0.1"
-CONTROL_PLANE = {"bench-cp-1": "10.222.0.10"}
-WORKERS = {"bench-worker-1": "10.222.0.11", "bench-worker-2": "10.222.0.12"}
+LAB = BenchLab("cpbench3", "10.222.0")
 PLAYBOOKS = REPO / "playbooks"
 UPGRADE_PLAYS = ("Upgrade the control planes, one at a time", "Upgrade the workers, in batches")
 
@@ -72,28 +67,17 @@ def timed(label: str, playbook: str, *args: str, inventory: Path) -> Any:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.parse_args()
-    layout = build.Layout(build.default_cache(), build.default_cache() / "out")
-    build.build(layout, progress=lambda message: None)
+    bench_parser(__doc__).parse_args()
+    layout = pinned_bundle()
     with tempfile.TemporaryDirectory(prefix="lab-upgrade-bench.") as work:
         base = Path(work)
-        declaration = lab_site.declaration(
-            "lab-upgrade-bench",
-            GATEWAY,
-            BRIDGE,
-            CONTROL_PLANE,
-            WORKERS,
-            base,
-            layout.out,
-            {"simulated_gpu_nodes_port": 16509},
-        )
+        declaration = LAB.site_declaration("lab-upgrade-bench", base, layout.out, simulated_gpu_nodes_port=16509)
         pinned = base / "pinned.yml"
         pinned.write_text(yaml.safe_dump(declaration))
         declaration["all"]["vars"]["clusterproof_kubernetes_version"] = versions.KUBERNETES_PREVIOUS.version
         previous = base / "previous.yml"
         previous.write_text(yaml.safe_dump(declaration))
-        worker = next(iter(WORKERS))
+        worker = next(iter(LAB.workers))
         settings = machines.read_kernel_settings()
         try:
             timed("lab up (3 hosts) and serve the bundle", "lab.yml", inventory=previous)

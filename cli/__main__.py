@@ -37,6 +37,9 @@ PLAYBOOKS = {
     "down": ("playbooks/sandbox.yml", ["-e", "sandbox_cluster_state=down"]),
     # A kubeadm site to the Kubernetes version its inventory declares (docs/upgrade.md).
     "upgrade": ("playbooks/upgrade.yml", []),
+    # A kubeadm site's etcd: a snapshot kept on the controller, and one restored (docs/etcd.md).
+    "backup": ("playbooks/etcd_backup.yml", []),
+    "restore": ("playbooks/etcd_restore.yml", []),
     "lab-up": ("playbooks/lab.yml", ["-i", "inventories/lab"]),
     "lab-down": ("playbooks/lab.yml", ["-i", "inventories/lab", "-e", "lab_state=down"]),
     # The lab as a site of mode kubeadm, from the bundle: the GPU hosts' stack, then Kubernetes.

@@ -85,7 +85,7 @@ CASES = {
     "port-base-abc-on-the-command-line": (
         lambda inv: None,
         ("-e", "clusterproof_sandbox_port_base=abc"),
-        ["group all: clusterproof_sandbox_port_base: expected an integer from 1024 to 65512", "found 'abc'"],
+        ["group all: clusterproof_sandbox_port_base: expected an integer from 1024 to 65509", "found 'abc'"],
     ),
 }
 

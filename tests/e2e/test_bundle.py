@@ -75,14 +75,12 @@ class BundleLab:
 @pytest.fixture(scope="module")
 def lab(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BundleLab]:
     the_lab = BundleLab(tmp_path_factory.mktemp("bundle-lab"), bundle)
-    settings_before = machines.read_kernel_settings()
     try:
         up = run_playbook(LAB, inventory=the_lab.inventory, timeout=600)
         assert up.returncode == 0, up.output[-3000:]
         yield the_lab
     finally:
         down = run_playbook(LAB, "-e", "lab_state=down", inventory=the_lab.inventory, timeout=600)
-        machines.write_kernel_settings(settings_before)
         assert down.returncode == 0, down.output[-3000:]
 
 

@@ -20,22 +20,17 @@ from kubernetes import client, config
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from cli.playbook import PlaybookRun
 
-from .conftest import REPO, Sandbox, own_sandbox, run_playbook, two_node_site, wait_for
+from .conftest import REPO, Sandbox, own_sandbox, run_playbook, two_node_site, two_team_scenario, wait_for
 
 pytestmark = pytest.mark.sandbox
 
 INVENTORY = two_node_site("faults")
 # Two steps, a few seconds each: long enough to be hit mid-run, short enough to run six times.
-SCENARIO = """
-name: faults
-title: "Two teams, one job each, then one ends"
-source: "clusterproof's fault tests"
-policy: runai
-capacity: {gpus: 8, node_gpus: 4}
-projects:
-  - {name: team-a, gpu_quota: 4}
-  - {name: team-b, gpu_quota: 4}
-steps:
+SCENARIO = two_team_scenario(
+    "faults",
+    "Two teams, one job each, then one ends",
+    "clusterproof's fault tests",
+    """\
   - name: "a job each"
     submit:
       - {name: a-1, project: team-a, kind: train, gpus: 2}
@@ -49,7 +44,8 @@ steps:
       - {name: b-2, project: team-b, kind: train, gpus: 2}
     expect:
       allocated: {team-a: 0, team-b: 4}
-"""
+""",
+)
 STOPPED = "scenario/faults/stopped"
 KAI_PROCESSES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller")
 

@@ -103,7 +103,6 @@ def site(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sit
     the control plane and one worker (gpu_nodes.yml, cluster.yml), then the same with the second
     worker added to the inventory. Each run is kept for the tests."""
     lab = SiteLab(tmp_path_factory.mktemp("site-lab"), bundle)
-    settings_before = machines.read_kernel_settings()
     try:
         up = run_playbook(LAB, inventory=lab.inventory, timeout=600)
         assert up.returncode == 0, up.output[-3000:]
@@ -126,7 +125,6 @@ def site(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sit
         started = time.monotonic()
         down = run_playbook(LAB, "-e", "lab_state=down", inventory=lab.inventory, timeout=600)
         print("[lab site] lab down after the site: %.0f s" % (time.monotonic() - started), flush=True)
-        machines.write_kernel_settings(settings_before)
         assert down.returncode == 0, down.output[-3000:]
 
 

@@ -47,8 +47,8 @@ from ansible_collections.clusterproof.gpu.plugins.modules import (
     sandbox_cluster,
     validate_scenario,
 )
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SANDBOX = REPO / "inventories" / "sandbox"
 
 
@@ -279,13 +279,22 @@ INVENTORY_CASES = [
     inv("control-plane-checks-maybe", site_set(clusterproof_control_plane_checks="maybe"), ALL + "clusterproof_control_plane_checks: expected a boolean (true or false)", "found 'maybe'"),
     inv("control-plane-checks-list", site_set(clusterproof_control_plane_checks=[True]), ALL + "clusterproof_control_plane_checks: expected a boolean", "found a list"),
     inv("certificates-force-maybe", site_set(clusterproof_certificates_force="maybe"), ALL + "clusterproof_certificates_force: expected a boolean (true or false)", "found 'maybe'"),
+    inv("upgrade-work-back-negative", site_set(clusterproof_upgrade_work_back_timeout=-1), ALL + "clusterproof_upgrade_work_back_timeout: expected a non-negative integer", "found -1"),
     inv("upgrade-serial-zero", site_set(clusterproof_upgrade_serial=0), ALL + "clusterproof_upgrade_serial: expected a positive integer", "found 0"),
+    inv("etcd-backup-keep-zero", site_set(clusterproof_etcd_backup_keep=0), ALL + "clusterproof_etcd_backup_keep: expected a positive integer", "found 0"),
+    inv("etcd-backup-keep-word", site_set(clusterproof_etcd_backup_keep="all"), ALL + "clusterproof_etcd_backup_keep: expected a positive integer", "found 'all'"),
+    inv("etcd-backup-warn-hours-negative", site_set(clusterproof_etcd_backup_warn_hours=-1), ALL + "clusterproof_etcd_backup_warn_hours: expected a positive integer", "found -1"),
+    inv("etcd-backup-dir-list", site_set(clusterproof_etcd_backup_dir=["/backups"]), ALL + "clusterproof_etcd_backup_dir: expected a path (a string)", "found a list"),
     inv("renew-days-negative", site_set(clusterproof_certificates_renew_days="-3"), ALL + "clusterproof_certificates_renew_days: expected a non-negative integer", "found '-3'"),
+    inv("monitoring-maybe", site_set(clusterproof_monitoring="maybe"), ALL + "clusterproof_monitoring: expected a boolean (true or false)", "found 'maybe'"),
+    inv("monitoring-retention-number", site_set(clusterproof_monitoring_retention=15), ALL + "clusterproof_monitoring_retention: expected a Prometheus duration of at least 1h", "found 15"),
+    inv("monitoring-retention-word", site_set(clusterproof_monitoring_retention="15 days"), ALL + "clusterproof_monitoring_retention: expected a Prometheus duration of at least 1h", "found '15 days'"),
+    inv("monitoring-retention-short", site_set(clusterproof_monitoring_retention="30m"), ALL + "clusterproof_monitoring_retention: expected a Prometheus duration of at least 1h", "found '30m'"),
     *(
         inv(
             "port-base-" + label,
             site_set(clusterproof_sandbox_port_base=value),
-            ALL + "clusterproof_sandbox_port_base: expected an integer from 1024 to 65512 (the sandbox takes 24 ports",
+            ALL + "clusterproof_sandbox_port_base: expected an integer from 1024 to 65509 (the sandbox takes 27 ports",
             "found " + found,
         )
         for label, value, found in [
@@ -356,7 +365,7 @@ def test_booleans_ansible_reads_as_booleans_are_accepted(value):
     assert errors == [] and declaration is not None
 
 
-@pytest.mark.parametrize("value", [1024, 16440, "17000", 65512])
+@pytest.mark.parametrize("value", [1024, 16440, "17000", 65509])
 def test_port_bases_with_room_are_accepted(value):
     site, nodes = sandbox_inventory()
     site["clusterproof_sandbox_port_base"] = value

@@ -18,11 +18,10 @@ links alone):
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from cli import __main__ as cli_main
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 ENTRY = REPO / "clusterproof"
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted(REPO.glob("roles/*/README.md"))]
 # A subcommand (and its own, for the lab): ``./clusterproof lab up|install|down``.

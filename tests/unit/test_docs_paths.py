@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO
+
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted(REPO.glob("roles/*/README.md"))]
 TOP = ("playbooks/", "roles/", "inventories/", "collections/", "molecule/", "tests/", "bench/", "docs/")
 TOP += ("scenarios/", ".ci/", "cli/")

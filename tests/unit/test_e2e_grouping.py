@@ -16,7 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO
 
 CONFTEST = """
 import json, os

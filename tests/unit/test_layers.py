@@ -127,7 +127,12 @@ LAYERS = {
         ("common/", "install.go_modules", "install.kubernetes_cni", "sandbox.build"),
         ("yaml",),
     ),
-    "inventory": Rule(("install/", "tenancy/", "scheduler.registry", "common/")),
+    "monitoring": Rule(
+        ("common/", "tenancy/", "report.model", "scheduler.registry", "sandbox.install", "sandbox.control_plane"),
+        ("yaml",),
+        only_in={"sandbox.install": ("sandbox",), "sandbox.control_plane": ("sandbox",)},
+    ),
+    "inventory": Rule(("install/", "tenancy/", "scheduler.registry", "common/", "monitoring.settings")),
     "validate": Rule(
         (
             "common/",

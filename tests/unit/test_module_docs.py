@@ -62,7 +62,10 @@ def documented_options(path: Path) -> dict[str, Any]:
         spec.loader.exec_module(loaded)
         text = getattr(loaded.ModuleDocFragment, (variable or "DOCUMENTATION").upper())
         options.update(yaml.safe_load(text).get("options") or {})
-    options.update(documentation.get("options") or {})
+    # As ansible-doc merges: a module's entry for a fragment's option overrides it key by key, so a
+    # module may say only what differs (that it requires the option) and keep the fragment's description.
+    for name, option in (documentation.get("options") or {}).items():
+        options[name] = {**(options.get(name) or {}), **(option or {})}
     return options
 
 
@@ -147,3 +150,11 @@ def test_the_check_finds_drift():
         "nodes.elements: documented None, argument spec 'dict'",
         "nodes.name: in the argument spec, not documented",
     ]
+
+
+def test_a_modules_entry_for_a_fragments_option_overrides_it_key_by_key():
+    # koordinator_scheduler says only that it requires state_dir; the sandbox_install fragment describes it.
+    state_dir = documented_options(PLUGINS / "modules" / "koordinator_scheduler.py")["state_dir"]
+    assert state_dir["required"] is True
+    assert state_dir["type"] == "path"
+    assert "state directory" in state_dir["description"]

@@ -39,8 +39,8 @@ import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.lookup import versions as versions_lookup
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SCANNED = ("collections", "roles", "playbooks")
 VERSIONS_FILE = "collections/ansible_collections/clusterproof/gpu/plugins/module_utils/versions.py"
 PLUGINS = "collections/ansible_collections/clusterproof/gpu/plugins/"

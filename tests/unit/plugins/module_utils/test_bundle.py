@@ -20,24 +20,20 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.install.runtime_c
 )
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
+
+def kubeadm_listing(kubernetes: str, coredns: str, pause: str, etcd: str) -> str:
+    """What ``kubeadm config images list --kubernetes-version <kubernetes>`` prints: its four control-plane
+    images at that version, then the CoreDNS, pause and etcd images that release pins."""
+    components = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
+    images = [f"{component}:{kubernetes}" for component in components]
+    images += [f"coredns/coredns:{coredns}", f"pause:{pause}", f"etcd:{etcd}"]
+    return "".join(f"registry.k8s.io/{image}\n" for image in images)
+
+
 # What kubeadm v1.36.3 prints for `kubeadm config images list --kubernetes-version v1.36.3`.
-KUBEADM_LISTING = """registry.k8s.io/kube-apiserver:v1.36.3
-registry.k8s.io/kube-controller-manager:v1.36.3
-registry.k8s.io/kube-scheduler:v1.36.3
-registry.k8s.io/kube-proxy:v1.36.3
-registry.k8s.io/coredns/coredns:v1.14.2
-registry.k8s.io/pause:3.10.2
-registry.k8s.io/etcd:3.6.8-0
-"""
+KUBEADM_LISTING = kubeadm_listing("v1.36.3", coredns="v1.14.2", pause="3.10.2", etcd="3.6.8-0")
 # What kubeadm v1.35.4, the previous minor, prints for its own version: etcd, CoreDNS and pause differ.
-PREVIOUS_LISTING = """registry.k8s.io/kube-apiserver:v1.35.4
-registry.k8s.io/kube-controller-manager:v1.35.4
-registry.k8s.io/kube-scheduler:v1.35.4
-registry.k8s.io/kube-proxy:v1.35.4
-registry.k8s.io/coredns/coredns:v1.13.1
-registry.k8s.io/pause:3.10.1
-registry.k8s.io/etcd:3.6.6-0
-"""
+PREVIOUS_LISTING = kubeadm_listing("v1.35.4", coredns="v1.13.1", pause="3.10.1", etcd="3.6.6-0")
 # Both releases, as the tests below pin them whatever versions.py pins.
 BOTH = contents.BundlePins(kubernetes="v1.36.3", kubernetes_previous="v1.35.4")
 # containerd's config.toml as Debian 12's containerd package installs it.
@@ -182,8 +178,10 @@ def test_packages_take_upstream_s_names_and_versions() -> None:
         "nvidia-container-toolkit-base": "1.20.1-1",
         "nvidia-container-toolkit": "1.20.1-1",
         "helm": "3.19.0-1",
+        "etcd-client": "3.6.8-1",
     }
     assert dict(specs["helm"].files) == {"helm": "/usr/bin/helm"}
+    assert dict(specs["etcd-client"].files) == {"etcdctl": "/usr/bin/etcdctl", "etcdutl": "/usr/bin/etcdutl"}
     assert dict(specs["kubelet"].texts)["/usr/lib/systemd/system/kubelet.service"].startswith("[Unit]")
     assert "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf" in dict(specs["kubeadm"].texts)
     assert "kubelet" in specs["kubeadm"].depends
@@ -475,6 +473,37 @@ def test_the_build_s_plan_holds_both_releases() -> None:
         contents.BundlePins(kubernetes_previous=""), pinned, None, cni, contents.ChartPins(), ["sh"]
     )
     assert not any("1.35.4" in spec.ref.ref for spec in without.images) and len(without.pauses) == 1
+
+
+def test_etcdctl_and_etcdutl_are_built_from_their_modules_at_the_etcd_kubeadm_runs() -> None:
+    pinned = contents.kubeadm_images(KUBEADM_LISTING)
+    made = build.planned(BOTH, pinned, None, [], contents.ChartPins(), ["sh"])
+    programs = {program.name: program for program in made.programs}
+    for command in ("etcdctl", "etcdutl"):
+        # Each module's main package is its root; no cgo, no replaces: a static program.
+        module = "go.etcd.io/etcd/%s/v3" % command
+        assert programs[command] == build.GoProgram(command, module, "v3.6.8", module)
+        assert "require %s v3.6.8" % module in build.wrapper_gomod(programs[command], "1.24")
+    package = next(spec for spec in made.packages if spec.name == "etcd-client")
+    assert package.filename == "etcd-client_3.6.8-1_amd64.deb"
+    assert "go.etcd.io/etcd/etcdctl/v3, go.etcd.io/etcd/etcdutl/v3 v3.6.8" in package.description
+    # Every program a package is made of is one the build makes (or the sandbox's, for Kubernetes').
+    built = set(programs) | set(sandbox_build.RELEASE_BINARIES) | {"helm"}
+    for spec in made.packages:
+        for name, _ in spec.files:
+            assert name in built or "@" in name, (spec.name, name)
+    contents.check_etcd_client(BOTH, pinned)
+
+
+def test_an_etcd_client_pin_other_than_the_etcd_kubeadm_runs_is_refused_naming_both() -> None:
+    pinned = contents.kubeadm_images(KUBEADM_LISTING)
+    other = contents.BundlePins(kubernetes_previous="", etcd_client="v3.6.7")
+    with pytest.raises(
+        BundleInputError,
+        match=r"etcd_client: expected the version of the etcd kubeadm v1.36.3 runs "
+        r"\(v3.6.8, registry.k8s.io/etcd:3.6.8-0\); found v3.6.7",
+    ):
+        contents.check_etcd_client(other, pinned)
 
 
 def test_the_manifest_lists_both_releases() -> None:

@@ -17,6 +17,8 @@ import pytest
 from ansible_collections.clusterproof.gpu.plugins.filter import control_plane as control_plane_filters
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory.schema import validate_site
 from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import control_plane_status as status
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import history
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Report
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import pki as sandbox_pki
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import control_plane
 from tests.conftest import run_module_file
@@ -569,3 +571,49 @@ def test_the_module_on_a_host_without_a_control_plane_returns_every_reason_and_d
 def test_the_recorded_fixtures_are_the_gateway_s_json():
     for path in (FIXTURES / "etcd").rglob("*.json"):
         assert isinstance(json.loads(path.read_text()), dict), path
+
+
+# --- what changed since an earlier run -------------------------------------------------------------
+
+
+def _state(declared: list[dict], members_of: list[str]) -> dict:
+    """The state report history records of a run whose etcd has the members ``members_of``."""
+    etcd = etcd_view("three_members")
+    etcd["members"] = [member for member in etcd["members"] if member["name"] in members_of]
+    readings = {entry["host"]: reading(etcd) for entry in declared}
+    section = control_plane.section(declared, readings)
+    return history.site_state(Report("s", "lab", "", "", [section]))
+
+
+def test_a_control_plane_removed_with_its_host_out_of_the_inventory_is_what_changed_and_no_regression():
+    before = _state(DECLARED, ["cp-1", "cp-2", "cp-3"])
+    assert before["control_planes"] == {"declared": ["cp-1", "cp-2", "cp-3"], "members": ["cp-1", "cp-2", "cp-3"]}
+    after = _state(DECLARED[:2], ["cp-1", "cp-2"])
+    changes = history.compare(before, after)
+    assert (changes["control_planes_removed"], changes["control_planes_gone"]) == (["cp-3"], [])
+    checks = {check.id: check for check in history.changes_section(changes, "the run X").checks}
+    assert checks["changes/control-planes-removed"].observed == ["cp-3"]
+    assert {check.status for check in checks.values()} == {"pass"}
+
+
+def test_a_declared_control_plane_whose_member_is_gone_is_a_regression_in_what_changed():
+    before = _state(DECLARED, ["cp-1", "cp-2", "cp-3"])
+    after = _state(DECLARED, ["cp-1", "cp-2"])
+    changes = history.compare(before, after)
+    assert (changes["control_planes_gone"], changes["control_planes_removed"]) == (["cp-3"], [])
+    checks = {check.id: check for check in history.changes_section(changes, "the run X").checks}
+    gone = checks["changes/control-planes-gone"]
+    assert (gone.status, gone.message) == ("fail", "gone since the run X: cp-3")
+    # Added back (a new host joined in its place): shown, no regression.
+    again = history.compare(after, before)
+    assert (again["control_planes_added"], again["control_planes_gone"]) == (["cp-3"], [])
+
+
+def test_a_run_without_a_member_list_compares_no_control_plane():
+    skipped = history.site_state(Report("s", "sandbox", "", "", [control_plane.section([], {}, skipped="sandbox")]))
+    assert skipped["control_planes"] is None
+    changes = history.compare(_state(DECLARED, ["cp-1", "cp-2", "cp-3"]), skipped)
+    assert changes["control_planes_gone"] == changes["control_planes_removed"] == []
+    # A site without a member list has no control-plane checks in what changed.
+    ids = {check.id for check in history.changes_section(changes, "the run X").checks}
+    assert not any(check_id.startswith("changes/control-planes") for check_id in ids)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -19,6 +18,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.install.gpu_devic
     operator_values,
     release_for,
 )
+from tests.conftest import REPO
 
 
 def errors_of(site, mode="existing"):
@@ -104,7 +104,6 @@ def test_settings_with_no_device_layer_are_errors():
     ]
 
 
-REPO = Path(__file__).resolve().parents[4]
 VOLUME_MOUNTS = {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}
 
 

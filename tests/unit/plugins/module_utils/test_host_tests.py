@@ -34,7 +34,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.node.host_tests i
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Report, section_from_dict
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.render import to_junit_xml
 from tests.conftest import HOST_SUITE_TESTS as SUITE_NAMES
-from tests.conftest import run_module_file
+from tests.conftest import REPO, run_module_file
 
 # The toolkit config test came after the H100 run was recorded (issue 30): the recorded run lacks it,
 # the suite has it after the docker test, whether or not the shared list names it yet.
@@ -43,7 +43,6 @@ RECORDED_NAMES = [name for name in SUITE_NAMES if name != TOOLKIT_TEST]
 _AFTER = RECORDED_NAMES.index("docker-runs-the-nvidia-runtime") + 1
 SUITE_NOW = RECORDED_NAMES[:_AFTER] + [TOOLKIT_TEST] + RECORDED_NAMES[_AFTER:]
 
-REPO = Path(__file__).resolve().parents[4]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "gpu"
 SUITE = REPO / "tests" / "hosts"
 COLLECTIONS = REPO / "collections"

@@ -212,11 +212,13 @@ def test_the_pins_agree_with_the_sandbox_and_the_package_role():
     assert errors == [] and settings.version == SandboxVersions().kubernetes == versions.KUBERNETES.version
     text = (Path(__file__).resolve().parents[4] / "roles/kubernetes_packages/defaults/main.yml").read_text()
     lookup = re.compile(r"\{\{ lookup\('clusterproof\.gpu\.versions', '([\w.]+)'\) \}\}")
-    assert len(lookup.findall(text)) == 3
+    assert len(lookup.findall(text)) == 4
     defaults = yaml.safe_load(lookup.sub(lambda match: versions.value(match.group(1)), text))
     assert defaults["kubernetes_packages_version"] == settings.package_version
     assert defaults["kubernetes_packages_repo_url"] == settings.package_repo
     assert defaults["kubernetes_packages_repo_key_url"] == settings.package_key
+    # etcdctl and etcdutl at the version of the etcd kubeadm runs (the bundle's etcd-client package).
+    assert defaults["kubernetes_packages_etcd_client_version"] == versions.ETCD.package_version
 
 
 def test_a_test_bed_adds_kubelet_and_kube_proxy_fields_and_ignored_preflight_checks():

@@ -184,3 +184,53 @@ def test_nspawn_run_files_are_found_by_host_name(tmp_path, monkeypatch):
     (tmp_path / "propagate" / "lab-a-1").mkdir(parents=True)
     (tmp_path / "propagate" / "b-1").mkdir()
     assert machines.run_files(["lab-a-2", "lab-a-1"]) == [tmp_path / "propagate" / "lab-a-1"]
+
+
+def test_inotify_limits_are_raised_only_where_lower_and_their_previous_values_returned(tmp_path):
+    proc_sys = tmp_path / "sys"
+    (proc_sys / "fs" / "inotify").mkdir(parents=True)
+    (proc_sys / "fs" / "inotify" / "max_user_instances").write_text("128\n")
+    (proc_sys / "fs" / "inotify" / "max_user_watches").write_text("1048576\n")
+    raised = machines.raise_limits(machines.INOTIFY_LIMITS, proc_sys)
+    assert raised == {"fs.inotify.max_user_instances": "128"}
+    assert (proc_sys / "fs" / "inotify" / "max_user_instances").read_text() == "512"
+    assert (proc_sys / "fs" / "inotify" / "max_user_watches").read_text().strip() == "1048576"
+    assert machines.raise_limits(machines.INOTIFY_LIMITS, proc_sys) == {}
+
+
+def test_the_machine_s_settings_are_saved_by_the_first_lab_only_and_put_back_from_there(tmp_path):
+    proc_sys, saved = tmp_path / "sys", tmp_path / "run" / "settings.json"
+    names = (*machines.KERNEL_SETTINGS, *machines.INOTIFY_LIMITS)
+    machine = {"vm.overcommit_memory": "0", "kernel.panic": "0", "kernel.panic_on_oops": "0"}
+    machine |= {"fs.inotify.max_user_instances": "128", "fs.inotify.max_user_watches": "192536"}
+    for name, value in machine.items():
+        proc_sys.joinpath(*name.split(".")).parent.mkdir(parents=True, exist_ok=True)
+        proc_sys.joinpath(*name.split(".")).write_text(value + "\n")
+    assert machines.save_machine_settings(saved, proc_sys)
+    # The first lab's hosts run: the limits raised, a kubelet's settings.
+    machines.raise_limits(machines.INOTIFY_LIMITS, proc_sys)
+    machines.write_kernel_settings({"vm.overcommit_memory": "1", "kernel.panic": "10"}, proc_sys)
+    # A second lab comes up beside it: what it reads now is not the machine's, and it saves nothing.
+    assert not machines.save_machine_settings(saved, proc_sys)
+    assert machines.load_machine_settings(saved) == machine
+    put_back = machines.write_kernel_settings(machines.load_machine_settings(saved), proc_sys)
+    assert sorted(put_back) == [*sorted(machines.INOTIFY_LIMITS), "kernel.panic", "vm.overcommit_memory"]
+    assert machines.read_kernel_settings(names, proc_sys) == machine
+    machines.forget_machine_settings(saved)
+    assert machines.load_machine_settings(saved) == {}
+    machines.forget_machine_settings(saved)
+
+
+def test_another_lab_s_running_hosts_are_found_by_their_cgroups_processes(tmp_path):
+    parent = tmp_path / "pids" / machines.CGROUP_NAME
+    (parent / "lab-a-1").mkdir(parents=True)
+    (parent / "gone-1").mkdir()
+    (parent / "b-1" / "kubepods").mkdir(parents=True)
+    theirs = _sleeper()
+    try:
+        (parent / "b-1" / "kubepods" / "cgroup.procs").write_text(f"{theirs.pid}\n")
+        assert machines.other_hosts_running([parent], ["lab-a-1"]) == ["b-1"]
+        assert machines.other_hosts_running([parent], ["lab-a-1", "b-1"]) == []
+    finally:
+        theirs.kill()
+        theirs.wait()

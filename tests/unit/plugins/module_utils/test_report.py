@@ -177,6 +177,15 @@ def test_sections_from_module_data_take_a_node_table():
     assert section.checks[0].message == ""
 
 
+def test_a_section_handed_to_the_report_reads_back_as_it_was():
+    table = rp.Table(id="t", title="T", columns=["Node"], rows=[["a"]], row_status=["fail"])
+    section = Section("s", "S", [Check(id="s/a", title="a", status="fail", message="gone")], [table])
+    data = rp.section_to_dict(section)
+    assert list(data) == ["id", "title", "checks", "tables"]
+    again = rp.section_from_dict(data)
+    assert (again.id, again.title, again.checks, again.tables) == (section.id, section.title, section.checks, [table])
+
+
 def test_a_check_without_an_id_is_refused():
     with pytest.raises(ValueError, match="has no id"):
         rp.section_from_dict({"id": "s", "checks": [{"status": "pass"}]})

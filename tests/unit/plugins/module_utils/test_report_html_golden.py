@@ -33,7 +33,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.report import mod
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, projects
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import isolation as isolation_checks
-from tests.unit.plugins.module_utils.helpers import recorded_benchmark
+from tests.unit.plugins.module_utils.helpers import UNIT_FIXTURES, recorded_benchmark
 from tests.unit.plugins.module_utils.report_samples import (
     browser_sample,
     health_section,
@@ -42,8 +42,7 @@ from tests.unit.plugins.module_utils.report_samples import (
     site_state,
 )
 
-UNIT = Path(__file__).resolve().parents[2]
-RECORDED = UNIT / "fixtures" / "report_html"
+RECORDED = UNIT_FIXTURES / "report_html"
 RECORD = os.environ.get("CLUSTERPROOF_RECORD_REPORT_HTML") == "1"
 
 TIMELINE = [

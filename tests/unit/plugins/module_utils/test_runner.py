@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import bounds
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import etcd
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from tests.conftest import run_module_file
 
@@ -112,6 +113,58 @@ def test_a_host_check_takes_its_options_and_the_host_check_ones_and_reports_its_
     assert failed.value.args[0] == {"msg": "timeout: expected a number of seconds > 0"}
 
 
+def test_a_cluster_module_takes_its_options_and_the_auth_ones(monkeypatch):
+    monkeypatch.setattr(runner.basic, "AnsibleModule", RecordingModule)
+
+    with pytest.raises(Exited) as exited:
+        runner.run_cluster_module(
+            runner.QUOTA_TREE_ARG_SPEC, {"host": {"type": "str"}}, work=lambda module: {}, doing="reading the tree"
+        )
+    assert exited.value.args[0] == {"changed": False}
+    assert set(RecordingModule.specs[-1]) == {"tree", "host", *kube.AUTH_ARG_SPEC}
+
+
+def test_a_simulated_nodes_module_takes_the_timeout_and_reports_its_sandbox_and_file_errors(monkeypatch):
+    monkeypatch.setattr(runner.basic, "AnsibleModule", RecordingModule)
+
+    class SandboxError(RuntimeError):
+        pass
+
+    for error in (SandboxError("kwok did not start: see kwok.log"), OSError("/state: Permission denied")):
+
+        def failing(module, error=error):
+            raise error
+
+        with pytest.raises(Failed) as failed:
+            runner.run_simulated_nodes(
+                {"nodes": {"type": "list"}},
+                work=failing,
+                doing="running the sandbox",
+                required_if=[],
+                expected=(SandboxError,),
+            )
+        assert failed.value.args[0] == {"msg": str(error)}
+        assert set(RecordingModule.specs[-1]) == {"nodes", *runner.SIMULATED_NODES_ARG_SPEC}
+
+
+def test_a_host_command_module_reports_a_refused_option_and_a_failed_command_as_they_are(monkeypatch):
+    monkeypatch.setattr(runner.basic, "AnsibleModule", RecordingModule)
+
+    with pytest.raises(Exited) as exited:
+        runner.run_host_command({"host": {"type": "str"}}, lambda module: {"found": 1}, doing="reading the host")
+    assert exited.value.args[0] == {"found": 1, "changed": False}
+    assert set(RecordingModule.specs[-1]) == {"host"}
+
+    for error in (ValueError("stamp: expected a UTC time"), RuntimeError("etcdctl exited 1: no leader")):
+
+        def failing(module, error=error):
+            raise error
+
+        with pytest.raises(Failed) as failed:
+            runner.run_host_command({}, failing, doing="reading the host")
+        assert failed.value.args[0] == {"msg": str(error)}
+
+
 def test_an_expected_error_with_no_message_says_what_failed_not_module_failed(monkeypatch):
     # A bare TimeoutError (an OSError) once ended a sandbox KAI start as the controller's "Module failed."
     monkeypatch.setattr(runner.basic, "AnsibleModule", RecordingModule)
@@ -129,8 +182,8 @@ def test_an_expected_error_with_no_message_says_what_failed_not_module_failed(mo
 @pytest.mark.parametrize(
     ("params", "problem"),
     [
-        ({"port_base": 70000}, "port_base: expected a number from 1024 to 65512, found 70000"),
-        ({"port_base": 80}, "port_base: expected a number from 1024 to 65512, found 80"),
+        ({"port_base": 70000}, "port_base: expected a number from 1024 to 65509, found 70000"),
+        ({"port_base": 80}, "port_base: expected a number from 1024 to 65509, found 80"),
         ({"timeout": 0}, "timeout: expected a number from 1 to 86400, found 0"),
         ({"settle_seconds": float("nan")}, "settle_seconds: expected a number from 0 to 3600, found nan"),
         ({"step_timeout": float("inf")}, "step_timeout: expected a number from 1 to 86400, found inf"),
@@ -155,7 +208,7 @@ def test_a_module_refuses_an_out_of_range_option_before_it_acts(tmp_path):
     state_dir = tmp_path / "state"
     result = run_module_file(module, {"state": "status", "state_dir": str(state_dir), "port_base": 70000})
     assert result["failed"] is True
-    assert result["msg"] == "port_base: expected a number from 1024 to 65512, found 70000; nothing was changed"
+    assert result["msg"] == "port_base: expected a number from 1024 to 65509, found 70000; nothing was changed"
     assert not state_dir.exists()
 
 
@@ -167,3 +220,7 @@ def test_an_api_server_out_of_reach_is_named_with_its_address_not_a_traceback():
     assert failure(error, doing="installing KAI")["msg"] == (
         "installing KAI failed: the API server at 127.0.0.1:16443 cannot be reached: [Errno 111] Connection refused"
     )
+
+
+def test_the_static_pods_manifest_dir_the_modules_share_is_the_one_maintenance_reads():
+    assert runner.STATIC_POD_MANIFESTS_ARG_SPEC["manifest_dir"]["default"] == etcd.MANIFEST_DIR

@@ -270,13 +270,18 @@ def test_cache_dir_is_keyed_by_toolchain_and_recipe():
     assert sandbox_build.cache_key("go1.26.8") == sandbox_build.cache_key("go1.26.8")
 
 
-def _fake_build(plan):
+def _fake_binaries(plan, names):
+    """Install a stand-in script for each of ``names`` the way the build does (plan.install stamps it)."""
     plan.bin_dir.mkdir(parents=True)
-    for name in sandbox_build.ALL_BINARIES:
+    for name in names:
         built = plan.bin_dir / (name + ".tmp")
         built.write_text("#!/bin/sh\n")
         built.chmod(0o755)
         plan.install(built, name)
+
+
+def _fake_build(plan):
+    _fake_binaries(plan, sandbox_build.ALL_BINARIES)
     plan.kai_chart.mkdir(parents=True)
     (plan.kai_chart / "Chart.yaml").write_text("name: kai-scheduler\n")
     (plan.kai_chart.parent / ".version").write_text(plan.versions.kai_scheduler + "\n")
@@ -319,12 +324,7 @@ def test_another_release_builds_into_a_folder_of_its_own_and_leaves_the_pinned_b
         "kube-proxy",
         "etcd",
     ]
-    release.bin_dir.mkdir(parents=True)
-    for name in sandbox_build.RELEASE_BINARIES:
-        built = release.bin_dir / (name + ".tmp")
-        built.write_text("#!/bin/sh\n")
-        built.chmod(0o755)
-        release.install(built, name)
+    _fake_binaries(release, sandbox_build.RELEASE_BINARIES)
     assert release.missing() == []
     assert release.stamp("kubeadm").read_text() == "v1.35.4\n" and release.stamp("etcd").read_text() == "v3.6.6\n"
     assert pinned.missing() == [] and pinned.stamp("kubeadm").read_text() != "v1.35.4\n"

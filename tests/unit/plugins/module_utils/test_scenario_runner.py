@@ -8,14 +8,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner as sr
-
-REPO = Path(__file__).resolve().parents[4]
+from tests.conftest import REPO
 
 
 def obj(name: str, **labels: str) -> dict:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenarios
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[4]
 NETAPP = yaml.safe_load((REPO / "scenarios" / "netapp-runai-4.8-4.10.yml").read_text())
 NODES = [("dgx1-1", 8), ("dgx1-2", 8)]
 

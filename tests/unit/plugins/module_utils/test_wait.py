@@ -12,6 +12,7 @@ import pytest
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import serve
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import wait
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage as install_storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabHost
@@ -303,11 +304,20 @@ class StorageCluster:
     reader pod runs on ``node``, Ready unless ``node_ready`` is False."""
 
     def __init__(
-        self, namespace_reads=2, reader_phases=("Pending", "Running", "Succeeded"), pinned="", node_ready=True
+        self,
+        namespace_reads=2,
+        reader_phases=("Pending", "Running", "Succeeded"),
+        pinned="",
+        node_ready=True,
+        helpers=None,
+        reclaim="",
     ):
         self.namespace_reads, self.reader_phases = namespace_reads, list(reader_phases)
         self.pinned, self.node_ready = pinned, node_ready
         self.deleted, self.created = [], []
+        # local-path's helper pods (name -> JSON); the volume goes once one is made again (placed anew).
+        self.helpers, self.helpers_deleted, self.helpers_made = dict(helpers or {}), [], []
+        self.reclaim = reclaim or ("Delete" if self.pinned else "Retain")
 
     def sanitize_for_serialization(self, value):
         return value if isinstance(value, dict) else getattr(value, "as_json", {})
@@ -318,7 +328,7 @@ class StorageCluster:
             raise kube.ApiException(status=404, reason="Not Found")
 
     def read_persistent_volume(self, name):
-        if name in self.deleted:
+        if name in self.deleted or self.helpers_made:
             raise kube.ApiException(status=404, reason="Not Found")
         affinity = {}
         if self.pinned:
@@ -326,7 +336,7 @@ class StorageCluster:
             affinity = {"nodeAffinity": {"required": {"nodeSelectorTerms": [term]}}}
         return types.SimpleNamespace(
             status=types.SimpleNamespace(phase="Released"),
-            spec=types.SimpleNamespace(persistent_volume_reclaim_policy="Delete" if self.pinned else "Retain"),
+            spec=types.SimpleNamespace(persistent_volume_reclaim_policy=self.reclaim),
             as_json={"spec": affinity},
         )
 
@@ -334,13 +344,26 @@ class StorageCluster:
         self.deleted.append(name)
 
     def create_namespaced_pod(self, namespace, manifest):
+        if namespace == install_storage.LOCAL_PATH_NAMESPACE:
+            assert manifest["metadata"]["name"] in self.helpers_deleted
+            self.helpers_made.append(manifest)
+            return
         self.created.append(manifest["metadata"]["name"])
 
     def read_namespaced_pod(self, name, namespace):
+        if namespace == install_storage.LOCAL_PATH_NAMESPACE:
+            if name not in self.helpers:
+                raise kube.ApiException(status=404, reason="Not Found")
+            return types.SimpleNamespace(as_json=self.helpers[name])
         phase = self.reader_phases.pop(0) if len(self.reader_phases) > 1 else self.reader_phases[0]
         return types.SimpleNamespace(
             status=types.SimpleNamespace(phase=phase), spec=types.SimpleNamespace(node_name="w-1")
         )
+
+    def delete_namespaced_pod(self, name, namespace, grace_period_seconds=None):
+        assert (namespace, grace_period_seconds) == (install_storage.LOCAL_PATH_NAMESPACE, 0)
+        del self.helpers[name]
+        self.helpers_deleted.append(name)
 
     def read_namespaced_pod_log(self, name, namespace):
         return "written by probe-0\n"
@@ -352,11 +375,18 @@ class StorageCluster:
 
 def removal(cluster, timeout=30):
     done = storage_probe.Removal.__new__(storage_probe.Removal)
-    done.api, done.core, done.timeout, done.stranded = cluster, cluster, timeout, {}
+    done.api, done.core, done.timeout, done.stranded, done.helpers_moved = cluster, cluster, timeout, {}, {}
     return done
 
 
-def test_the_storage_probe_waits_for_its_namespace_and_volumes_to_go_and_names_what_is_left():
+def ready_nodes(*names):
+    return [
+        {"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}} for name in names
+    ]
+
+
+def test_the_storage_probe_waits_for_its_namespace_and_volumes_to_go_and_names_what_is_left(monkeypatch):
+    monkeypatch.setattr(storage_probe.kube, "list_nodes", lambda api: ready_nodes("w-1"))
     cluster = StorageCluster(namespace_reads=2)
     left = removal(cluster).wait_gone(["cp-storage"], ["pv-1"])
     assert (left.namespaces, left.volumes, cluster.deleted) == ([], [], ["pv-1"])
@@ -372,6 +402,114 @@ def test_a_volume_pinned_to_a_node_that_is_not_ready_is_not_waited_for(monkeypat
     left = gone.wait_gone(["cp-storage"], ["pv-1"])
     assert time.monotonic() - started < 5
     assert (left.namespaces, left.volumes, gone.stranded) == ([], ["pv-1"], {"pv-1": "w-1"})
+
+
+def test_a_shared_volume_s_helper_pod_stuck_on_a_node_that_is_not_ready_is_removed_so_that_it_is_placed_anew(
+    monkeypatch,
+):
+    # local-path v0.0.30 gives a shared volume's delete helper no node and a toleration of every
+    # taint: the scheduler may bind it to a node whose kubelet is gone, where it never runs.
+    down = {"metadata": {"name": "w-1"}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+    monkeypatch.setattr(storage_probe.kube, "list_nodes", lambda api: [*ready_nodes("w-2"), down])
+    name = install_storage.local_path_helper_pod_name("delete", "pv-1")
+    stuck = {"metadata": {"name": name}, "spec": {"nodeName": "w-1"}, "status": {"phase": "Pending"}}
+    cluster = StorageCluster(namespace_reads=0, helpers={name: stuck}, reclaim="Delete")
+    gone = removal(cluster, timeout=30)
+    left = gone.wait_gone(["cp-storage"], ["pv-1"])
+    assert (left.volumes, cluster.helpers_deleted) == ([], [name])
+    assert gone.helpers_moved == {"local-path-storage/" + name: "w-1"}
+    # Made again under its name (the provisioner waits for that name), kept off the node not Ready.
+    (made,) = cluster.helpers_made
+    assert made["metadata"]["name"] == name and "nodeName" not in made["spec"]
+    (term,) = made["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchFields"] == [{"key": "metadata.name", "operator": "NotIn", "values": ["w-1"]}]
+    # One on a Ready node is left to run; the wait names the volume when the time is up.
+    running = {"metadata": {"name": name}, "spec": {"nodeName": "w-2"}, "status": {"phase": "Running"}}
+    cluster = StorageCluster(namespace_reads=0, helpers={name: running}, reclaim="Delete")
+    left = removal(cluster, timeout=0).wait_gone(["cp-storage"], ["pv-1"])
+    assert (left.volumes, cluster.helpers_deleted) == (["pv-1"], [])
+
+
+def test_a_helper_pod_is_stuck_only_when_bound_to_a_node_that_is_not_ready_and_not_ended():
+    def helper(node, phase):
+        return {"spec": {"nodeName": node}, "status": {"phase": phase}}
+
+    assert storage_validation.helper_stuck_on(helper("w-1", "Pending"), ["w-2"]) == "w-1"
+    assert storage_validation.helper_stuck_on(helper("w-1", "Running"), ["w-2"]) == "w-1"
+    assert storage_validation.helper_stuck_on(helper("w-1", "Pending"), ["w-1"]) == ""
+    assert storage_validation.helper_stuck_on(helper(None, "Pending"), []) == ""
+    assert storage_validation.helper_stuck_on(helper("w-1", "Succeeded"), []) == ""
+    assert storage_validation.helper_stuck_on({}, []) == ""
+    # local-path's own naming, cut at 128 characters.
+    assert install_storage.local_path_helper_pod_name("delete", "pvc-1") == "helper-pod-delete-pvc-1"
+    assert len(install_storage.local_path_helper_pod_name("delete", "v" * 200)) == 128
+
+
+def test_a_helper_pod_made_again_keeps_its_spec_and_affinity_without_its_node_token_or_status():
+    # As the API server returns local-path's helper pod from clusterproof's template: bound, with the
+    # service account token's volume the API server added.
+    stuck = {
+        "metadata": {
+            "name": "helper-pod-delete-pv-1",
+            "namespace": "local-path-storage",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "labels": {"app": "helper"},
+        },
+        "spec": {
+            "nodeName": "w-1",
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "clusterproof.io/sandbox-node", "operator": "DoesNotExist"}]}
+                        ]
+                    }
+                }
+            },
+            "tolerations": [{"operator": "Exists"}],
+            "volumes": [{"name": "data", "hostPath": {"path": "/srv/shared"}}, {"name": "kube-api-access-x1"}],
+            "containers": [
+                {
+                    "name": "helper-pod",
+                    "volumeMounts": [
+                        {"name": "data", "mountPath": "/srv/shared"},
+                        {"name": "kube-api-access-x1", "mountPath": "/var/run"},
+                    ],
+                }
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }
+    made = storage_validation.helper_placed_anew(stuck, ["w-3", "w-1"])
+    assert made["metadata"] == {
+        "name": "helper-pod-delete-pv-1",
+        "namespace": "local-path-storage",
+        "labels": {"app": "helper"},
+    }
+    assert "nodeName" not in made["spec"] and "status" not in made
+    assert [volume["name"] for volume in made["spec"]["volumes"]] == ["data"]
+    assert [mount["name"] for mount in made["spec"]["containers"][0]["volumeMounts"]] == ["data"]
+    (term,) = made["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term == {
+        "matchExpressions": [{"key": "clusterproof.io/sandbox-node", "operator": "DoesNotExist"}],
+        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["w-1", "w-3"]}],
+    }
+    assert made["spec"]["tolerations"] == [{"operator": "Exists"}]
+    # The pod read is left as it was.
+    assert stuck["spec"]["nodeName"] == "w-1" and len(stuck["spec"]["volumes"]) == 2
+
+
+def test_the_cleanup_check_names_the_helper_pods_it_moved_and_passes():
+    cleanup = storage_validation.Cleanup(helpers_moved={"local-path-storage/helper-pod-delete-pv-1": "w-1"})
+    check = storage_validation.cleanup_check("cp-storage", cleanup)
+    assert check.status == "pass", check
+    assert "helper-pod-delete-pv-1 on w-1" in check.message
+    assert check.observed["helper pods moved"] == {"local-path-storage/helper-pod-delete-pv-1": "w-1"}
 
 
 def storage_probe_of(cluster):

@@ -13,6 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import kubeadm_config
 from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import removal
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report import model as report_model
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import control_plane
 
 
@@ -66,12 +67,7 @@ def control_plane_section(site, hostvars=None, lag_entries=control_plane.LAG_ENT
             elif facts.get("validate_control_plane_result") is not None:
                 readings[entry["host"]] = _plain(facts["validate_control_plane_result"])
         found = control_plane.section(declared, readings, unread, lag_entries)
-    return {
-        "id": found.id,
-        "title": found.title,
-        "checks": [check.to_dict() for check in found.checks],
-        "tables": [table.to_dict() for table in found.tables],
-    }
+    return report_model.section_to_dict(found)
 
 
 class FilterModule:

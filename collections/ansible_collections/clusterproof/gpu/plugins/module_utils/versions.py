@@ -85,8 +85,10 @@ class Pin:
 # repository for the minor or from the bundle.
 KUBERNETES = Pin("kubernetes", "v1.36.3", GO_MODULE, "k8s.io/kubernetes", package_revision="1.1")
 # The etcd the pinned kubeadm asks for (its image is tagged <version>-0): bundle.build checks the two
-# agree.
-ETCD = Pin("etcd", "v3.6.8", GO_MODULE, "go.etcd.io/etcd/server/v3")
+# agree. Its clients, etcdctl and etcdutl (their own modules, go.etcd.io/etcd/etcdctl/v3 and
+# go.etcd.io/etcd/etcdutl/v3, released with the server at the same version), are the bundle's package
+# etcd-client <version>-1, which the control planes install for the etcd backup and restore.
+ETCD = Pin("etcd", "v3.6.8", GO_MODULE, "go.etcd.io/etcd/server/v3", package_revision="1")
 # The pause image the pinned kubeadm asks for (kubeadm config images list): containerd's sandbox image
 # on a site with a mirror, which holds this one and not containerd's default. The bundle builds it
 # from build/pause/linux/pause.c of KUBERNETES's module.
@@ -216,6 +218,18 @@ DEBIAN_SUITE = Pin("debian", "bookworm", DEBIAN, "http://deb.debian.org/debian")
 # The image of a workload that names none (tenancy.workloads): NVIDIA's PyTorch container.
 WORKLOAD_IMAGE = Pin("workload_image", "24.01-py3", IMAGE, "nvcr.io/nvidia/pytorch")
 
+# --- monitoring ------------------------------------------------------------------------------------------
+
+# Prometheus and promtool: Debian's package (``path``) of the DEBIAN_SUITE (prometheus <version>-<revision>), a
+# build made for the field, fetched with apt-get download and unpacked (monitoring.prometheus_package);
+# the monitoring stage runs its prometheus, the unit tests its promtool (promtool test rules). The rules
+# (roles/monitoring/files) use only what this version's PromQL has.
+PROMETHEUS = Pin("prometheus", "2.42.0+ds", DEBIAN, DEBIAN_SUITE.source, "prometheus", package_revision="5+deb12u1")
+# kube-state-metrics (node allocatable and conditions, pods' requests): the newest release the module
+# proxy serves whose checksum Go's sum database vouches for (v2.16.0 is served but not vouched for,
+# v2.14.0 is refused).
+KUBE_STATE_METRICS = Pin("kube_state_metrics", "v2.15.0", GO_MODULE, "k8s.io/kube-state-metrics/v2")
+
 PINS: dict[str, Pin] = {
     pin.name: pin
     for pin in (
@@ -242,6 +256,8 @@ PINS: dict[str, Pin] = {
         GPU_OPERATOR_CHART,
         GPU_OPERATOR,
         NVIDIA_DEVICE_PLUGIN,
+        PROMETHEUS,
+        KUBE_STATE_METRICS,
         DEBIAN_SUITE,
         WORKLOAD_IMAGE,
     )

@@ -20,6 +20,8 @@ description:
     restarts the control plane's static pods one at a time so that they load the new ones (etcd, the API
     server, the controller manager, the scheduler), and reads them again. Nothing to renew is no change.
     Check mode says what would be renewed.
+extends_documentation_fragment:
+  - clusterproof.gpu.static_pods
 options:
   host:
     description: The host's name in the inventory, as the report names it.
@@ -46,10 +48,6 @@ options:
     description: With O(state=renewed), renew every certificate whatever its days left.
     type: bool
     default: false
-  manifest_dir:
-    description: The kubelet's static pod manifests (kubeadm's place).
-    type: path
-    default: /etc/kubernetes/manifests
   restart_timeout:
     description: Seconds each component may take to stop, and again to start, when restarted.
     type: int
@@ -96,13 +94,13 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runne
 from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import certificates
 
 OPTIONS = {
+    **runner.STATIC_POD_MANIFESTS_ARG_SPEC,
     "host": {"type": "str", "required": True},
     "state": {"type": "str", "choices": ["read", "renewed"], "default": "read"},
     "kubeadm": {"type": "bool", "default": False},
     "kubelet_certificate": {"type": "path", "default": certificates.KUBELET_CLIENT_CERTIFICATE},
     "renew_days": {"type": "int", "default": 30},
     "force": {"type": "bool", "default": False},
-    "manifest_dir": {"type": "path", "default": "/etc/kubernetes/manifests"},
     "restart_timeout": {"type": "int", "default": 180},
 }
 # Where the manifests wait while their component stops (outside the kubelet's manifest directory).
@@ -136,12 +134,7 @@ def _work(module) -> dict:
 
 
 def main() -> None:
-    runner.run_module(
-        runner.argument_spec(OPTIONS),
-        _work,
-        doing="reading the host's certificates",
-        expected=(ValueError, RuntimeError),
-    )
+    runner.run_host_command(OPTIONS, _work, doing="reading the host's certificates")
 
 
 if __name__ == "__main__":

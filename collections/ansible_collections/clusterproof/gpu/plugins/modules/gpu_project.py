@@ -286,9 +286,7 @@ def _work(module):
 
 
 def main():
-    runner.run_module(
-        runner.argument_spec(ARGUMENT_SPEC, registry.ARG_SPEC, auth=True), _work, doing="making the project exist"
-    )
+    runner.run_cluster_module(ARGUMENT_SPEC, registry.ARG_SPEC, work=_work, doing="making the project exist")
 
 
 def _shown(obj, manifest):

@@ -26,10 +26,7 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  state_dir:
-    description: The sandbox's state directory (as for C(clusterproof.gpu.sandbox_cluster)).
-    required: true
-    type: path
+  state_dir: {required: true}  # otherwise as the sandbox_install fragment documents it
   bin_dir:
     description: Directory with the C(koord-scheduler) binary from the sandbox build; required with O(state=present).
     type: path

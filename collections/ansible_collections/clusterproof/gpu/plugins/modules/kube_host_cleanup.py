@@ -73,12 +73,7 @@ def _work(module) -> dict:
 
 
 def main() -> None:
-    runner.run_module(
-        runner.argument_spec(OPTIONS),
-        _work,
-        doing="removing what kubeadm reset left on the host",
-        expected=(ValueError, RuntimeError),
-    )
+    runner.run_host_command(OPTIONS, _work, doing="removing what kubeadm reset left on the host")
 
 
 if __name__ == "__main__":

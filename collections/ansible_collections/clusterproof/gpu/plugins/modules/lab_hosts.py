@@ -91,9 +91,17 @@ killed:
   returned: with state down
   type: list
 restored:
-  description: The kernel settings put back to their values before the lab.
+  description: The kernel settings and inotify limits put back to the machine's values, by the last lab down.
   returned: with state down
   type: list
+kept_for:
+  description: The hosts of other labs still running, for which the settings were left as they are.
+  returned: with state down
+  type: list
+settings:
+  description: What the down did with the machine's settings, in words.
+  returned: with state down
+  type: str
 """
 
 from pathlib import Path

@@ -65,10 +65,8 @@ def _work(module):
 
 
 def main():
-    runner.run_module(
-        runner.argument_spec(runner.QUOTA_TREE_ARG_SPEC, registry.ARG_SPEC, auth=True),
-        _work,
-        doing="making the quota tree exist",
+    runner.run_cluster_module(
+        runner.QUOTA_TREE_ARG_SPEC, registry.ARG_SPEC, work=_work, doing="making the quota tree exist"
     )
 
 

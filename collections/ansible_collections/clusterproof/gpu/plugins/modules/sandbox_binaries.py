@@ -62,6 +62,11 @@ options:
       - Its CRDs are copied into C(koordinator/crds) of the share directory.
       - Left out, the pin, from C(plugins/module_utils/versions.py).
     type: str
+  kube_state_metrics_version:
+    description:
+      - Version of k8s.io/kube-state-metrics/v2, which the monitoring stage runs beside Prometheus.
+      - Left out, the pin, from C(plugins/module_utils/versions.py).
+    type: str
 """
 
 EXAMPLES = r"""
@@ -106,6 +111,7 @@ VERSION_OPTIONS = (
     "kueue",
     "koordinator",
     "local_path_provisioner",
+    "kube_state_metrics",
 )
 ARGUMENT_SPEC = {
     "cache_dir": {"type": "path"},

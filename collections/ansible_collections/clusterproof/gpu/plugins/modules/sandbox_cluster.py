@@ -162,7 +162,7 @@ def run(module):
 
 
 def main():
-    spec = runner.argument_spec(
+    runner.run_simulated_nodes(
         {
             "state": {"type": "str", "choices": ["up", "status", "down"], "default": "up"},
             "state_dir": {"type": "path", "required": True},
@@ -171,14 +171,10 @@ def main():
             "nodes": {"type": "list", "elements": "dict"},
             "kwok_stages": {"type": "path"},
         },
-        runner.SIMULATED_NODES_ARG_SPEC,
-    )
-    runner.run_module(
-        spec,
-        run,
+        work=run,
         doing="running the sandbox",
-        expected=(control_plane.SandboxError, OSError),
         required_if=[("state", "up", ("bin_dir", "nodes", "kwok_stages"))],
+        expected=(control_plane.SandboxError,),
     )
 
 

@@ -126,7 +126,7 @@ def run(module):
 
 
 def main():
-    spec = runner.argument_spec(
+    runner.run_simulated_nodes(
         {
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
             "state_dir": {"type": "path", "required": True},
@@ -138,14 +138,10 @@ def main():
             "gpu_agent": {"type": "bool", "default": False},
             "agent_pythonpath": {"type": "path"},
         },
-        runner.SIMULATED_NODES_ARG_SPEC,
-    )
-    runner.run_module(
-        spec,
-        run,
+        work=run,
         doing="attaching the simulated GPU nodes",
-        expected=(control_plane.SandboxError, KubeError, OSError),
         required_if=[("state", "present", ("kubeconfig_content", "kwok_binary", "kwok_stages"))],
+        expected=(control_plane.SandboxError, KubeError),
     )
 
 

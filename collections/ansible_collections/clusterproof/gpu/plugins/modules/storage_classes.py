@@ -175,7 +175,7 @@ def run(module):
 
 
 def main():
-    spec = runner.argument_spec(
+    runner.run_cluster_module(
         runner.STORAGE_CLASSES_ARG_SPEC,
         {
             "mode": {"type": "str", "choices": ["sandbox", "cluster"], "default": "cluster"},
@@ -187,11 +187,7 @@ def main():
             "trident_namespace": {"type": "str", "default": storage.TRIDENT_NAMESPACE},
             "timeout": {"type": "int", "default": 60},
         },
-        auth=True,
-    )
-    runner.run_module(
-        spec,
-        run,
+        work=run,
         doing="making the storage classes",
         expected=(SandboxError, OSError, storage.ClassesArgumentError),
         required_if=[("mode", "sandbox", ("state_dir", "bin_dir"))],

@@ -67,9 +67,7 @@ def _work(module):
 
 
 def main():
-    runner.run_module(
-        runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True), _work, doing="installing the admission policy"
-    )
+    runner.run_cluster_module(OPTIONS, registry.ARG_SPEC, work=_work, doing="installing the admission policy")
 
 
 if __name__ == "__main__":

@@ -279,16 +279,16 @@ def run(module):
 
 
 def main() -> None:
-    spec = runner.argument_spec(
+    runner.run_cluster_module(
         {
             "nodes": {"type": "list", "elements": "dict", "required": True, "options": NODE_OPTIONS},
             "device_layer": {"type": "dict"},
             "gpu_count_preference": {"type": "str", "choices": list(PREFERENCES), "default": "device_plugin"},
             "section_file": {"type": "path"},
         },
-        auth=True,
+        work=run,
+        doing="validating the GPU nodes",
     )
-    runner.run_module(spec, run, doing="validating the GPU nodes")
 
 
 if __name__ == "__main__":

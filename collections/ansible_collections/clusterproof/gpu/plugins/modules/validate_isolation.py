@@ -22,11 +22,6 @@ description:
   - Returns a report section (category security); changes nothing. The caller's credentials must be allowed to
     impersonate users and groups (a cluster admin's are).
 options:
-  projects:
-    description: The declared projects (clusterproof_site.projects).
-    type: list
-    elements: dict
-    required: true
   tenancy:
     description: The site's tenancy (clusterproof_site.tenancy) - pod_security, network_isolation, exceptions.
     type: dict
@@ -45,6 +40,7 @@ options:
     type: int
     default: 120
 extends_documentation_fragment:
+  - clusterproof.gpu.declared_projects
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
 """
@@ -79,7 +75,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import r
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
 
 OPTIONS = {
-    "projects": {"type": "list", "elements": "dict", "required": True},
     "tenancy": {"type": "dict", "default": {}},
     "pods_run": {"type": "bool", "default": False},
     "probe_image": {"type": "str"},
@@ -144,8 +139,8 @@ def _work(module):
 
 
 def main():
-    runner.run_module(
-        runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True), _work, doing="trying the tenants' escapes"
+    runner.run_cluster_module(
+        runner.DECLARED_PROJECTS_ARG_SPEC, OPTIONS, registry.ARG_SPEC, work=_work, doing="trying the tenants' escapes"
     )
 
 

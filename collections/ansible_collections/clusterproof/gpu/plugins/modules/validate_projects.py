@@ -16,13 +16,8 @@ description:
     over-quota weight of 0 - and says what the engine does with them.
   - Returns checks and the quota table (declared, configured, GPUs held now) as a report section.
   - Reads only; never changes anything.
-options:
-  projects:
-    description: The declared projects (clusterproof_site.projects).
-    type: list
-    elements: dict
-    required: true
 extends_documentation_fragment:
+  - clusterproof.gpu.declared_projects
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
 """
@@ -49,10 +44,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import clien
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import projects as project_validation
-
-OPTIONS = {
-    "projects": {"type": "list", "elements": "dict", "required": True},
-}
 
 
 def _work(module):
@@ -90,7 +81,9 @@ def _work(module):
 
 
 def main():
-    runner.run_module(runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True), _work, doing="reading the projects")
+    runner.run_cluster_module(
+        runner.DECLARED_PROJECTS_ARG_SPEC, registry.ARG_SPEC, work=_work, doing="reading the projects"
+    )
 
 
 if __name__ == "__main__":

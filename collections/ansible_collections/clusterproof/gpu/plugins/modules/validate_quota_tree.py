@@ -120,11 +120,7 @@ def _work(module):
 
 
 def main():
-    runner.run_module(
-        runner.argument_spec(runner.QUOTA_TREE_ARG_SPEC, registry.ARG_SPEC, auth=True),
-        _work,
-        doing="reading the quota tree",
-    )
+    runner.run_cluster_module(runner.QUOTA_TREE_ARG_SPEC, registry.ARG_SPEC, work=_work, doing="reading the quota tree")
 
 
 if __name__ == "__main__":

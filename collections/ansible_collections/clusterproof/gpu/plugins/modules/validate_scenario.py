@@ -31,6 +31,10 @@ description:
     workloads kept off the GPU nodes it does not use. Written expectations are checked where the
     model, sized to the site, agrees with them; the model's prediction is checked always. A site
     too small for the scenario skips it with the reason.
+  - With O(prometheus_url) or O(sandbox_port_base), after each step is judged the run waits, up to
+    O(prometheus_settle_timeout) seconds, until Prometheus's C(project:gpus_allocated:sum) of every project of
+    the run equals the whole GPUs its pods hold, and adds the check C(monitoring/step/<name>/<step>); the
+    step's state holds meanwhile, so Prometheus records every step. With neither, nothing of Prometheus is checked.
   - The engine named by O(scheduler) is held to the model of its own fairness policy; where that
     differs from the policy the scenario's tables were written for, a difference from the tables is
     a warning and the report says whether the engine reproduces the document.
@@ -77,9 +81,15 @@ options:
       - The sandbox's state directory, when the cluster is the sandbox; the engine's processes recorded
         there are checked before and during each step (one stopped or gone stops the run, naming it).
     type: path
+  prometheus_settle_timeout:
+    description:
+      - Seconds to wait after a step for Prometheus's allocation to equal the pods' (a scrape and a rule evaluation).
+    type: int
+    default: 45
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.scheduler
+  - clusterproof.gpu.prometheus
 """
 
 EXAMPLES = r"""
@@ -112,14 +122,26 @@ stopped:
   description: Why a started run stopped before its end (also its failed check C(scenario/<name>/stopped)).
   returned: when the run stopped
   type: str
+window:
+  description:
+    - When the run was on the cluster (C(start), C(end), seconds since the epoch), its C(projects) (scenario name to
+      namespace and queue) and its C(resource); what C(clusterproof.gpu.monitoring_timeline) charts.
+  returned: when the run reached the cluster
+  type: dict
 """
 
 import base64
 import binascii
+import json
 from pathlib import Path
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common import pods
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import api as prometheus
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import checks as monitoring_checks
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring.sandbox import prometheus_url
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner
 
@@ -133,6 +155,7 @@ OPTIONS = {
     "step_timeout": {"type": "int", "default": 180},
     "namespace_prefix": {"type": "str", "default": "scn-"},
     "sandbox_state_dir": {"type": "path"},
+    "prometheus_settle_timeout": {"type": "int", "default": 45},
 }
 
 
@@ -149,6 +172,39 @@ def _content(params):
         ) from None
 
 
+def _prometheus_check(params):
+    """The check of Prometheus after each step (RunOptions.after_step), or None when no Prometheus is given."""
+    url = prometheus_url(params["prometheus_url"], params["sandbox_port_base"])
+    if not url:
+        return None
+    api = kube.api_client(params["kubeconfig"], params["context"])
+    core = kube.core_v1(api)
+
+    def after_step(scenario, index, namespaces):
+        def look():
+            held = {}
+            for namespace in namespaces:
+                raw = core.list_namespaced_pod(
+                    namespace, _preload_content=False, _request_timeout=params["request_timeout"]
+                )
+                held.update(pods.held_by_pods(json.loads(raw.data)["items"], [namespace]))
+            query = monitoring_checks.of_projects(monitoring_checks.ALLOCATED, namespaces)
+            return held, prometheus.by_label(prometheus.query(url, query), "project")
+
+        def same(value):
+            held, recorded = value
+            return all(project in recorded and abs(recorded[project] - gpus) < 1e-9 for project, gpus in held.items())
+
+        try:
+            waited = wait_until(look, same, timeout=params["prometheus_settle_timeout"], interval=2.0)
+        except prometheus.PrometheusError as error:
+            return [monitoring_checks.unanswered_step_check(scenario, index, url, str(error)).to_dict()]
+        held, recorded = waited.value
+        return [monitoring_checks.step_allocation_check(scenario, index, held, recorded, waited.waited_s).to_dict()]
+
+    return after_step
+
+
 def _run(module):
     params = module.params
     options = scenario_runner.RunOptions(
@@ -158,6 +214,7 @@ def _run(module):
         params["namespace_prefix"],
         params["force"],
         params["sandbox_state_dir"],
+        _prometheus_check(params),
     )
     result = scenario_runner.run(
         Path(params["scenario_file"]),
@@ -173,8 +230,14 @@ def _run(module):
 
 
 def main():
-    spec = runner.argument_spec(OPTIONS, registry.ARG_SPEC, auth=True)
-    runner.run_module(spec, _run, doing="running the scenario", expected=(scenario_runner.ScenarioRefused,))
+    runner.run_cluster_module(
+        OPTIONS,
+        registry.ARG_SPEC,
+        runner.PROMETHEUS_ARG_SPEC,
+        work=_run,
+        doing="running the scenario",
+        expected=(scenario_runner.ScenarioRefused,),
+    )
 
 
 if __name__ == "__main__":

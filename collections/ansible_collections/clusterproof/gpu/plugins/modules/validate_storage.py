@@ -178,7 +178,7 @@ def run(module):
 
 
 def main():
-    spec = runner.argument_spec(
+    runner.run_cluster_module(
         runner.STORAGE_CLASSES_ARG_SPEC,
         {
             # Left out: the pinned busybox.
@@ -188,9 +188,10 @@ def main():
             "cleanup_timeout": {"type": "int", "default": 180},
             "pods_run": {"type": "bool", "default": False},
         },
-        auth=True,
+        work=run,
+        doing="probing the storage classes",
+        expected=(storage.ClassesArgumentError,),
     )
-    runner.run_module(spec, run, doing="probing the storage classes", expected=(storage.ClassesArgumentError,))
 
 
 if __name__ == "__main__":

@@ -184,6 +184,8 @@ def go_programs(
         package = "%s/cmd/%s" % (contents.KAI_MODULE, command)
         cgo = command in contents.KAI_CGO_COMMANDS
         programs.append(GoProgram("kai-" + command, contents.KAI_MODULE, charts.kai_scheduler, package, cgo=cgo))
+    for command, module in contents.ETCD_CLIENT_MODULES.items():
+        programs.append(GoProgram(command, module, pins.etcd_client, module))
     for commands in contents.TOOLKIT_PACKAGES.values():
         for command in commands:
             package = contents.TOOLKIT_MODULE + "/cmd/" + command
@@ -884,6 +886,7 @@ def _build(layout: Layout, pins: BundlePins, progress: Progress) -> dict[str, An
     plan, programs = kubernetes_programs(pins, progress)
     kubeadm = contents.kubeadm_images(kubeadm_listing(plan.binary("kubeadm"), pins.kubernetes))
     check_etcd(plan, kubeadm)
+    contents.check_etcd_client(pins, kubeadm)
     previous = None
     if pins.kubernetes_previous:
         _, previous, release_programs = previous_programs(pins, progress)

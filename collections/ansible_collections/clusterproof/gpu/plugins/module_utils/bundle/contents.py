@@ -65,6 +65,17 @@ TOOLKIT_PACKAGES = {
     "nvidia-container-toolkit": ("nvidia-container-runtime-hook",),
 }
 
+# etcd's clients, for the etcd backup and restore on the control planes (docs/etcd.md): etcdctl takes a
+# snapshot from the running etcd, etcdutl reads and restores a snapshot file. Each is its own Go module
+# (its main package at the module's root), released with the server at the same version (versions.ETCD).
+# The package takes Debian's name for etcdctl's package, which it replaces on a host that has Debian's
+# (Debian 12's is older and has no etcdutl): one etcdctl on the host, never two.
+ETCD_CLIENT_PACKAGE = "etcd-client"
+ETCD_CLIENT_MODULES = {
+    "etcdctl": "go.etcd.io/etcd/etcdctl/v3",
+    "etcdutl": "go.etcd.io/etcd/etcdutl/v3",
+}
+
 # Where flannel's CNI plugin (the flannel-cni-plugin image) is built from, as <module>, <version>,
 # <package> (versions.FLANNEL_CNI_PLUGIN says why that module).
 FLANNEL_CNI_SOURCE = (
@@ -98,6 +109,8 @@ class BundlePins:
     debian_suite: str = versions.DEBIAN_SUITE.version
     # The previous minor, carried beside ``kubernetes`` for upgrades (empty: none).
     kubernetes_previous: str = versions.KUBERNETES_PREVIOUS.version
+    # etcdctl and etcdutl: the version of the etcd the pinned kubeadm runs (bundle.build checks that).
+    etcd_client: str = versions.ETCD.version
 
     @property
     def kubernetes_versions(self) -> tuple[str, ...]:
@@ -113,6 +126,10 @@ class BundlePins:
         """The build name of Kubernetes ``kubernetes``'s program ``name``: the pinned release's is its
         name, another's is tagged with its version (release_program)."""
         return name if kubernetes == self.kubernetes else release_program(name, kubernetes)
+
+    def etcd_client_package_version(self) -> str:
+        """etcd-client's package version: <etcd version without v>-<revision>."""
+        return "%s-%s" % (self.etcd_client.lstrip("v"), versions.ETCD.package_revision)
 
     def toolkit_package_version(self) -> str:
         # As NVIDIA versions its own packages: the module version and a revision.
@@ -211,6 +228,17 @@ def check_previous_images(kubeadm: Mapping[str, ImageRef], kubernetes: str) -> N
                 "%s: kubeadm %s asks for %s, and %s is pinned to %s; set %s in module_utils/versions.py to %s"
                 % (name, kubernetes, kubeadm[name].ref, pin.name, pin.version, pin.name.upper(), wanted)
             )
+
+
+def check_etcd_client(pins: BundlePins, kubeadm: Mapping[str, ImageRef]) -> None:
+    """etcdctl and etcdutl must be at the version of the etcd the pinned kubeadm runs: a snapshot is
+    restored with the etcdutl of the etcd that will serve it."""
+    wanted = upstream_version(kubeadm["etcd"])
+    if pins.etcd_client != wanted:
+        raise BundleInputError(
+            "etcd_client: expected the version of the etcd kubeadm %s runs (%s, %s); found %s"
+            % (pins.kubernetes, wanted, kubeadm["etcd"].ref, pins.etcd_client)
+        )
 
 
 def upstream_version(ref: ImageRef) -> str:
@@ -519,6 +547,25 @@ class PackageSpec:
         return "%s_%s_amd64.deb" % (self.name, self.version)
 
 
+# kubeadm, kubelet and kubectl as upstream packages them: the program, what it is, the files beside it and
+# what it depends on.
+KUBERNETES_PACKAGES: tuple[tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...]], ...] = (
+    (
+        "kubelet",
+        "Kubernetes node agent",
+        (("/usr/lib/systemd/system/kubelet.service", KUBELET_SERVICE),),
+        ("iptables", "conntrack", "containernetworking-plugins"),
+    ),
+    (
+        "kubeadm",
+        "Kubernetes cluster bootstrapping tool",
+        (("/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", KUBEADM_DROPIN),),
+        ("kubelet", "kubectl"),
+    ),
+    ("kubectl", "Kubernetes command-line client", (), ()),
+)
+
+
 def kubernetes_package_specs(pins: BundlePins, kubernetes: str) -> list[PackageSpec]:
     """kubeadm, kubelet and kubectl of release ``kubernetes`` under upstream's names and version
     (<version>-<revision>): the repository holds them at each version the bundle carries, and apt
@@ -526,33 +573,21 @@ def kubernetes_package_specs(pins: BundlePins, kubernetes: str) -> list[PackageS
     version = pins.package_version(kubernetes)
     return [
         PackageSpec(
-            "kubelet",
+            program,
             version,
-            "Kubernetes node agent (built from k8s.io/kubernetes %s)" % kubernetes,
-            ((pins.program("kubelet", kubernetes), "/usr/bin/kubelet"),),
-            (("/usr/lib/systemd/system/kubelet.service", KUBELET_SERVICE),),
-            ("iptables", "conntrack", "containernetworking-plugins"),
-        ),
-        PackageSpec(
-            "kubeadm",
-            version,
-            "Kubernetes cluster bootstrapping tool (built from k8s.io/kubernetes %s)" % kubernetes,
-            ((pins.program("kubeadm", kubernetes), "/usr/bin/kubeadm"),),
-            (("/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", KUBEADM_DROPIN),),
-            ("kubelet", "kubectl"),
-        ),
-        PackageSpec(
-            "kubectl",
-            version,
-            "Kubernetes command-line client (built from k8s.io/kubernetes %s)" % kubernetes,
-            ((pins.program("kubectl", kubernetes), "/usr/bin/kubectl"),),
-        ),
+            "%s (built from k8s.io/kubernetes %s)" % (what, kubernetes),
+            ((pins.program(program, kubernetes), "/usr/bin/" + program),),
+            texts,
+            depends,
+        )
+        for program, what, texts, depends in KUBERNETES_PACKAGES
     ]
 
 
 def package_specs(pins: BundlePins, charts: ChartPins | None = None) -> list[PackageSpec]:
     """The packages the bundle makes: kubeadm, kubelet and kubectl under upstream's names, at the
-    pinned version and at the previous minor's, the NVIDIA container toolkit's two, and helm."""
+    pinned version and at the previous minor's, the NVIDIA container toolkit's two, helm, and
+    etcd-client (etcdctl and etcdutl)."""
     charts = charts or ChartPins()
     toolkit = pins.toolkit_package_version()
     kubernetes = [spec for version in pins.kubernetes_versions for spec in kubernetes_package_specs(pins, version)]
@@ -576,5 +611,12 @@ def package_specs(pins: BundlePins, charts: ChartPins | None = None) -> list[Pac
             charts.helm_package_version(),
             "The Kubernetes package manager (built from helm.sh/helm/v3 %s)" % charts.helm,
             (("helm", "/usr/bin/helm"),),
+        ),
+        PackageSpec(
+            ETCD_CLIENT_PACKAGE,
+            pins.etcd_client_package_version(),
+            "etcd's command-line clients, etcdctl and etcdutl (built from %s %s)"
+            % (", ".join(ETCD_CLIENT_MODULES.values()), pins.etcd_client),
+            tuple((command, "/usr/bin/" + command) for command in ETCD_CLIENT_MODULES),
         ),
     ]

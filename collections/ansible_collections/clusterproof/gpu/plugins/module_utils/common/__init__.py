@@ -10,6 +10,7 @@ the decimal written, not within a float tolerance.
 ``fields``: one-line attributes of path and port tables (``Below``, ``PortAt``).
 ``wait``: the one waiter, until what is looked at holds or the time runs out (``wait_until``),
 with the last value seen as the reason when it runs out.
+``pods``: what a pod holds as the API lists it (its whole GPUs, bound and running, its controller).
 
 May import: the standard library, and PyYAML for ``yaml_file``. Touches nothing but the file
 ``yaml_file`` is asked to read.

@@ -19,7 +19,7 @@ from typing import Any
 INT32_MAX = 2**31 - 1
 # The sandbox's ports: base .. base + SANDBOX_PORTS - 1, all on loopback (sandbox/control_plane.py
 # PORT_TABLE; a unit test keeps the two equal). Below 1024 needs root.
-SANDBOX_PORTS = 24
+SANDBOX_PORTS = 27
 PORT_MIN, PORT_MAX = 1024, 65535
 PORT_BASE_MAX = PORT_MAX - SANDBOX_PORTS + 1
 

@@ -1,10 +1,10 @@
 """Attributes of path and port tables, declared one line each.
 
 A table of files or ports (the sandbox's ``PkiPaths``, ``Layout``, ``BuildPlan``, ``Ports``, an
-engine's ports; the bundle build's and the lab's ``Layout``) is a base (a root folder, a port base)
-and names derived from it. Written as a ``@property`` each, such a table is mostly boilerplate;
-with these descriptors an entry reads as what it is: ``ca_cert = Below("root", "ca.crt")``,
-``etcd_client = PortAt(block, 0)``.
+engine's ports; the bundle build's and the lab's ``Layout``; the monitoring's ``PrometheusPrograms``)
+is a base (a root folder, a port base) and names derived from it. Written as a ``@property`` each,
+such a table is mostly boilerplate; with these descriptors an entry reads as what it is:
+``ca_cert = Below("root", "ca.crt")``, ``etcd_client = PortAt(block, 0)``.
 
 May import: the standard library only. Touches nothing.
 """

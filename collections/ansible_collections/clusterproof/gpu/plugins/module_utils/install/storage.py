@@ -477,6 +477,16 @@ def local_path_helper_pod(image: str, sandbox: bool) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+# local-path names its helper pods so (provisioner.go createHelperPod, HelperPodNameMaxLength).
+LOCAL_PATH_HELPER_POD_NAME_MAX = 128
+
+
+def local_path_helper_pod_name(action: str, volume: str) -> str:
+    """The name local-path gives the helper pod that does ``action`` ("create", "delete") for
+    ``volume``: found by it, a helper pod stuck on a node that went away can be removed."""
+    return ("helper-pod-%s-%s" % (action, volume))[:LOCAL_PATH_HELPER_POD_NAME_MAX]
+
+
 def local_path_chart_values(classes: Iterable[StorageClassDeclaration], helper_image: str) -> dict[str, Any]:
     """Values for local-path-provisioner's chart (deploy/chart in its Go module): its classes'
     paths, and no StorageClass of the chart's own (clusterproof makes them)."""

@@ -29,6 +29,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.common.bounds imp
     SANDBOX_PORTS,
 )
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_device_layer, kubeadm_config, storage
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import settings as monitoring_settings
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import isolation, names, projects, quota_tree
 
@@ -61,7 +62,11 @@ SITE_VARIABLES = {
     "endpoint (true unless set false)",
     "clusterproof_certificates_renew_days": "renew_certificates.yml renews when a certificate has fewer days left",
     "clusterproof_certificates_force": "renew_certificates.yml renews every certificate, due or not",
+    "clusterproof_etcd_backup_dir": "the controller's directory etcd_backup.yml keeps etcd snapshots in (docs/etcd.md)",
+    "clusterproof_etcd_backup_keep": "how many snapshots etcd_backup.yml keeps (7 unless set)",
+    "clusterproof_etcd_backup_warn_hours": "the report warns when the newest etcd snapshot is older (24 unless set)",
     "clusterproof_upgrade_serial": "how many workers upgrade.yml upgrades at a time",
+    "clusterproof_upgrade_work_back_timeout": "seconds upgrade.yml waits for the work its drains evicted to run again",
     "clusterproof_upgrade_validate": "whether upgrade.yml validates the site after the upgrade (true unless set false)",
     "clusterproof_upgrade_ignore_validation": "whether upgrade.yml goes on when the last validation failed",
     "clusterproof_projects": "the projects (tenants) and their GPU quotas",
@@ -77,6 +82,8 @@ SITE_VARIABLES = {
     **gpu_device_layer.SITE_VARIABLES,
     # An elastic quota tree (module_utils/tenancy/quota_tree.py).
     **quota_tree.SITE_VARIABLES,
+    # The monitoring stage (module_utils/monitoring/settings.py, docs/monitoring.md).
+    **monitoring_settings.SITE_VARIABLES,
     # Facts clusterproof itself sets during a run.
     "clusterproof_site": "the checked declaration (set by clusterproof.gpu.site_inventory)",
     "clusterproof_report_sections": "validation results gathered for the site report",
@@ -137,8 +144,14 @@ RESOURCE_STEPS = {"cpu": 1000, "memory": 1024}
 # What Ansible's ``bool`` filter reads as a boolean (a -e key=value gives a string).
 BOOLEAN_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # Site settings that are paths or text, and settings that are booleans.
-SITE_STRINGS = ("clusterproof_reports_dir", "clusterproof_sandbox_dir", "clusterproof_sandbox_cache")
+SITE_STRINGS = (
+    "clusterproof_reports_dir",
+    "clusterproof_sandbox_dir",
+    "clusterproof_sandbox_cache",
+    "clusterproof_etcd_backup_dir",
+)
 SITE_BOOLEANS = (
+    "clusterproof_monitoring",
     "clusterproof_benchmarks",
     "clusterproof_host_tests",
     "clusterproof_gpu_health",
@@ -149,7 +162,13 @@ SITE_BOOLEANS = (
     "clusterproof_upgrade_ignore_validation",
 )
 # Site settings that are whole numbers, and the least each may be.
-SITE_COUNTS = {"clusterproof_certificates_renew_days": 0, "clusterproof_upgrade_serial": 1}
+SITE_COUNTS = {
+    "clusterproof_certificates_renew_days": 0,
+    "clusterproof_upgrade_serial": 1,
+    "clusterproof_upgrade_work_back_timeout": 0,
+    "clusterproof_etcd_backup_keep": 1,
+    "clusterproof_etcd_backup_warn_hours": 1,
+}
 OUR_HOST_PREFIXES = ("gpu_", "node_")
 # Variables of the roles that run on the GPU hosts (gpu_benchmark_python, gpu_host_tests_sudo, ...):
 # set per host or group like any role variable, and checked by those roles' argument_specs.
@@ -636,6 +655,11 @@ def _check_site_settings(check: _Checker, site: Mapping[str, Any]) -> None:
         value = site.get(field)
         if value is not None and not isinstance(value, str):
             check.error("group all", field, "a path (a string)", value)
+    if "clusterproof_monitoring_retention" in site:
+        retention = site["clusterproof_monitoring_retention"]
+        expected = monitoring_settings.retention_problem(retention)
+        if expected:
+            check.error("group all", "clusterproof_monitoring_retention", expected, retention)
     kubeconfig = site.get("clusterproof_kubeconfig")
     if kubeconfig is not None and not isinstance(kubeconfig, str):
         check.error("group all", "clusterproof_kubeconfig", "a path (a string)", kubeconfig)

@@ -78,6 +78,29 @@ QUOTA_TREE_ARG_SPEC: dict[str, dict[str, Any]] = {
 }
 
 
+# The inventory's declared projects, as the modules that check them take them (the declared_projects doc
+# fragment documents the option).
+DECLARED_PROJECTS_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "projects": {"type": "list", "elements": "dict", "required": True},
+}
+
+
+# Where clusterproof's Prometheus answers, as the modules that ask it take it (the prometheus doc fragment
+# documents it): an address, or the sandbox's port base (monitoring.sandbox.prometheus_url reads them).
+PROMETHEUS_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "prometheus_url": {"type": "str"},
+    "sandbox_port_base": {"type": "int"},
+}
+
+
+# Where the kubelet of a kubeadm control plane reads its static pods' manifests, as the modules that
+# move, restart or read them take it (the static_pods doc fragment documents it). The same place as
+# maintenance/etcd.py MANIFEST_DIR, which this layer may not import (a unit test holds them equal).
+STATIC_POD_MANIFESTS_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "manifest_dir": {"type": "path", "default": "/etc/kubernetes/manifests"},
+}
+
+
 # The ranges of the numeric options that modules share by name, inclusive. Ansible checks an
 # option's type only; these are checked before a module does anything, so that a value that would
 # fail late or never (a port base of 70000, a NaN or negative timeout, a priority of 10^20) is
@@ -164,6 +187,18 @@ def fail_from_exception(module: AnsibleModule, error: BaseException, doing: str 
     module.fail_json(msg=f"{doing or 'the module'} failed: {type(error).__name__}: {error}")
 
 
+def run_cluster_module(
+    *options: Mapping[str, Mapping[str, Any]],
+    work: Callable[[AnsibleModule], Mapping[str, Any]],
+    doing: str,
+    expected: tuple[type[BaseException], ...] = (),
+    **module_options: Any,
+) -> None:
+    """Run a module that acts on the cluster of the kubeconfig: its own options and the shared pieces it
+    names, with the auth options (the kube_auth doc fragment documents them)."""
+    run_module(argument_spec(*options, auth=True), work, doing=doing, expected=expected, **module_options)
+
+
 def run_host_check(
     options: Mapping[str, Any],
     check: Callable[[Mapping[str, Any], bool, str], Mapping[str, Any]],
@@ -181,6 +216,19 @@ def run_host_check(
     )
 
 
+def run_host_command(
+    options: Mapping[str, Any],
+    work: Callable[[AnsibleModule], Mapping[str, Any]],
+    *,
+    doing: str,
+) -> None:
+    """Run a maintenance module that acts on the host it runs on through commands (``maintenance/``):
+    its own options, then ``work(module)``. An option it refuses (ValueError) and a command that failed
+    or answered what it should not (RuntimeError, as ``maintenance.host_command`` raises) already say
+    what and where, so they are reported as they are."""
+    run_module(argument_spec(options), work, doing=doing, expected=(ValueError, RuntimeError))
+
+
 def run_sandbox_install(
     *options: Mapping[str, Mapping[str, Any]],
     work: Callable[[AnsibleModule], Mapping[str, Any]],
@@ -192,6 +240,26 @@ def run_sandbox_install(
     with ``expected`` (the sandbox's errors) and the file system's reported as they are (they name the path)."""
     run_module(
         argument_spec(SANDBOX_INSTALL_ARG_SPEC, *options),
+        work,
+        doing=doing,
+        expected=(*expected, OSError),
+        required_if=required_if,
+    )
+
+
+def run_simulated_nodes(
+    options: Mapping[str, Mapping[str, Any]],
+    *,
+    work: Callable[[AnsibleModule], Mapping[str, Any]],
+    doing: str,
+    required_if: list[Any],
+    expected: tuple[type[BaseException], ...],
+) -> None:
+    """Run a module that runs KWOK-simulated GPU nodes (sandbox_cluster, simulated_gpu_nodes): its own
+    options and the simulated-nodes one, with ``expected`` (the sandbox's errors) and the file system's
+    reported as they are (they name the path)."""
+    run_module(
+        argument_spec(options, SIMULATED_NODES_ARG_SPEC),
         work,
         doing=doing,
         expected=(*expected, OSError),

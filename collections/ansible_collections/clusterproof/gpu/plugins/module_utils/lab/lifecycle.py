@@ -64,9 +64,8 @@ def up(layout: Layout, plan: LabPlan, mirror: str, timeout: float, check_mode: b
         _remove_host(layout, name, parents)
         result["cleaned"].append(name)
 
-    if "kernel_settings" not in record:
-        # Saved once, at the first up: after a crash, the values now may be a kubelet's.
-        record["kernel_settings"] = machines.read_kernel_settings()
+    machines.save_machine_settings()
+    machines.raise_limits(machines.INOTIFY_LIMITS)
     record["bridge"] = plan.bridge
     machines.save_record(layout, record)
     machines.make_key(layout)
@@ -166,7 +165,14 @@ def down(layout: Layout, bridge: str, check_mode: bool = False) -> dict[str, Any
         or machines.bridge_exists(bridge)
         or any((parent / name).exists() for parent in parents for name in names)
     )
-    result: dict[str, Any] = {"changed": present, "stopped": sorted(running), "killed": [], "restored": []}
+    result: dict[str, Any] = {
+        "changed": present,
+        "stopped": sorted(running),
+        "killed": [],
+        "restored": [],
+        "kept_for": [],
+        "settings": "untouched",
+    }
     if not present or check_mode:
         return result
     machines.kill_workloads(parents, names)
@@ -175,8 +181,16 @@ def down(layout: Layout, bridge: str, check_mode: bool = False) -> dict[str, Any
     machines.remove_cgroups(parents, names)
     _remove_run_files(names)
     machines.remove_bridge(bridge)
-    if record.get("kernel_settings"):
-        result["restored"] = machines.write_kernel_settings(record["kernel_settings"])
+    # The last lab down puts the machine's settings back; while another lab runs, its kubelets want
+    # theirs and its hosts the raised limits (that lab puts them back when it goes).
+    others = machines.other_hosts_running(parents, names)
+    if others:
+        result["kept_for"] = others
+        result["settings"] = "kept as they are while another lab runs (%s)" % ", ".join(others)
+    else:
+        result["restored"] = machines.write_kernel_settings(machines.load_machine_settings())
+        machines.forget_machine_settings()
+        result["settings"] = "put back: %s" % (", ".join(result["restored"]) or "none")
     if machines.mounts_under(layout.state_dir):
         raise LabError(
             f"mounts under {layout.state_dir} remain after unmounting: {machines.mounts_under(layout.state_dir)}"

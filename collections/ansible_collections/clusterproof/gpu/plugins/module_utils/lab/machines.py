@@ -10,12 +10,14 @@ of this kind; each says why where it is set. Needs root, ``debootstrap`` and ``s
 
 Touches: the lab's state directory (the hosts' roots, the lab key, its records) and cache (the
 Debian root), the bridge, the ``clusterproof-lab`` cgroups, the processes it started, and the
-kernel settings a kubelet changes (saved at ``up``, put back at ``down``).
+kernel settings a kubelet changes and the inotify limits the hosts need (the machine's values saved
+in ``/run/clusterproof`` by the first lab ``up``, put back by the last lab ``down``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -55,6 +57,16 @@ ROOT_PACKAGES = (
 )
 # A kubelet sets these for the whole machine, not its container: saved at up, put back at down.
 KERNEL_SETTINGS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops")
+# inotify's limits count per user, and every lab host's systemd, journald, kubelet and containerd take
+# theirs from root's (Debian's default: 128 instances): five hosts held 59, and a sandbox's Kueue beside
+# them failed with "too many open files". Raised to these while a lab runs (kind's known issues advise
+# the same), put back by the last lab down (MACHINE_SETTINGS).
+INOTIFY_LIMITS = {"fs.inotify.max_user_instances": "512", "fs.inotify.max_user_watches": "524288"}
+# The machine's own values of KERNEL_SETTINGS and INOTIFY_LIMITS, saved by the first lab up and put
+# back by the last lab down, whichever lab that is: labs overlap (the tests run two side by side),
+# and a lab that came up beside another would read the other's kubelet's values as the machine's.
+# In /run, which a reboot empties as it resets the settings themselves.
+MACHINE_SETTINGS = Path("/run/clusterproof/lab-machine-settings.json")
 CGROUP_NAME = "clusterproof-lab"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 NSPAWN_RUN_DIR = Path("/run/systemd/nspawn")
@@ -112,11 +124,20 @@ def build_root(layout: Layout, mirror: str = DEFAULT_MIRROR, run: Runner = _run)
     target = cached_root(layout)
     if (target / "usr/bin/python3").exists():
         return target, False
+    layout.cache_dir.mkdir(parents=True, exist_ok=True)
+    # Two labs coming up at once (the tests run two side by side) build it once: the second waits.
+    with (layout.cache_dir / ".root.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "usr/bin/python3").exists():
+            return target, False
+        return _debootstrap(layout, target, mirror, run), True
+
+
+def _debootstrap(layout: Layout, target: Path, mirror: str, run: Runner) -> Path:
     for tool in ("debootstrap", "systemd-nspawn"):
         if shutil.which(tool) is None:
             package = "systemd-container" if tool == "systemd-nspawn" else tool
             raise LabError(f"the lab needs {tool}: apt-get install {package}")
-    layout.cache_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="build.", dir=layout.cache_dir))
     try:
         root = work / "root"
@@ -148,7 +169,7 @@ def build_root(layout: Layout, mirror: str = DEFAULT_MIRROR, run: Runner = _run)
     for old in layout.cache_dir.glob("debian12-root-*"):
         if old != target:
             shutil.rmtree(old, ignore_errors=True)
-    return target, True
+    return target
 
 
 # --- one host's root ----------------------------------------------------------------------------
@@ -333,7 +354,9 @@ def remove_cgroups(parents: Sequence[Path], names: Iterable[str]) -> list[str]:
         if not parent.is_dir():
             continue
         for top in sorted(path for path in parent.iterdir() if path.is_dir()):
-            subtree = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]
+            # os.walk passes over a cgroup that goes while it reads (the host's own systemd may remove
+            # an emptied one): rglob raised there and the lab's down failed.
+            subtree = [Path(directory) for directory, _, _ in os.walk(top, topdown=False)]
             if top.name not in names and any(_pids(directory) for directory in subtree):
                 continue
             for directory in subtree:
@@ -351,9 +374,14 @@ def _rmdir(cgroup: Path) -> None:
     """Remove a cgroup whose processes were just killed: the kernel may take a moment to see them go."""
     try:
         cgroup.rmdir()
+    except FileNotFoundError:  # removed meanwhile: what was wanted
+        return
     except OSError:
         time.sleep(0.2)
-        cgroup.rmdir()
+        try:
+            cgroup.rmdir()
+        except FileNotFoundError:
+            return
 
 
 def run_files(names: Iterable[str]) -> list[Path]:
@@ -376,15 +404,67 @@ def _kill(pid: int, signum: int) -> None:
         pass
 
 
-def read_kernel_settings() -> dict[str, str]:
-    return {name: Path("/proc/sys", *name.split(".")).read_text().strip() for name in KERNEL_SETTINGS}
+def read_kernel_settings(names: Iterable[str] = KERNEL_SETTINGS, proc_sys: Path = Path("/proc/sys")) -> dict[str, str]:
+    return {name: proc_sys.joinpath(*name.split(".")).read_text().strip() for name in names}
 
 
-def write_kernel_settings(values: dict[str, str]) -> list[str]:
+def save_machine_settings(path: Path = MACHINE_SETTINGS, proc_sys: Path = Path("/proc/sys")) -> bool:
+    """Save the machine's values of the settings labs change, unless saved already (by a lab that
+    still runs, or one that crashed: the values now may be a kubelet's). True when saved now."""
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(read_kernel_settings((*KERNEL_SETTINGS, *INOTIFY_LIMITS), proc_sys), indent=2))
+    partial.replace(path)
+    return True
+
+
+def forget_machine_settings(path: Path = MACHINE_SETTINGS) -> None:
+    """Once put back: the next lab up saves the machine's values afresh."""
+    path.unlink(missing_ok=True)
+
+
+def load_machine_settings(path: Path = MACHINE_SETTINGS) -> dict[str, str]:
+    """The values saved by the first lab up; none when no lab saved them."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def raise_limits(limits: dict[str, str], proc_sys: Path = Path("/proc/sys")) -> dict[str, str]:
+    """Raise each setting of ``limits`` that is below its value there; returns the previous values of
+    those raised (a setting already as high or higher is left alone)."""
+    raised = {}
+    for name, value in limits.items():
+        path = proc_sys.joinpath(*name.split("."))
+        before = path.read_text().strip()
+        if int(before) < int(value):
+            path.write_text(value)
+            raised[name] = before
+    return raised
+
+
+def other_hosts_running(parents: Sequence[Path], names: Iterable[str]) -> list[str]:
+    """The hosts of other labs on this machine (their cgroups hold processes), not among ``names``."""
+    mine = set(names)
+    return sorted(
+        {
+            top.name
+            for parent in parents
+            if parent.is_dir()
+            for top in parent.iterdir()
+            if top.is_dir() and top.name not in mine and any(_pids(Path(d)) for d, _, _ in os.walk(top))
+        }
+    )
+
+
+def write_kernel_settings(values: dict[str, str], proc_sys: Path = Path("/proc/sys")) -> list[str]:
     """Put the settings back; returns those that differed."""
     changed = []
     for name, value in values.items():
-        path = Path("/proc/sys", *name.split("."))
+        path = proc_sys.joinpath(*name.split("."))
         if path.read_text().strip() != value:
             path.write_text(value)
             changed.append(name)

@@ -286,6 +286,43 @@ def _wait_port(component: str, port: int, open_: bool, timeout: float) -> None:
         )
 
 
+def static_pod_port(component: str) -> int:
+    """The local port ``component`` (one of STATIC_PODS) listens on."""
+    ports = dict(STATIC_PODS)
+    if component not in ports:
+        raise ValueError("component: expected one of %s; found %r" % (", ".join(ports), component))
+    return ports[component]
+
+
+def stop_static_pod(component: str, manifest_dir: str, parking_dir: str, timeout: float) -> bool:
+    """Move ``component``'s manifest to ``parking_dir`` and wait until its port closes (the kubelet
+    stopped it). False when it was parked already (nothing to do); a host without the manifest is an
+    error naming it."""
+    manifest = Path(manifest_dir) / (component + ".yaml")
+    parked = Path(parking_dir) / manifest.name
+    Path(parking_dir).mkdir(parents=True, exist_ok=True)
+    if not manifest.exists():
+        if parked.exists():
+            _wait_port(component, static_pod_port(component), False, timeout)
+            return False
+        raise RuntimeError("%s: no manifest in %s nor in %s" % (component, manifest_dir, parking_dir))
+    os.replace(manifest, parked)
+    _wait_port(component, static_pod_port(component), False, timeout)
+    return True
+
+
+def start_static_pod(component: str, manifest_dir: str, parking_dir: str, timeout: float) -> bool:
+    """Put ``component``'s parked manifest back and wait until its port opens. False when it was not
+    parked (nothing to do)."""
+    manifest = Path(manifest_dir) / (component + ".yaml")
+    parked = Path(parking_dir) / manifest.name
+    if not parked.exists():
+        return False
+    os.replace(parked, manifest)
+    _wait_port(component, static_pod_port(component), True, timeout)
+    return True
+
+
 def restart_static_pods(manifest_dir: str, parking_dir: str, timeout: float) -> list[str]:
     """Restart the control plane's static pods one at a time: each manifest moved to ``parking_dir``
     until its component's port closes (the kubelet stopped it), then back until the port opens. A

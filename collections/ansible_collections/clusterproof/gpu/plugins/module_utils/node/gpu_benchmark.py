@@ -52,11 +52,11 @@ import pkgutil
 import platform
 import re
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_benchmark_runner as runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import program
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node.gpu_facts import gather
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check, Table
 
@@ -1024,25 +1024,22 @@ def run_runner(
     BenchmarkError when the interpreter cannot be started, the runner times out, exits non-zero
     or prints something else than its JSON document.
     """
-    handle, path = tempfile.mkstemp(prefix="clusterproof_gpu_benchmark_", suffix=".py", dir=workdir)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as script:
-            script.write(runner_source())
-        command = [python, path, *arguments]
-        try:
-            completed = execute(command, capture_output=True, text=True, timeout=timeout, check=False)
-        except FileNotFoundError as error:
-            raise BenchmarkError(
+    with program.scratch_file("clusterproof_gpu_benchmark_", ".py", workdir, runner_source()) as path:
+        completed = program.run_to_end(
+            [python, path, *arguments],
+            timeout=timeout,
+            error=BenchmarkError,
+            not_found=lambda error: (
                 f"the interpreter {python!r} was not found on the host ({error}); set the module's python option "
                 "to the interpreter that has PyTorch (e.g. /opt/conda/bin/python3)"
-            ) from error
-        except OSError as error:
-            raise BenchmarkError(f"{python} could not be started: {error}") from error
-        except subprocess.TimeoutExpired as error:
-            raise BenchmarkError(
+            ),
+            not_started=lambda error: f"{python} could not be started: {error}",
+            timed_out=lambda error: (
                 f"the benchmark runner did not finish within {timeout:g} s; raise the module's timeout, or run "
                 "fewer benchmarks or smaller sizes"
-            ) from error
+            ),
+            execute=execute,
+        )
         stderr = completed.stderr or ""
         if completed.returncode != 0:
             tail = " ".join(stderr.strip().splitlines()[-5:])[-800:]
@@ -1050,11 +1047,6 @@ def run_runner(
                 f"{python} {os.path.basename(path)} exited {completed.returncode}: {tail or 'no output'}"
             )
         return parse_runner_output(completed.stdout), stderr
-    finally:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
 
 
 # ---------------------------------------------------------------------------------------------

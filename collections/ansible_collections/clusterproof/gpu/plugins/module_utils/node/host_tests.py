@@ -22,13 +22,13 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.node import program
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 
 SECTION_ID_PREFIX = "host-tests"
@@ -390,25 +390,24 @@ def run_suite(
     (a virtual environment's) goes first on PATH. Raises HostTestsError when pytest cannot be
     started, times out, or ends without tests run (a usage error: testinfra missing, say).
     """
-    handle, junit = tempfile.mkstemp(prefix="clusterproof_host_tests_", suffix=".xml", dir=workdir)
-    os.close(handle)
-    command = pytest_command(python, suite, host, inventory, junit, sudo=sudo, extra_args=extra_args)
     environment = dict(os.environ)
     environment["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(python)), environment.get("PATH", "")])
-    try:
-        try:
-            completed = execute(
-                command, cwd=project_dir, env=environment, capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except FileNotFoundError as error:
-            raise HostTestsError(
+    with program.scratch_file("clusterproof_host_tests_", ".xml", workdir) as junit:
+        command = pytest_command(python, suite, host, inventory, junit, sudo=sudo, extra_args=extra_args)
+        completed = program.run_to_end(
+            command,
+            timeout=timeout,
+            error=HostTestsError,
+            not_found=lambda error: (
                 f"{python} was not found on the controller ({error}): set python to the interpreter that has "
                 "pytest and pytest-testinfra (the project's .venv/bin/python)"
-            ) from error
-        except OSError as error:
-            raise HostTestsError(f"{python} -m pytest could not be started: {error}") from error
-        except subprocess.TimeoutExpired as error:
-            raise HostTestsError(f"the GPU host suite did not finish against {host} within {timeout:g} s") from error
+            ),
+            not_started=lambda error: f"{python} -m pytest could not be started: {error}",
+            timed_out=lambda error: f"the GPU host suite did not finish against {host} within {timeout:g} s",
+            execute=execute,
+            cwd=project_dir,
+            env=environment,
+        )
         output = ((completed.stdout or "") + (completed.stderr or ""))[-OUTPUT_TAIL:]
         text = Path(junit).read_text(encoding="utf-8") if os.path.getsize(junit) else ""
         if completed.returncode not in PYTEST_RAN or not text:
@@ -417,11 +416,6 @@ def run_suite(
                 % (completed.returncode, host, " ".join(output.split())[-800:] or "no output")
             )
         return SuiteRun(command=command, returncode=completed.returncode, junit=text, output=output)
-    finally:
-        try:
-            os.unlink(junit)
-        except OSError:
-            pass
 
 
 # The NVIDIA Container Toolkit's config, which nvidia-container-runtime and its hook read for every

@@ -1,11 +1,12 @@
 """What changed since an earlier run of the same site, and which earlier run to compare with.
 
-A report records the state it found (``site_state``: nodes with their GPUs, product and Ready;
-projects with the quota and weight configured in the cluster; storage classes and the default;
-benchmark figures), read from the tables its validation sections carry. The next run compares its
-own state with the earlier one's (``compare``) and shows the differences first: a block in the
-JSON (``changes``) and the report's first section, whose failed checks are the regressions (a node
-gone, fewer GPUs, another GPU product, a quota or weight that differs, a storage class gone or the
+A report records the state it found (``site_state``: nodes with their GPUs, product and Ready; the
+control planes declared and etcd's members; projects with the quota and weight configured in the
+cluster; storage classes and the default; benchmark figures), read from the tables and checks its
+validation sections carry. The next run compares its own state with the earlier one's
+(``compare``) and shows the differences first: a block in the JSON (``changes``) and the report's
+first section, whose failed checks are the regressions (a node or a declared control plane's etcd
+member gone, fewer GPUs, another GPU product, a quota or weight that differs, a storage class gone or the
 default moved). The first run of a site has nothing to compare with and says so.
 
 Earlier runs are read from the reports directory: ``latest`` (the previous run, before this one is
@@ -31,6 +32,9 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model impo
 )
 
 CHANGES_SECTION_ID = "changes"
+# The control-plane section's check of etcd's members: it expects the declared control planes and
+# observes the members (validate/control_plane.py, which this package may not import).
+ETCD_MEMBERS_CHECK = "control-plane/etcd-members"
 HEALTH_TABLE_PREFIX = "gpu-health-"
 BASELINE_LINK = "baseline"
 LATEST_LINK = "latest"
@@ -114,11 +118,23 @@ def site_state(report: Report, benchmark_figures: Mapping[str, float] | None = N
     return {
         "nodes": nodes,
         "declared_nodes": declared,
+        "control_planes": _control_planes(report),
         "drivers": drivers,
         "projects": projects,
         "storage_classes": storage,
         "benchmarks": dict(benchmark_figures or {}),
     }
+
+
+def _control_planes(report: Report) -> dict[str, list[str]] | None:
+    """The control planes declared and etcd's members as the run read them; None where the run read no
+    member list (a site kubeadm did not make, or etcd did not answer)."""
+    check = next(
+        (check for section in report.sections for check in section.checks if check.id == ETCD_MEMBERS_CHECK), None
+    )
+    if check is None or not isinstance(check.expected, list) or not isinstance(check.observed, list):
+        return None
+    return {"declared": sorted(map(str, check.expected)), "members": sorted(map(str, check.observed))}
 
 
 # --- comparing two states -------------------------------------------------------------------------
@@ -128,6 +144,28 @@ def _differs(before: Any, after: Any) -> bool:
     if isinstance(before, (int, float)) and isinstance(after, (int, float)):
         return abs(before - after) > _EPSILON
     return before != after
+
+
+def _control_plane_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, Any]:
+    """etcd members added, gone and removed as declared (their control plane out of the inventory, as
+    remove_node.yml leaves it). Not compared where either run read no member list (a site kubeadm did
+    not make: the section then has no control-plane checks)."""
+    if not before or not after:
+        return {
+            "control_planes_compared": False,
+            "control_planes_added": [],
+            "control_planes_gone": [],
+            "control_planes_removed": [],
+        }
+    old_members, new_members = set(before["members"]), set(after["members"])
+    gone = sorted(old_members - new_members)
+    declared_now = set(after["declared"])
+    return {
+        "control_planes_compared": True,
+        "control_planes_added": sorted(new_members - old_members),
+        "control_planes_gone": [name for name in gone if name in declared_now],
+        "control_planes_removed": [name for name in gone if name not in declared_now],
+    }
 
 
 def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
@@ -149,6 +187,7 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
         "nodes_added": sorted(set(new_nodes) - set(old_nodes)),
         "nodes_gone": [name for name in gone if name not in removed],
         "nodes_removed": removed,
+        **_control_plane_changes(before.get("control_planes"), after.get("control_planes")),
         "gpu_counts": [],
         "products": [],
         "kubelets": [],
@@ -223,6 +262,19 @@ def changes_section(changes: Mapping[str, Any] | None, against: str, note: str =
         _check("nodes-removed", "nodes removed as declared (no longer in the inventory)", True, None, removed,
                ", ".join(removed) or "none", "capacity"),
     ]  # fmt: skip
+    # A control plane's etcd member gone while the inventory still declares it fails here too (the
+    # control-plane section says why); one removed with its host out of the inventory is as declared.
+    if changes.get("control_planes_compared"):
+        cp_gone, cp_added = changes["control_planes_gone"], changes["control_planes_added"]
+        cp_removed = changes["control_planes_removed"]
+        checks += [
+            _check("control-planes-gone", "no declared control plane's etcd member is gone", not cp_gone, [],
+                   cp_gone, f"gone since {against}: {', '.join(cp_gone)}" if cp_gone else "", "configuration"),
+            _check("control-planes-added", "etcd members added", True, None, cp_added,
+                   ", ".join(cp_added) or "none", "configuration"),
+            _check("control-planes-removed", "control planes removed as declared (no longer in the inventory)",
+                   True, None, cp_removed, ", ".join(cp_removed) or "none", "configuration"),
+        ]  # fmt: skip
     fewer = [c for c in changes["gpu_counts"] if (c["after"] or 0) < (c["before"] or 0)]
     checks.append(
         _check("gpu-counts", "no node has fewer GPUs", not fewer, [], changes["gpu_counts"],

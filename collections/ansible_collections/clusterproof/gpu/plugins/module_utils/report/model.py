@@ -370,6 +370,17 @@ def _gpu_source(row: Mapping[str, Any]) -> str | None:
     return f"{shown} (both report GPUs)" if row.get("both_sources") else shown
 
 
+def section_to_dict(section: Section) -> dict[str, Any]:
+    """A section as a validator hands it to the report: ``id``, ``title``, ``checks``, ``tables``
+    (what :func:`section_from_dict` reads back; the report's verdict and counts are derived there)."""
+    return {
+        "id": section.id,
+        "title": section.title,
+        "checks": [check.to_dict() for check in section.checks],
+        "tables": [table.to_dict() for table in section.tables],
+    }
+
+
 def section_from_dict(data: Mapping[str, Any]) -> Section:
     """A section from data: ``id``, ``title``, ``checks``, optional ``tables``, ``charts``, ``node_table``."""
     if not data.get("id"):

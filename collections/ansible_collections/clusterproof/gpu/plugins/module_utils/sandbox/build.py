@@ -63,6 +63,7 @@ class SandboxVersions:
     kueue: str = versions.KUEUE.version
     local_path_provisioner: str = versions.LOCAL_PATH_PROVISIONER.version
     koordinator: str = versions.KOORDINATOR.version
+    kube_state_metrics: str = versions.KUBE_STATE_METRICS.version
 
     def version_of(self, binary: str) -> str:
         """The pinned version ``binary`` is built from (its component's version)."""
@@ -105,6 +106,7 @@ ALL_BINARIES = (
     + ("helm", "local-path-provisioner")
     + ("kueue",)
     + ("koord-scheduler",)
+    + ("kube-state-metrics",)
 )
 # Each binary's component, a field of SandboxVersions: its pin is the binary's stamp.
 COMPONENT_OF = {
@@ -116,6 +118,7 @@ COMPONENT_OF = {
     "kueue": "kueue",
     "local-path-provisioner": "local_path_provisioner",
     "koord-scheduler": "koordinator",
+    "kube-state-metrics": "kube_state_metrics",
 }
 # KAI's Helm chart, copied next to the binaries: its CRDs and priority classes are what the sandbox
 # applies, and the whole chart is what a real cluster is installed from.
@@ -135,6 +138,9 @@ KUEUE_MANIFESTS_ITEM = "kueue manifests"
 LOCAL_PATH_MODULE = versions.LOCAL_PATH_PROVISIONER.source
 
 KOORDINATOR_MODULE = versions.KOORDINATOR.source
+# kube-state-metrics: the monitoring stage's view of nodes and pods (node allocatable and conditions),
+# run by the sandbox's monitoring beside Prometheus (main package at the module root).
+KUBE_STATE_METRICS_MODULE = versions.KUBE_STATE_METRICS.source
 # Koordinator's CRDs (ElasticQuota among them), which koord-scheduler's informers need, copied to
 # share/koordinator/crds.
 KOORDINATOR_CRDS = "config/crd/bases"
@@ -440,7 +446,7 @@ def _wrapper_module(plan_: BuildPlan, name: str, module: str, version: str, repl
     """A wrapper module in the source folder that requires ``module`` at the pinned ``version``.
 
     `go install pkg@version` asks the proxy for the module's version list, which it does not serve
-    for KAI, Kueue, local-path-provisioner or Koordinator; requiring the exact version builds the
+    for KAI, Kueue, local-path-provisioner, Koordinator or kube-state-metrics; requiring the exact version builds the
     same packages without that. With ``replaces``, upstream's replace directives come along (Go
     ignores them in a dependency), generated from its go.mod."""
     work = plan_.src_dir / name
@@ -526,6 +532,15 @@ def _copy_koordinator_crds(plan_: BuildPlan, progress: Progress) -> None:
     _copy_share(plan_, "koordinator", KOORDINATOR_MODULE, plan_.versions.koordinator, {"crds": KOORDINATOR_CRDS})
 
 
+def _build_kube_state_metrics(plan_: BuildPlan, log: Path, progress: Progress) -> None:
+    """kube-state-metrics (its main package is the module's root); measured cold on 2 cores, empty Go
+    caches: 2.5 min, 381 MB of modules, 903 MB of build cache, a 69 MB binary."""
+    version = plan_.versions.kube_state_metrics
+    work = _wrapper_module(plan_, "kube-state-metrics", KUBE_STATE_METRICS_MODULE, version)
+    ldflags = "-s -w -X github.com/prometheus/common/version.Version=%s" % version
+    _build_in(plan_, work, log, progress, "kube-state-metrics", KUBE_STATE_METRICS_MODULE, ldflags)
+
+
 def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
     """Build whatever is missing from the cache. Returns True if anything was built."""
     missing = plan_.missing()
@@ -570,6 +585,8 @@ def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
         steps.append(lambda: _build_koordinator(plan_, log, progress))
     if KOORDINATOR_CRDS_ITEM in missing:
         steps.append(lambda: _copy_koordinator_crds(plan_, progress))
+    if "kube-state-metrics" in missing:
+        steps.append(lambda: _build_kube_state_metrics(plan_, log, progress))
     for step in steps:
         step_started = time.monotonic()
         step()

@@ -61,6 +61,7 @@ PORT_TABLE: dict[str, range] = {
     "kai": range(10, 19),  # KAI's components: scheduler, binder, pod grouper, queue controller
     "kueue": range(19, 22),  # webhook, health, metrics
     "koordinator": range(22, 24),  # koord-scheduler's secure and health ports
+    "monitoring": range(24, 27),  # Prometheus, kube-state-metrics and its own telemetry
 }
 PORTS_PER_SANDBOX = max(block.stop for block in PORT_TABLE.values())
 
@@ -266,6 +267,10 @@ def components(layout: Layout, bin_dir: Path, ports: Ports) -> list[Component]:
                 "--config=%s" % layout.scheduler_config,
                 f"--bind-address={LOOPBACK}",
                 "--secure-port=%d" % ports.scheduler,
+                # Requests to its port are authenticated and authorized by the API server, as kubeadm
+                # sets it up: the monitoring stage reads /metrics/resources with a token of its own.
+                "--authentication-kubeconfig={}".format(layout.component_kubeconfig("kube-scheduler")),
+                "--authorization-kubeconfig={}".format(layout.component_kubeconfig("kube-scheduler")),
             ),
             ports.scheduler,
         ),

@@ -56,6 +56,19 @@ class ProjectReadback:
 
 
 @dataclasses.dataclass(frozen=True)
+class MetricsEndpoint:
+    """Where the engine serves its own metrics on the sandbox (``Backend.sandbox_metrics``), for the
+    monitoring stage's scrape configuration: the job's name, the URL, and whether the endpoint is
+    served over TLS with a certificate of the sandbox CA and asks for a bearer token (authorized
+    by the API server, as controller-runtime's secure metrics do)."""
+
+    job: str
+    url: str
+    tls: bool = False
+    token: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class QuotaTable:
     """How the quota table names the engine's configured quota and weight."""
 
@@ -119,6 +132,11 @@ class Backend(abc.ABC):
     # webhooks intercept every Job): its install role's tasks/absent.yml removes it when the site
     # declares another scheduler.
     sandbox_leftovers: ClassVar[bool] = False
+
+    def sandbox_metrics(self, port_base: int) -> tuple[MetricsEndpoint, ...]:
+        """The engine's metrics endpoints on the sandbox at ``port_base`` (the monitoring stage
+        scrapes them, labelled as the GPU scheduler's); none for an engine that serves none."""
+        return ()
 
     @property
     def hint(self) -> str:

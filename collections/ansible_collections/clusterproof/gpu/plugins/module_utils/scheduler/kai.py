@@ -210,6 +210,9 @@ class KaiPorts:
         return self.base + port_block("kai").start + offset
 
 
+# The offsets (in KAI's port block) of the metrics the monitoring stage scrapes, as ``components`` sets them.
+METRICS_OFFSETS = {"kai-scheduler": 0, "kai-queuecontroller": 8}
+
 # KAI's processes on the sandbox (``components``), which must not run while another engine schedules.
 SANDBOX_PROCESSES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "sandbox-gpu-agent")
 
@@ -240,9 +243,9 @@ def components(
                 str(bin_dir / "kai-queuecontroller"),
                 "--kubeconfig=%s" % kubeconfig,
                 "--enable-webhook=false",
-                "--metrics-listen-address=%s" % address(8),
+                "--metrics-listen-address=%s" % address(METRICS_OFFSETS["kai-queuecontroller"]),
             ),
-            url(8, "/metrics"),
+            url(METRICS_OFFSETS["kai-queuecontroller"], "/metrics"),
             env=env,
         ),
         Component(
@@ -276,14 +279,14 @@ def components(
                 str(bin_dir / "kai-scheduler"),
                 "--scheduler-conf=%s" % config_path,
                 "--namespace=%s" % SYSTEM_NAMESPACE,
-                "--listen-address=%s" % address(0),
+                "--listen-address=%s" % address(METRICS_OFFSETS["kai-scheduler"]),
                 # The plugins' debug server (KAI's snapshot tool reads it) has no address flag in
                 # v0.12.0: it listens on ":<port>", every interface. An out-of-range port makes
                 # its ListenAndServe fail at once (KAI ignores the error), so it does not listen
                 # at all; nothing on the sandbox uses it. Offset 1 of KAI's block stays unused.
                 "--plugin-server-port=-1",
             ),
-            url(0, "/metrics"),
+            url(METRICS_OFFSETS["kai-scheduler"], "/metrics"),
             env=env,
         ),
         # The agent is a Python module of this collection: it runs from the collection's folder.
@@ -617,6 +620,15 @@ class KaiBackend(base.Backend):
 
     def namespace_labels(self, project: projects.Project) -> dict[str, str]:
         return {QUEUE_LABEL: project.name}
+
+    def sandbox_metrics(self, port_base: int) -> tuple[base.MetricsEndpoint, ...]:
+        """The scheduler's (queues' fair share) and the queue controller's (queues' quota and
+        allocation) metrics, plain HTTP on loopback as ``components`` starts them."""
+        ports = KaiPorts(port_base)
+        return tuple(
+            base.MetricsEndpoint(name, "http://%s:%d/metrics" % (LOOPBACK, ports.port(offset)))
+            for name, offset in METRICS_OFFSETS.items()
+        )
 
     def group_objects(self, name: str, total_gpus: float) -> list[dict[str, Any]]:
         return [queue_manifest(name, total_gpus, 1, None, None)]

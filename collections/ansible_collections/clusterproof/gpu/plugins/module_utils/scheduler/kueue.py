@@ -355,7 +355,9 @@ def configuration(ports: KueuePorts, cert_dir: Path) -> dict[str, Any]:
         "kind": "Configuration",
         "namespace": SYSTEM_NAMESPACE,
         "health": {"healthProbeBindAddress": "%s:%d" % (LOOPBACK, ports.health)},
-        "metrics": {"bindAddress": "%s:%d" % (LOOPBACK, ports.metrics)},
+        # The ClusterQueues' quota, usage and borrowing limits as metrics, which the monitoring
+        # stage's rules read (kueue_cluster_queue_nominal_quota, ..._resource_usage).
+        "metrics": {"bindAddress": "%s:%d" % (LOOPBACK, ports.metrics), "enableClusterQueueResources": True},
         "webhook": {"host": LOOPBACK, "port": ports.webhook, "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
@@ -655,6 +657,12 @@ class KueueBackend(base.Backend):
         "Nominal quota (configured)",
         "Fair-sharing weight (configured)",
     )
+
+    def sandbox_metrics(self, port_base: int) -> tuple[base.MetricsEndpoint, ...]:
+        """Kueue's metrics: HTTPS with the sandbox CA's certificate (``SandboxPaths.metrics_cert_dir``),
+        a bearer token the API server authorizes (controller-runtime's secure serving)."""
+        url = "https://%s:%d/metrics" % (LOOPBACK, KueuePorts(port_base).metrics)
+        return (base.MetricsEndpoint("kueue", url, tls=True, token=True),)
 
     def group_objects(self, name: str, total_gpus: float) -> list[dict[str, Any]]:
         return [

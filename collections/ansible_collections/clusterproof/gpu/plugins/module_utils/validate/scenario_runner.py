@@ -70,6 +70,12 @@ class RunOptions:
     force: bool = False
     # The sandbox's state directory, where the engine's processes are recorded; None off the sandbox.
     sandbox_state_dir: str | None = None
+    # Called after each step is judged, with the scenario's name, the step's index and the run's project
+    # namespaces, while the step's state holds; the checks it returns go into the scenario's section
+    # (the module's check of Prometheus's allocation against the pods'). None: nothing more is checked.
+    after_step: Callable[[str, int, Sequence[str]], list[dict[str, Any]]] | None = dataclasses.field(
+        default=None, compare=False
+    )
 
 
 @dataclasses.dataclass
@@ -79,6 +85,10 @@ class ScenarioResult:
     skip_reason: str | None = None
     # Why the run stopped (also its failed check ``scenario/<name>/stopped``), or None.
     error: str | None = None
+    # When the run was on the cluster (wall clock, seconds since the epoch) and its projects' names
+    # there (scenario project -> namespace and queue), for what Prometheus recorded of it; None when
+    # it did not run.
+    window: dict[str, Any] | None = None
 
     @property
     def failed_checks(self) -> int:
@@ -91,6 +101,8 @@ class ScenarioResult:
             result["skip_reason"] = self.skip_reason
         if self.error is not None:
             result["stopped"] = self.error
+        if self.window is not None:
+            result["window"] = self.window
         return result
 
 
@@ -343,6 +355,7 @@ class _Run:
         self.api = api
         self.timeline: list[Any] = []
         self.started = time.monotonic()
+        self.started_wall = time.time()
         self.created: dict[str, tuple[scenarios.ScenarioJob, list[dict[str, Any]]]] = {}
         # The pods of each gang not deleted: recreated when the scheduler evicts them.
         self.gangs: dict[str, list[dict[str, Any]]] = {}
@@ -404,7 +417,18 @@ class _Run:
                 "timeline": self.timeline,
             }
         )
-        return ScenarioResult(self.section, round(time.monotonic() - self.started, 1), error=error)
+        duration = round(time.monotonic() - self.started, 1)
+        window = {
+            "start": self.started_wall,
+            "end": self.started_wall + duration,
+            "projects": {
+                project.name: self.prefix + project.name
+                for project in self.scenario.projects
+                if project.name not in self.scenario.parents
+            },
+            "resource": self.scenario.resource,
+        }
+        return ScenarioResult(self.section, duration, error=error, window=window)
 
     def _stopped_check(self, cause: str, left: str | None) -> dict[str, Any]:
         """The failed check of a run that stopped: where, why, and whether its objects are gone."""
@@ -500,6 +524,12 @@ class _Run:
             if not (settled and freed_settled):
                 self.section["checks"].append(unsettled_check(scenario, index, self.options))
             self._judge(index, observed, model[index], written_model[index], round(time.monotonic() - step_started, 1))
+            if self.options.after_step is not None and scenario.resource == "gpu":
+                self.where = "checking what was recorded of step %d (%s)" % (index + 1, step.name)
+                leaves = [
+                    self.prefix + project.name for project in scenario.projects if project.name not in scenario.parents
+                ]
+                self.section["checks"] += self.options.after_step(scenario.name, index, sorted(leaves))
         self.section["tables"].append(scenarios.disruption_table(scenario, states, model))
         judged = [report.Check.from_dict(check) for check in self.section["checks"]]
         self.section["checks"].append(

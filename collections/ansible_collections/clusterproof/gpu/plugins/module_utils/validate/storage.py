@@ -29,8 +29,9 @@ Pure: plain data in, report checks out.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
@@ -79,6 +80,9 @@ class Cleanup:
     # Pods bound to a node that is not Ready, deleted at once (grace period 0) so that the
     # namespace and claims could go: pod -> node.
     forced_pods: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Helper pods of the volumes' provisioner found on a node that is not Ready, where they never
+    # run, and deleted so that the provisioner placed them anew: pod -> node.
+    helpers_moved: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -148,6 +152,50 @@ def volume_node(volume: Mapping[str, Any]) -> str:
             if expression.get("key") == HOSTNAME_LABEL and expression.get("operator") == "In" and len(values) == 1:
                 return values[0]
     return ""
+
+
+def helper_stuck_on(pod: Mapping[str, Any], ready: Sequence[str]) -> str:
+    """The node, not Ready, that a provisioner's helper pod (as JSON) is bound to and still waits on,
+    where it never runs; "" for a pod not yet placed, placed on a Ready node, or ended."""
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    phase = (pod.get("status") or {}).get("phase") or ""
+    if not node or node in ready or phase in ("Succeeded", "Failed"):
+        return ""
+    return node
+
+
+# The projected volume the API server adds to every pod for its service account's token: a pod made
+# again from another's spec leaves it out, and is given its own.
+_TOKEN_VOLUME_PREFIX = "kube-api-access-"
+
+
+def helper_placed_anew(pod: Mapping[str, Any], avoid: Sequence[str]) -> dict[str, Any]:
+    """A provisioner's helper pod (as JSON) made again under its name, with its spec, kept off the
+    nodes ``avoid`` (a required node affinity on the Node's name, ``matchFields``, in every term it had)."""
+    metadata = pod.get("metadata") or {}
+    spec = copy.deepcopy(dict(pod.get("spec") or {}))
+    spec.pop("nodeName", None)
+    spec["volumes"] = [
+        volume for volume in spec.get("volumes") or () if not volume.get("name", "").startswith(_TOKEN_VOLUME_PREFIX)
+    ]
+    for container in spec.get("containers") or ():
+        container["volumeMounts"] = [
+            mount
+            for mount in container.get("volumeMounts") or ()
+            if not mount.get("name", "").startswith(_TOKEN_VOLUME_PREFIX)
+        ]
+    keep_off = {"key": "metadata.name", "operator": "NotIn", "values": sorted(avoid)}
+    required = (
+        spec.setdefault("affinity", {})
+        .setdefault("nodeAffinity", {})
+        .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchFields"] = list(term.get("matchFields") or ()) + [keep_off]
+    required["nodeSelectorTerms"] = terms
+    kept = {key: metadata[key] for key in ("name", "namespace", "labels", "annotations") if metadata.get(key)}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": kept, "spec": spec}
 
 
 def find_leftovers(
@@ -392,11 +440,17 @@ def rwx_check(rwx: storage.StorageClassDeclaration | None, probe: ClaimProbe | N
 
 
 def _forced(cleanup: Cleanup) -> str:
-    if not cleanup.forced_pods:
-        return ""
-    return "; removed at once the pods of nodes that are not Ready (%s)" % ", ".join(
-        "%s on %s" % item for item in sorted(cleanup.forced_pods.items())
-    )
+    said = ""
+    if cleanup.forced_pods:
+        said += "; removed at once the pods of nodes that are not Ready (%s)" % ", ".join(
+            "%s on %s" % item for item in sorted(cleanup.forced_pods.items())
+        )
+    if cleanup.helpers_moved:
+        said += (
+            "; removed the provisioner's helper pods placed on nodes that are not Ready, so that it placed "
+            "them again (%s)" % ", ".join("%s on %s" % item for item in sorted(cleanup.helpers_moved.items()))
+        )
+    return said
 
 
 def cleanup_check(namespace: str, cleanup: Cleanup) -> Check:
@@ -406,6 +460,8 @@ def cleanup_check(namespace: str, cleanup: Cleanup) -> Check:
     observed: dict[str, Any] = {"namespace_left": cleanup.namespace_left, "volumes_left": list(cleanup.volumes_left)}
     if cleanup.stranded:
         observed["on nodes not Ready"] = dict(sorted(cleanup.stranded.items()))
+    if cleanup.helpers_moved:
+        observed["helper pods moved"] = dict(sorted(cleanup.helpers_moved.items()))
     expected = {"namespace_left": False, "volumes_left": []}
     unexplained = [volume for volume in cleanup.volumes_left if volume not in cleanup.stranded]
     if cleanup.error or cleanup.namespace_left or unexplained:

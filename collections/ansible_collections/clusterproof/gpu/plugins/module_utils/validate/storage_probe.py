@@ -6,11 +6,14 @@ probe's pods go only to the nodes that were Ready when the run started (``nodes`
 on a pod it watches that pod's node, and stops waiting when the node goes away (its kubelet cannot
 start or report the pod). At the end it deletes the pods of nodes that are not Ready at once (grace
 period 0: nobody is there to confirm they stopped, and the namespace and claims wait for them), then
-the namespace, and waits for the volumes, except those pinned to a node that is not Ready.
+the namespace, and waits for the volumes, except those pinned to a node that is not Ready. A shared
+volume's local-path helper pod stuck on a node that is not Ready is made again, kept off such nodes:
+the pinned local-path gives it no node and a toleration of every taint, the unreachable one too.
 
 May import: ``kube.client``, ``install.storage`` (the probe's manifests), ``validate.storage``,
 ``common.wait``, the standard library. Touches: the probe's namespace (``clusterproof-storage-probe-<random>``), its
-claims and pods, the volumes of those claims, and earlier probes' namespaces and volumes.
+claims and pods, the volumes of those claims, earlier probes' namespaces and volumes, and local-path's
+helper pods that remove those volumes (in ``local-path-storage``), when stuck on a node that is not Ready.
 """
 
 from __future__ import annotations
@@ -177,22 +180,32 @@ class Probe:
         cleanup.namespace_left = bool(left.namespaces)
         cleanup.volumes_left = left.volumes
         cleanup.stranded = {volume: removal.stranded[volume] for volume in left.volumes if volume in removal.stranded}
+        cleanup.helpers_moved = dict(removal.helpers_moved)
         return cleanup
 
 
 class Removal:
     """Deletes probe namespaces and waits for them and their volumes to go, sparing the wait for
-    volumes pinned to a node that is not Ready (``stranded``: volume -> node)."""
+    volumes pinned to a node that is not Ready (``stranded``: volume -> node), and moving the helper
+    pod that removes a shared volume off a node that is not Ready (``helpers_moved``: pod -> node)."""
 
     def __init__(self, api: Any, timeout: float) -> None:
         self.api = api
         self.core = kube.core_v1(api)
         self.timeout = timeout
         self.stranded: dict[str, str] = {}
+        self.helpers_moved: dict[str, str] = {}
 
     def _ready_nodes(self) -> list[str]:
-        nodes = kube.list_nodes(self.api)
-        return [node["metadata"]["name"] for node in nodes if storage_validation.ready_condition(node)[0]]
+        return self._readiness()[0]
+
+    def _readiness(self) -> tuple[list[str], list[str]]:
+        """The nodes' names, from one listing: those Ready, and those not."""
+        ready: list[str] = []
+        not_ready: list[str] = []
+        for node in kube.list_nodes(self.api):
+            (ready if storage_validation.ready_condition(node)[0] else not_ready).append(node["metadata"]["name"])
+        return ready, not_ready
 
     def delete_namespaces(self, namespaces: Sequence[str]) -> dict[str, str]:
         """Delete each namespace, its pods on nodes that are not Ready first with grace period 0:
@@ -227,7 +240,7 @@ class Removal:
                 [namespace for namespace in namespaces if self._exists(self.core.read_namespace, namespace)]
             )
             waiting = False
-            ready: list[str] | None = None
+            readiness: tuple[list[str], list[str]] | None = None
             for volume in volumes:
                 found = self._read_volume(volume)
                 if found is None:
@@ -236,11 +249,14 @@ class Removal:
                 if found.status.phase == "Released" and found.spec.persistent_volume_reclaim_policy == "Retain":
                     self.core.delete_persistent_volume(volume)
                 node = storage_validation.volume_node(self.api.sanitize_for_serialization(found))
-                if node:
-                    ready = self._ready_nodes() if ready is None else ready
-                    if node not in ready:
-                        self.stranded[volume] = node
-                        continue
+                readiness = self._readiness() if readiness is None else readiness
+                ready, not_ready = readiness
+                if node and node not in ready:
+                    self.stranded[volume] = node
+                    continue
+                # A helper pod can only be stuck where a node is not Ready: else it is not looked for.
+                if not node and not_ready:
+                    self._move_stuck_helper(volume, ready, not_ready)
                 self.stranded.pop(volume, None)
                 waiting = True
             return left, waiting
@@ -249,6 +265,38 @@ class Removal:
             look, lambda seen: not seen[0].namespaces and not seen[1], timeout=self.timeout, interval=POLL_S
         )
         return waited.value[0]
+
+    def _move_stuck_helper(self, volume: str, ready: Sequence[str], not_ready: Sequence[str]) -> None:
+        """Place anew local-path's helper pod removing ``volume`` when it is bound to a node that is
+        not Ready, where it never runs: delete it at once (grace period 0) and make it again, the same
+        pod under the same name, kept off the nodes that are not Ready. The provisioner, which waits
+        for a pod of that name to succeed, takes the new one for its own. A shared volume's helper pod
+        has no node of its own and tolerates every taint (the pinned local-path, the newest the module
+        proxy serves); left to the provisioner's retries, the scheduler puts it back on the dead node,
+        which holds the fewest pods (CI's lab runs saw it twice)."""
+        name = storage.local_path_helper_pod_name("delete", volume)
+        try:
+            pod = self.api.sanitize_for_serialization(self.core.read_namespaced_pod(name, storage.LOCAL_PATH_NAMESPACE))
+        except kube.ApiException as error:
+            if error.status == 404:
+                return
+            raise
+        node = storage_validation.helper_stuck_on(pod, ready)
+        if not node:
+            return
+        try:
+            self.core.delete_namespaced_pod(name, storage.LOCAL_PATH_NAMESPACE, grace_period_seconds=0)
+        except kube.ApiException as error:
+            if error.status != 404:
+                raise
+        try:
+            self.core.create_namespaced_pod(
+                storage.LOCAL_PATH_NAMESPACE, storage_validation.helper_placed_anew(pod, not_ready)
+            )
+        except kube.ApiException as error:
+            if error.status != 409:  # the provisioner has made it again already: the scheduler places that one
+                raise
+        self.helpers_moved["%s/%s" % (storage.LOCAL_PATH_NAMESPACE, name)] = node
 
     def _read_volume(self, name: str) -> Any:
         try:

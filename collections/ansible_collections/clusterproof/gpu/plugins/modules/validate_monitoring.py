@@ -1,0 +1,186 @@
+#!/usr/bin/python
+"""Check the monitoring against the cluster: targets up, rules loaded, per-project GPUs as the pods hold them."""
+
+DOCUMENTATION = r"""
+module: validate_monitoring
+short_description: Check that Prometheus scrapes every target, has every rule and records the GPUs pods hold
+version_added: 0.1.0
+author:
+  - clusterproof developers
+description:
+  - Waits until Prometheus has scraped every active target since the check began (at most O(scrape_wait)
+    seconds), then checks each scrape job's targets are up (a check per job, naming the GPU scheduler's own);
+    an endpoint stopped before the check is down at that scrape, and the check says why (Prometheus's error).
+  - Checks that every rule of the shipped rule files (O(rules_dir)) is loaded and evaluates without error.
+  - For each project, checks that Prometheus's C(project:gpus_allocated:sum) equals the whole GPUs its running
+    pods hold (read from the API server), waiting up to O(settle_timeout) seconds for Prometheus to catch up.
+  - Adds a table of GPUs per project as Prometheus records them (quota, allocated, held by pods, fair share,
+    borrowed), naming Prometheus's address and the queries.
+  - When Prometheus does not answer, the section is one failed check saying why (the validation goes on).
+  - With O(skipped), reads nothing and returns the section with one skipped check giving that reason.
+  - Reads only; reports C(changed=false).
+extends_documentation_fragment:
+  - clusterproof.gpu.kube_auth
+  - clusterproof.gpu.prometheus
+options:
+  projects:
+    description: The projects (namespaces) whose allocation is checked.
+    type: list
+    elements: str
+    default: []
+  rules_dir:
+    description: Folder of the rule files (C(*.yml)) clusterproof ships; every rule in them must be loaded.
+    type: path
+  scrape_wait:
+    description: Seconds to wait for Prometheus to scrape every target once after the check began.
+    type: int
+    default: 45
+  settle_timeout:
+    description:
+      - Seconds to wait for Prometheus's per-project allocation to equal the pods', and its quota to be known.
+      - The default outlasts the lookback delta clusterproof's Prometheus runs with (60 s) by two rule
+        evaluations; a Prometheus restarted a moment ago still answers the series of pods that ended while
+        it was down until their last sample is older than its lookback delta.
+    type: int
+    default: 90
+  skipped:
+    description: A reason not to check (the site runs no monitoring clusterproof knows); the section says it.
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: Check the sandbox's Prometheus against the cluster
+  clusterproof.gpu.validate_monitoring:
+    sandbox_port_base: 16440
+    projects: [team-a, team-b]
+    rules_dir: roles/monitoring/files/rules
+    kubeconfig: "{{ clusterproof_active_kubeconfig }}"
+"""
+
+RETURN = r"""
+section:
+  description: The report section C(monitoring) (a check per scrape job, the rules, a check per project; the table).
+  returned: always
+  type: dict
+failed_checks:
+  description: How many checks failed.
+  returned: always
+  type: int
+seconds:
+  description: How long each part took (targets, rules, allocation), in seconds.
+  returned: unless skipped
+  type: dict
+"""
+
+import datetime
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common import pods
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import api, checks, config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring.sandbox import prometheus_url
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
+
+
+def _shipped_rules(rules_dir):
+    files = sorted(Path(rules_dir).glob("*.yml"))
+    if not files:
+        raise runner.ModuleError("rules_dir: expected a folder with rule files (*.yml), found none in %s" % rules_dir)
+    names = []
+    for path in files:
+        for group in (yaml.safe_load(path.read_text()) or {}).get("groups", []):
+            names += [rule.get("record") or rule.get("alert") for rule in group.get("rules", [])]
+    return names
+
+
+def _pods(module):
+    api_client = kube.api_client(module.params["kubeconfig"], module.params["context"])
+    raw = kube.core_v1(api_client).list_pod_for_all_namespaces(
+        _preload_content=False, _request_timeout=module.params["request_timeout"]
+    )
+    return json.loads(raw.data)["items"]
+
+
+def _targets(url, started, wait):
+    def look():
+        return api.active_targets(url)
+
+    def all_scraped(targets):
+        return targets and all(checks.scraped_since(target, started) for target in targets)
+
+    return wait_until(look, all_scraped, timeout=wait, interval=1.0).value
+
+
+def _work(module):
+    params = module.params
+    url = prometheus_url(params["prometheus_url"], params["sandbox_port_base"])
+    if params["skipped"]:
+        skipped = Check("monitoring/skipped", "Monitoring is checked", "skip", message=params["skipped"])
+        return {"changed": False, "section": checks.section([skipped], url or "none"), "failed_checks": 0}
+    if not url or not params["rules_dir"]:
+        raise runner.ModuleError(
+            "prometheus_url (or sandbox_port_base) and rules_dir: expected both (or skipped), found %s"
+            % ("no rules_dir" if url else "no Prometheus address")
+        )
+    seconds = {}
+    started = datetime.datetime.now(datetime.UTC)
+    clock = time.monotonic()
+    try:
+        targets = _targets(url, started, params["scrape_wait"])
+    except api.PrometheusError as error:
+        section = checks.section([checks.unreachable_check(url, str(error))], url)
+        return {"changed": False, "section": section, "failed_checks": 1}
+    found = checks.target_checks(targets, started)
+    seconds["targets"] = round(time.monotonic() - clock, 1)
+    clock = time.monotonic()
+    found.append(checks.rule_check(_shipped_rules(params["rules_dir"]), api.rule_groups(url)))
+    seconds["rules"] = round(time.monotonic() - clock, 1)
+    clock = time.monotonic()
+
+    def look():
+        held = pods.held_by_pods(_pods(module), params["projects"])
+        recorded = api.by_label(api.query(url, checks.ALLOCATED), "project")
+        return held, recorded, api.by_label(api.query(url, checks.QUOTA), "project")
+
+    def settled(value):
+        held, recorded, quotas = value
+        # The quota too: a scheduler that has just made its queues exports their quota a scrape and a
+        # rule evaluation later (Kueue's table once showed no quota under load).
+        return all(check.status == "pass" for check in checks.allocation_checks(held, recorded)) and all(
+            project in quotas for project in held
+        )
+
+    held, recorded, quotas = wait_until(look, settled, timeout=params["settle_timeout"], interval=3.0).value
+    found += checks.allocation_checks(held, recorded)
+    queried = {rule: api.by_label(api.query(url, rule), "project") for rule in (checks.FAIR_SHARE, checks.BORROWED)}
+    queried[checks.ALLOCATED], queried[checks.QUOTA] = recorded, quotas
+    seconds["allocation"] = round(time.monotonic() - clock, 1)
+    section = checks.section(found, url, checks.project_rows(held, queried))
+    failed = sum(1 for check in section["checks"] if check["status"] == "fail")
+    return {"changed": False, "section": section, "failed_checks": failed, "seconds": seconds}
+
+
+def main():
+    runner.run_cluster_module(
+        runner.PROMETHEUS_ARG_SPEC,
+        {
+            "projects": {"type": "list", "elements": "str", "default": []},
+            "rules_dir": {"type": "path"},
+            "scrape_wait": {"type": "int", "default": 45},
+            "settle_timeout": {"type": "int", "default": config.SETTLE_SECONDS},
+            "skipped": {"type": "str"},
+        },
+        work=_work,
+        doing="checking the monitoring",
+        expected=(api.PrometheusError,),
+    )
+
+
+if __name__ == "__main__":
+    main()
