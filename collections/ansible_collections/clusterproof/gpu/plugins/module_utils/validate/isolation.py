@@ -474,13 +474,35 @@ class Reach:
     own: Connection
     source: str
     other: Connection
+    # The probe's pods the runtime could not start, made again: "<namespace>/<pod>: what it said".
+    made_again: tuple[str, ...] = ()
+
+
+# The reasons the kubelet gives a container the runtime could not start (containerd's and
+# docker's): the probe did not run, so it says nothing about the network.
+NOT_STARTED_REASONS = ("StartError", "ContainerCannotRun")
+
+
+def start_error(pod: Mapping[str, Any] | None) -> str:
+    """What the runtime said when it could not start one of the pod's containers (a cgroup it could
+    not make, say), or "" when every container started or has yet to. With restartPolicy Never such
+    a pod ends Failed without having run at all."""
+    for container in ((pod or {}).get("status") or {}).get("containerStatuses") or ():
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        if terminated.get("reason") in NOT_STARTED_REASONS:
+            return (terminated.get("message") or terminated["reason"]).strip()
+    return ""
 
 
 def connection_of(pod: Mapping[str, Any] | None) -> Connection:
     """A client pod (as JSON) read back: Succeeded is connected, Failed is not, anything else is
-    unknown with the pod's phase and reason."""
+    unknown with the pod's phase and reason; so is a pod whose container the runtime could not
+    start."""
     if pod is None:
         return Connection(None, "the client pod is gone")
+    not_started = start_error(pod)
+    if not_started:
+        return Connection(None, "its container did not start: %s" % not_started)
     status = pod.get("status") or {}
     phase = status.get("phase") or "Pending"
     said = ""
@@ -523,10 +545,12 @@ def reach_check(project: str, pods_run: bool, reach: Reach | None = None, source
             "no other project to try a connection from, or no real node Ready to run the probe's pods",
             category="security",
         )
-    observed = {
+    observed: dict[str, Any] = {
         "from %s (its own)" % project: _shown(reach.own),
         "from %s" % reach.source: _shown(reach.other),
     }
+    if reach.made_again:
+        observed["pods made again after their container did not start"] = list(reach.made_again)
     expected = {"from %s (its own)" % project: "connected", "from %s" % reach.source: "refused"}
     if reach.own.connected is not True:
         return check(

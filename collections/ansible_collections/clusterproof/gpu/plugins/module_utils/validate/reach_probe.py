@@ -21,6 +21,10 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import clien
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import isolation as isolation_validation
 
 POLL_S = 1.0
+# A container the runtime could not start (a systemd scope refused on a loaded host, say) is the
+# node's trouble, not the network's: its pod is made again, up to this many starts in all.
+START_TRIES = 3
+GONE_TIMEOUT_S = 30.0
 SELECTOR = "%s=%s" % (isolation_validation.REACH_LABEL, isolation_validation.REACH_LABEL_VALUE)
 
 
@@ -51,19 +55,68 @@ def remove(api: Any, namespaces: Sequence[str]) -> None:
                     raise
 
 
+def _made_again(core: Any, api: Any, namespace: str, manifest: dict[str, Any]) -> bool:
+    """Delete the pod ``manifest`` names (grace period 0) and make it anew once its name is free;
+    False when the old one is still there after ``GONE_TIMEOUT_S``."""
+    name = manifest["metadata"]["name"]
+    try:
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    except kube.ApiException as error:
+        if error.status != 404:
+            raise
+    deadline = time.monotonic() + GONE_TIMEOUT_S
+    while _phase(core, api, namespace, name) is not None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_S)
+    core.create_namespaced_pod(namespace, manifest)
+    return True
+
+
+class _Pods:
+    """The probe's pods by (namespace, name), each made again when the runtime could not start its
+    container, up to ``START_TRIES`` starts in all."""
+
+    def __init__(self, core: Any, api: Any) -> None:
+        self.core, self.api = core, api
+        self.manifests: dict[tuple[str, str], dict[str, Any]] = {}
+        self.starts: dict[tuple[str, str], int] = {}
+        self.made_again: dict[str, list[str]] = {}
+
+    def make(self, namespace: str, manifest: dict[str, Any]) -> None:
+        self.manifests[(namespace, manifest["metadata"]["name"])] = manifest
+        self.starts[(namespace, manifest["metadata"]["name"])] = 1
+        self.core.create_namespaced_pod(namespace, manifest)
+
+    def read(self, namespace: str, name: str, target: str) -> dict[str, Any] | None:
+        """The pod as it is; one that did not start is made again while it has starts left (and read
+        as Pending), and noted under ``target``."""
+        pod = _phase(self.core, self.api, namespace, name)
+        said = isolation_validation.start_error(pod)
+        if not said or self.starts[(namespace, name)] >= START_TRIES:
+            return pod
+        self.starts[(namespace, name)] += 1
+        self.made_again.setdefault(target, []).append("%s/%s: %s" % (namespace, name, said))
+        if not _made_again(self.core, self.api, namespace, self.manifests[(namespace, name)]):
+            return pod
+        return {"metadata": {"name": name}, "status": {"phase": "Pending", "reason": "made again"}}
+
+
 def try_reach(
     api: Any, targets: Sequence[str], sources: dict[str, str], image: str, nodes: Sequence[str], timeout: float
 ) -> dict[str, isolation_validation.Reach]:
     """For each project in ``targets``: its server, then a client in its own namespace and one in
-    ``sources[target]``'s; what each client found. Everything made is removed before returning."""
+    ``sources[target]``'s; what each client found. A pod whose container the runtime could not
+    start is made again (the network was not tried). Everything made is removed before returning."""
     core = kube.core_v1(api)
+    pods = _Pods(core, api)
     namespaces = sorted(set(targets) | set(sources.values()))
     remove(api, namespaces)
     try:
         for target in targets:
             for manifest in isolation_validation.reach_server(target, image, nodes):
                 if manifest["kind"] == "Pod":
-                    core.create_namespaced_pod(target, manifest)
+                    pods.make(target, manifest)
                 else:
                     core.create_namespaced_service(target, manifest)
         deadline = time.monotonic() + timeout
@@ -71,23 +124,23 @@ def try_reach(
         servers: dict[str, dict[str, Any] | None] = {}
         while waiting and time.monotonic() < deadline:
             for target in sorted(waiting):
-                servers[target] = _phase(core, api, target, isolation_validation.REACH_SERVER)
+                servers[target] = pods.read(target, isolation_validation.REACH_SERVER, target)
                 if ((servers[target] or {}).get("status") or {}).get("phase") != "Pending":
                     waiting.discard(target)
             if waiting:
                 time.sleep(POLL_S)
-        for target in targets:
-            for namespace in (target, sources[target]):
-                core.create_namespaced_pod(
-                    namespace, isolation_validation.reach_client(namespace, target, image, nodes)
-                )
         clients = [(namespace, target) for target in targets for namespace in (target, sources[target])]
+        for namespace, target in clients:
+            pods.make(namespace, isolation_validation.reach_client(namespace, target, image, nodes))
         found: dict[tuple[str, str], isolation_validation.Connection] = {}
         while time.monotonic() < deadline:
+            ended = 0
             for namespace, target in clients:
-                pod = _phase(core, api, namespace, isolation_validation.reach_client_name(target))
+                pod = pods.read(namespace, isolation_validation.reach_client_name(target), target)
                 found[(namespace, target)] = isolation_validation.connection_of(pod)
-            if all(connection.connected is not None for connection in found.values()):
+                phase = ((pod or {}).get("status") or {}).get("phase")
+                ended += found[(namespace, target)].connected is not None or phase in ("Succeeded", "Failed")
+            if ended == len(clients):
                 break
             time.sleep(POLL_S)
         results = {}
@@ -101,6 +154,7 @@ def try_reach(
                 own,
                 sources[target],
                 found.get((sources[target], target), isolation_validation.Connection(None, "not tried")),
+                tuple(pods.made_again.get(target, ())),
             )
         return results
     finally:
