@@ -7,7 +7,7 @@ credentials (an admin's: what is tried is the network, not admission), and are r
 with grace period 0; what an earlier run left (by the label ``clusterproof.io/probe=network``) is
 removed first.
 
-May import: ``kube.client``, ``validate.isolation``, the standard library. Touches: pods and
+May import: ``kube.client``, ``common.wait``, ``validate.isolation``, the standard library. Touches: pods and
 Services labelled ``clusterproof.io/probe=network`` in the projects' namespaces.
 """
 
@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import isolation as isolation_validation
 
@@ -28,13 +29,17 @@ GONE_TIMEOUT_S = 30.0
 SELECTOR = "%s=%s" % (isolation_validation.REACH_LABEL, isolation_validation.REACH_LABEL_VALUE)
 
 
-def _phase(core: Any, api: Any, namespace: str, name: str) -> dict[str, Any] | None:
+def _read_pod(core: Any, api: Any, namespace: str, name: str) -> dict[str, Any] | None:
     try:
         return api.sanitize_for_serialization(core.read_namespaced_pod(name, namespace))
     except kube.ApiException as error:
         if error.status == 404:
             return None
         raise
+
+
+def _phase_of(pod: dict[str, Any] | None) -> str | None:
+    return ((pod or {}).get("status") or {}).get("phase")
 
 
 def remove(api: Any, namespaces: Sequence[str]) -> None:
@@ -64,11 +69,10 @@ def _made_again(core: Any, api: Any, namespace: str, manifest: dict[str, Any]) -
     except kube.ApiException as error:
         if error.status != 404:
             raise
-    deadline = time.monotonic() + GONE_TIMEOUT_S
-    while _phase(core, api, namespace, name) is not None:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(POLL_S)
+    if wait_until(
+        lambda: _read_pod(core, api, namespace, name) is None, timeout=GONE_TIMEOUT_S, interval=POLL_S
+    ).timed_out:
+        return False
     core.create_namespaced_pod(namespace, manifest)
     return True
 
@@ -91,7 +95,7 @@ class _Pods:
     def read(self, namespace: str, name: str, target: str) -> dict[str, Any] | None:
         """The pod as it is; one that did not start is made again while it has starts left (and read
         as Pending), and noted under ``target``."""
-        pod = _phase(self.core, self.api, namespace, name)
+        pod = _read_pod(self.core, self.api, namespace, name)
         said = isolation_validation.start_error(pod)
         if not said or self.starts[(namespace, name)] >= START_TRIES:
             return pod
@@ -120,34 +124,30 @@ def try_reach(
                 else:
                     core.create_namespaced_service(target, manifest)
         deadline = time.monotonic() + timeout
-        waiting = set(targets)
-        servers: dict[str, dict[str, Any] | None] = {}
-        while waiting and time.monotonic() < deadline:
-            for target in sorted(waiting):
-                servers[target] = pods.read(target, isolation_validation.REACH_SERVER, target)
-                if ((servers[target] or {}).get("status") or {}).get("phase") != "Pending":
-                    waiting.discard(target)
-            if waiting:
-                time.sleep(POLL_S)
+        servers = wait_until(
+            lambda: {target: pods.read(target, isolation_validation.REACH_SERVER, target) for target in targets},
+            lambda read: all(_phase_of(server) != "Pending" for server in read.values()),
+            timeout=timeout,
+            interval=POLL_S,
+        ).value
         clients = [(namespace, target) for target in targets for namespace in (target, sources[target])]
         for namespace, target in clients:
             pods.make(namespace, isolation_validation.reach_client(namespace, target, image, nodes))
-        found: dict[tuple[str, str], isolation_validation.Connection] = {}
-        while time.monotonic() < deadline:
-            ended = 0
-            for namespace, target in clients:
-                pod = pods.read(namespace, isolation_validation.reach_client_name(target), target)
-                found[(namespace, target)] = isolation_validation.connection_of(pod)
-                phase = ((pod or {}).get("status") or {}).get("phase")
-                ended += found[(namespace, target)].connected is not None or phase in ("Succeeded", "Failed")
-            if ended == len(clients):
-                break
-            time.sleep(POLL_S)
+        # Until every client has ended (connected, refused, or its last start failed).
+        read = wait_until(
+            lambda: {
+                (namespace, target): pods.read(namespace, isolation_validation.reach_client_name(target), target)
+                for namespace, target in clients
+            },
+            lambda read: all(_phase_of(client) in ("Succeeded", "Failed") for client in read.values()),
+            timeout=max(0.0, deadline - time.monotonic()),
+            interval=POLL_S,
+        ).value
+        found = {key: isolation_validation.connection_of(client) for key, client in read.items()}
         results = {}
         for target in targets:
             own = found.get((target, target), isolation_validation.Connection(None, "not tried"))
-            server = servers.get(target)
-            phase = ((server or {}).get("status") or {}).get("phase") or "missing"
+            phase = _phase_of(servers.get(target)) or "missing"
             if own.connected is not True and phase != "Running":
                 own = isolation_validation.Connection(own.connected, "%s; the server pod is %s" % (own.said, phase))
             results[target] = isolation_validation.Reach(
