@@ -3,7 +3,9 @@ site.yml with ``clusterproof_monitoring: true`` runs Prometheus and kube-state-m
 engine, the report's monitoring section passes, a re-run and a check run change nothing; with work
 running, Prometheus's GPUs per project are the pods'; with the engine's scheduler stopped,
 validation fails naming its metrics endpoint and why it cannot be scraped. Prints what the checks
-cost and Prometheus's memory and CPU."""
+cost and Prometheus's memory and CPU. Last, with the Prometheus Operator's PrometheusRule CRD
+registered (from its Go module) as a site running the operator has it: the rules become its
+objects, a re-run changes nothing, the validation checks them and names a group removed."""
 
 from __future__ import annotations
 
@@ -16,8 +18,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client, config
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
+from ansible_collections.clusterproof.gpu.plugins.module_utils.install import go_modules
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import api as prometheus_api
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import checks as monitoring_checks
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import sandbox as monitoring
@@ -26,6 +31,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 
 from .conftest import (
+    REPO,
     free_port_base,
     run_playbook,
     sandbox_down,
@@ -365,3 +371,88 @@ def test_prometheus_stopped_is_a_failed_check_and_the_stage_brings_it_back(site)
     assert control_plane.running_pid(layout, monitoring.PROMETHEUS) is not None
     passed = site.run("playbooks/validate.yml")
     assert passed.returncode == 0, (_failed_checks(site), passed.output[-3000:])
+
+
+def _operator_rule_crd() -> dict:
+    """The Prometheus Operator's own PrometheusRule CRD, from its Go module at the pin."""
+    pin = versions.PROMETHEUS_OPERATOR
+    module = go_modules.download(pin.source, pin.version)
+    return yaml.safe_load((module.dir / pin.path / "monitoring.coreos.com_prometheusrules.yaml").read_text())
+
+
+def _established(extensions, name: str) -> bool:
+    try:
+        crd = extensions.read_custom_resource_definition(name)
+    except client.ApiException:
+        return False
+    return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or ()))
+
+
+def test_where_the_site_serves_the_operator_s_prometheus_rule_the_rules_become_objects_and_are_checked(site):
+    # Last in the module: the CRD stands in for a site's Prometheus Operator and goes at the end.
+    if site.scheduler != "kai":
+        pytest.skip("the PrometheusRules do not depend on the engine: tried once, with KAI")
+    api = config.new_client_from_config(config_file=site.kubeconfig())
+    extensions, custom = client.ApiextensionsV1Api(api), client.CustomObjectsApi(api)
+    crd = _operator_rule_crd()
+    name = crd["metadata"]["name"]
+    labels = {"release": "kube-prometheus-stack"}
+    extra = ("-e", json.dumps({"clusterproof_monitoring_rule_labels": labels}))
+    shipped = yaml.safe_load((REPO / "roles/monitoring/files/rules/clusterproof.rules.yml").read_text())["groups"]
+
+    def rule() -> dict:
+        return custom.get_namespaced_custom_object(
+            "monitoring.coreos.com", "v1", "clusterproof-monitoring", "prometheusrules", "clusterproof-rules"
+        )
+
+    # Bad input first: a label value Kubernetes refuses names the field, and nothing is made.
+    bad = site.run(
+        "playbooks/monitoring.yml", "-e", json.dumps({"clusterproof_monitoring_rule_labels": {"release": "a b"}})
+    )
+    assert bad.returncode != 0 and "clusterproof_monitoring_rule_labels.release" in bad.output, bad.output[-3000:]
+    extensions.create_custom_resource_definition(crd)
+    try:
+        assert wait_for(lambda: _established(extensions, name), timeout=60)
+        made = site.run("playbooks/monitoring.yml", *extra)
+        assert made.returncode == 0, made.output[-3000:]
+        assert rule()["spec"]["groups"] == shipped
+        assert rule()["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+        for again in (
+            site.run("playbooks/monitoring.yml", *extra),
+            site.run("playbooks/monitoring.yml", "--check", *extra),
+        ):
+            assert again.returncode == 0, again.output[-3000:]
+            assert again.recap()["changed"] == 0, again.changed_tasks()
+
+        validated = site.run("playbooks/validate.yml", *extra)
+        assert validated.returncode == 0, (_failed_checks(site), validated.output[-3000:])
+        checks = {check["id"]: check for check in site.section()["checks"]}
+        assert checks["monitoring/operator-rules"]["status"] == "pass"
+        # Beside the sandbox's own Prometheus, whose checks still run.
+        assert checks["monitoring/rules"]["status"] == "pass"
+
+        # A group removed behind clusterproof's back: the validation names it, the stage puts it back.
+        dropped, *kept = rule()["spec"]["groups"]
+        custom.patch_namespaced_custom_object(
+            "monitoring.coreos.com",
+            "v1",
+            "clusterproof-monitoring",
+            "prometheusrules",
+            "clusterproof-rules",
+            {"spec": {"groups": kept}},
+        )
+        drifted = site.run("playbooks/validate.yml", *extra)
+        assert drifted.returncode != 0, drifted.output[-3000:]
+        assert _failed_checks(site) == [
+            (
+                "monitoring/operator-rules",
+                "PrometheusRule clusterproof-monitoring/clusterproof-rules has no group %s" % dropped["name"],
+            )
+        ]
+        mended = site.run("playbooks/monitoring.yml", *extra)
+        assert mended.returncode == 0 and mended.recap()["changed"] > 0, mended.output[-3000:]
+        assert rule()["spec"]["groups"] == shipped
+    finally:
+        extensions.delete_custom_resource_definition(name)
+        assert wait_for(lambda: not _established(extensions, name), timeout=60)
+        api.close()

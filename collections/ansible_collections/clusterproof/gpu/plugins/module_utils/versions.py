@@ -229,6 +229,16 @@ PROMETHEUS = Pin("prometheus", "2.42.0+ds", DEBIAN, DEBIAN_SUITE.source, "promet
 # proxy serves whose checksum Go's sum database vouches for (v2.16.0 is served but not vouched for,
 # v2.14.0 is refused).
 KUBE_STATE_METRICS = Pin("kube_state_metrics", "v2.15.0", GO_MODULE, "k8s.io/kube-state-metrics/v2")
+# The Prometheus Operator's CRDs (``path``: the folder of its module that holds them), for the e2e test that
+# stands in for a site running the operator: its PrometheusRule CRD, which the monitoring stage makes
+# objects of (monitoring.operator). The newest release the module proxy serves.
+PROMETHEUS_OPERATOR = Pin(
+    "prometheus_operator",
+    "v0.85.0",
+    GO_MODULE,
+    "github.com/prometheus-operator/prometheus-operator",
+    "example/prometheus-operator-crd",
+)
 
 PINS: dict[str, Pin] = {
     pin.name: pin
@@ -258,6 +268,7 @@ PINS: dict[str, Pin] = {
         NVIDIA_DEVICE_PLUGIN,
         PROMETHEUS,
         KUBE_STATE_METRICS,
+        PROMETHEUS_OPERATOR,
         DEBIAN_SUITE,
         WORKLOAD_IMAGE,
     )

@@ -17,6 +17,8 @@ description:
   - Adds a table of GPUs per project as Prometheus records them (quota, allocated, held by pods, fair share,
     borrowed), naming Prometheus's address and the queries.
   - When Prometheus does not answer, the section is one failed check saying why (the validation goes on).
+  - Where the API server serves the Prometheus Operator's C(PrometheusRule), checks that each shipped rule file is
+    one, as shipped (check C(monitoring/operator-rules)), as M(clusterproof.gpu.prometheus_rules) makes them.
   - With O(skipped), reads nothing and returns the section with one skipped check giving that reason.
   - Reads only; reports C(changed=false).
 extends_documentation_fragment:
@@ -44,8 +46,17 @@ options:
     type: int
     default: 90
   skipped:
-    description: A reason not to check (the site runs no monitoring clusterproof knows); the section says it.
+    description:
+      - A reason not to check Prometheus (the site runs no monitoring clusterproof knows, or names no Prometheus);
+        the section says it.
+      - Where the API server serves the Prometheus Operator's C(PrometheusRule), the objects are checked all the same.
     type: str
+  rule_labels:
+    description:
+      - The labels the monitoring stage gives its PrometheusRules (the site's operator selects rules by them);
+        checked on the objects where the API server serves C(PrometheusRule).
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -75,28 +86,35 @@ seconds:
 import datetime
 import json
 import time
-from pathlib import Path
-
-import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import pods
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
-from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import api, checks, config
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import api, checks, config, operator
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring.sandbox import prometheus_url
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 
 
-def _shipped_rules(rules_dir):
-    files = sorted(Path(rules_dir).glob("*.yml"))
-    if not files:
-        raise runner.ModuleError("rules_dir: expected a folder with rule files (*.yml), found none in %s" % rules_dir)
-    names = []
-    for path in files:
-        for group in (yaml.safe_load(path.read_text()) or {}).get("groups", []):
-            names += [rule.get("record") or rule.get("alert") for rule in group.get("rules", [])]
-    return names
+def _rule_files(params):
+    try:
+        return operator.rule_files(params["rules_dir"])
+    except ValueError as error:
+        raise runner.ModuleError(str(error)) from error
+
+
+def _operator_check(module):
+    """``monitoring/operator-rules`` where the API server serves the Prometheus Operator's
+    PrometheusRule (the objects as the monitoring stage makes them), else None."""
+    params = module.params
+    applier = kube.Applier(kube.api_client(params["kubeconfig"], params["context"]))
+    if not applier.serves(operator.API_VERSION, operator.RULE_KIND):
+        return None
+    if not params["rules_dir"]:
+        raise runner.ModuleError("rules_dir: expected the shipped rule files' folder, found none")
+    wanted = operator.rule_objects(_rule_files(params), params["rule_labels"])
+    found = {obj["metadata"]["name"]: applier.get(obj) for obj in wanted}
+    return operator.rules_check(wanted, found, params["prometheus_url"] or "")
 
 
 def _pods(module):
@@ -120,9 +138,19 @@ def _targets(url, started, wait):
 def _work(module):
     params = module.params
     url = prometheus_url(params["prometheus_url"], params["sandbox_port_base"])
+    problems = operator.label_problems(params["rule_labels"], "rule_labels")
+    if problems:
+        raise runner.ModuleError(problems + "; nothing was changed")
+    operator_check = _operator_check(module)
     if params["skipped"]:
-        skipped = Check("monitoring/skipped", "Monitoring is checked", "skip", message=params["skipped"])
-        return {"changed": False, "section": checks.section([skipped], url or "none"), "failed_checks": 0}
+        # Where the site runs the Prometheus Operator, its objects are checked all the same.
+        found = (
+            [operator_check]
+            if operator_check
+            else [Check("monitoring/skipped", "Monitoring is checked", "skip", message=params["skipped"])]
+        )
+        failed = sum(1 for check in found if check.status == "fail")
+        return {"changed": False, "section": checks.section(found, url or "none"), "failed_checks": failed}
     if not url or not params["rules_dir"]:
         raise runner.ModuleError(
             "prometheus_url (or sandbox_port_base) and rules_dir: expected both (or skipped), found %s"
@@ -136,10 +164,10 @@ def _work(module):
     except api.PrometheusError as error:
         section = checks.section([checks.unreachable_check(url, str(error))], url)
         return {"changed": False, "section": section, "failed_checks": 1}
-    found = checks.target_checks(targets, started)
+    found = checks.target_checks(targets, started) + ([operator_check] if operator_check else [])
     seconds["targets"] = round(time.monotonic() - clock, 1)
     clock = time.monotonic()
-    found.append(checks.rule_check(_shipped_rules(params["rules_dir"]), api.rule_groups(url)))
+    found.append(checks.rule_check(operator.rule_names(_rule_files(params)), api.rule_groups(url)))
     seconds["rules"] = round(time.monotonic() - clock, 1)
     clock = time.monotonic()
 
@@ -175,6 +203,7 @@ def main():
             "scrape_wait": {"type": "int", "default": 45},
             "settle_timeout": {"type": "int", "default": config.SETTLE_SECONDS},
             "skipped": {"type": "str"},
+            "rule_labels": {"type": "dict", "default": {}},
         },
         work=_work,
         doing="checking the monitoring",

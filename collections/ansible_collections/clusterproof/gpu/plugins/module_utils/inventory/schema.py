@@ -660,6 +660,16 @@ def _check_site_settings(check: _Checker, site: Mapping[str, Any]) -> None:
         expected = monitoring_settings.retention_problem(retention)
         if expected:
             check.error("group all", "clusterproof_monitoring_retention", expected, retention)
+    if "clusterproof_monitoring_prometheus_url" in site:
+        url = site["clusterproof_monitoring_prometheus_url"]
+        expected = monitoring_settings.prometheus_url_problem(url)
+        if expected:
+            check.error("group all", "clusterproof_monitoring_prometheus_url", expected, url)
+    if "clusterproof_monitoring_rule_labels" in site:
+        for field, expected, found in monitoring_settings.label_problems(
+            site["clusterproof_monitoring_rule_labels"], "clusterproof_monitoring_rule_labels"
+        ):
+            check.error("group all", field, expected, found)
     kubeconfig = site.get("clusterproof_kubeconfig")
     if kubeconfig is not None and not isinstance(kubeconfig, str):
         check.error("group all", "clusterproof_kubeconfig", "a path (a string)", kubeconfig)

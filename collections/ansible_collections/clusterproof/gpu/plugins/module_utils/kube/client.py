@@ -258,6 +258,26 @@ class Applier:
     def _resource(self, manifest: dict[str, Any]) -> Any:
         return self.dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
 
+    def serves(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves ``kind`` in ``api_version`` (a CRD's kind once established).
+        Asked afresh: the client keeps what it discovered in a file per server, which still lists the
+        kind of a CRD removed since."""
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        self.dynamic.resources.invalidate_cache()
+        try:
+            self.dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    def list_labelled(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """The objects of ``kind`` in ``namespace`` that ``selector`` (a label selector) selects."""
+        found = self.dynamic.resources.get(api_version=api_version, kind=kind).get(
+            namespace=namespace, label_selector=selector
+        )
+        return [item.to_dict() for item in found.items]
+
     def get(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
         from kubernetes.dynamic.exceptions import NotFoundError
 

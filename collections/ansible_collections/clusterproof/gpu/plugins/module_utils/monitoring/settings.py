@@ -1,6 +1,8 @@
 """The inventory's monitoring settings, checked: ``clusterproof_monitoring`` (the stage's switch, a
-boolean the schema checks with the other switches) and ``clusterproof_monitoring_retention`` (how
-long Prometheus keeps its samples).
+boolean the schema checks with the other switches), ``clusterproof_monitoring_retention`` (how
+long Prometheus keeps its samples), and for a site that runs the Prometheus Operator
+``clusterproof_monitoring_rule_labels`` (the labels its operator selects rules by) and
+``clusterproof_monitoring_prometheus_url`` (its Prometheus, for the validator's checks).
 
 Pure. Imports nothing of the collection. Touches nothing.
 """
@@ -8,11 +10,17 @@ Pure. Imports nothing of the collection. Touches nothing.
 from __future__ import annotations
 
 import re
+import urllib.parse
+from collections.abc import Collection, Mapping
 from typing import Any
 
 SITE_VARIABLES = {
     "clusterproof_monitoring": "whether the monitoring stage installs Prometheus and its rules (false unless set true)",
     "clusterproof_monitoring_retention": "how long Prometheus keeps samples, a Prometheus duration (15d unless set)",
+    "clusterproof_monitoring_rule_labels": "labels for the PrometheusRules, those the site's Prometheus Operator "
+    "selects rules by (none unless set)",
+    "clusterproof_monitoring_prometheus_url": "the site's own Prometheus (http or https URL) the validator checks, "
+    "where clusterproof runs none (the sandbox's unless set)",
 }
 RETENTION_DEFAULT = "15d"
 # Prometheus's duration syntax (its model.ParseDuration): units from years down, each at most once, in order.
@@ -38,4 +46,45 @@ def retention_problem(value: Any) -> str | None:
     seconds = duration_seconds(value) if isinstance(value, str) else None
     if seconds is None or seconds < RETENTION_LEAST_SECONDS:
         return RETENTION_EXPECTED
+    return None
+
+
+# A label key (an optional DNS-subdomain prefix, then a name) and a value, as the API server admits them.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?%s$" % _LABEL_NAME)
+_LABEL_VALUE = re.compile(r"^(%s)?$" % _LABEL_NAME)
+
+
+def label_problems(labels: Any, field: str, reserved: Collection[str] = ()) -> list[tuple[str, str, Any]]:
+    """What is wrong with ``labels`` as a Kubernetes object's labels (a mapping of label names to
+    values, none of them ``reserved``): (the field or its entry, what was expected, what was found)."""
+    if not isinstance(labels, Mapping):
+        return [(field, "a mapping of label names to values", labels)]
+    problems = []
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _LABEL_KEY.match(key) or len(key.rpartition("/")[2]) > 63:
+            problems.append((field, "label names (name or prefix/name, the name 63 characters at most)", key))
+        elif key in reserved:
+            problems.append((field, "labels of the site's own, not clusterproof's", key))
+        elif not isinstance(value, str) or not _LABEL_VALUE.match(value):
+            expected = "a label value (at most 63 letters, digits, '-', '_' or '.')"
+            problems.append(("%s.%s" % (field, key), expected, value))
+    return problems
+
+
+def said(problems: list[tuple[str, str, Any]]) -> str:
+    """Problems as one message: "<field>: expected <what>, found <what>; ..."."""
+    return "; ".join("%s: expected %s, found %r" % problem for problem in problems)
+
+
+PROMETHEUS_URL_EXPECTED = "an http or https URL of the site's Prometheus, such as http://prometheus.example:9090"
+
+
+def prometheus_url_problem(value: Any) -> str | None:
+    """What was expected, when ``value`` is not an http(s) URL with a host."""
+    if not isinstance(value, str):
+        return PROMETHEUS_URL_EXPECTED
+    parsed = urllib.parse.urlsplit(value)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return PROMETHEUS_URL_EXPECTED
     return None

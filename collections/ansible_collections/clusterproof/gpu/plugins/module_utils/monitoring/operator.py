@@ -1,0 +1,154 @@
+"""clusterproof's rules as the Prometheus Operator's objects, for a site that runs the operator.
+
+Where the API server serves ``monitoring.coreos.com/v1`` ``PrometheusRule`` (the operator's CRD,
+kube-prometheus-stack's among others), the monitoring stage makes one PrometheusRule per rule file
+clusterproof ships, in ``NAMESPACE``, with the file's ``groups`` as they are and the labels the
+site's operator selects rules by (its ``ruleSelector``: kube-prometheus-stack's ``release: <name>``,
+say). The site's own Prometheus then evaluates them; clusterproof runs no Prometheus there.
+
+Pure but for :func:`rule_files`, which reads the rule files it is given: rule files in (as parsed
+YAML), manifests and report checks out. Touches nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import settings
+from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
+
+API_VERSION = "monitoring.coreos.com/v1"
+RULE_KIND = "PrometheusRule"
+# The namespace the sandbox's Prometheus identity lives in, too.
+NAMESPACE = "clusterproof-monitoring"
+# Every PrometheusRule clusterproof makes carries it: what an earlier run made and this one does not
+# want (a rule file removed) is found by it and removed.
+RULES_LABEL = "clusterproof.io/rules"
+RULES_LABEL_VALUE = "shipped"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "clusterproof", RULES_LABEL: RULES_LABEL_VALUE}
+CHECK_ID = "monitoring/operator-rules"
+
+
+def label_problems(labels: Any, field: str) -> str:
+    """What is wrong with ``labels`` for the PrometheusRules, as one message ("" when nothing):
+    ``settings.label_problems``, and none of clusterproof's own labels."""
+    return settings.said(settings.label_problems(labels, field, reserved=MANAGED_BY))
+
+
+def rule_files(rules_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The rule files (``*.yml``) of ``rules_dir``, by file name, parsed; a folder without any is
+    refused, naming it."""
+    files = sorted(Path(rules_dir).glob("*.yml"))
+    if not files:
+        raise ValueError("rules_dir: expected a folder with rule files (*.yml), found none in %s" % rules_dir)
+    return {path.name: yaml.safe_load(path.read_text()) or {} for path in files}
+
+
+def rule_names(files: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every rule's name (its ``record`` or ``alert``) in ``files``."""
+    return [
+        rule.get("record") or rule.get("alert")
+        for rules in files.values()
+        for group in rules.get("groups") or ()
+        for rule in group.get("rules") or ()
+    ]
+
+
+def rule_name(file_name: str) -> str:
+    """The PrometheusRule of a rule file: ``clusterproof.rules.yml`` is ``clusterproof-rules``."""
+    stem = file_name.rsplit("/", 1)[-1].removesuffix(".yml").removesuffix(".yaml")
+    return re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")
+
+
+def rule_objects(rule_files: Mapping[str, Mapping[str, Any]], labels: Mapping[str, str]) -> list[dict[str, Any]]:
+    """One PrometheusRule per rule file (name -> parsed YAML), its groups as the file has them, in
+    ``NAMESPACE``, labelled with the site's ``labels`` and clusterproof's own."""
+    return [
+        {
+            "apiVersion": API_VERSION,
+            "kind": RULE_KIND,
+            "metadata": {
+                "name": rule_name(file_name),
+                "namespace": NAMESPACE,
+                "labels": {**dict(labels), **MANAGED_BY},
+            },
+            "spec": {"groups": list(rules.get("groups") or [])},
+        }
+        for file_name, rules in sorted(rule_files.items())
+    ]
+
+
+def namespace_object() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "clusterproof"}},
+    }
+
+
+def _groups(obj: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {group.get("name"): group for group in ((obj or {}).get("spec") or {}).get("groups") or ()}
+
+
+def differences(wanted: Mapping[str, Any], found: Mapping[str, Any] | None) -> list[str]:
+    """How ``found`` (the object as the API server holds it, or None) differs from ``wanted``: it is
+    missing, a group is missing or not as shipped, or a label is missing or other."""
+    name = "%s %s/%s" % (RULE_KIND, NAMESPACE, wanted["metadata"]["name"])
+    if found is None:
+        return ["%s is missing" % name]
+    said = []
+    want_groups, found_groups = _groups(wanted), _groups(found)
+    for group, rules in want_groups.items():
+        if group not in found_groups:
+            said.append("%s has no group %s" % (name, group))
+        elif found_groups[group] != rules:
+            said.append("%s's group %s is not as shipped" % (name, group))
+    found_labels = (found.get("metadata") or {}).get("labels") or {}
+    for key, value in wanted["metadata"]["labels"].items():
+        if found_labels.get(key) != value:
+            said.append("%s's label %s is %r, not %r" % (name, key, found_labels.get(key), value))
+    return said
+
+
+def rules_check(
+    wanted: Sequence[Mapping[str, Any]], found: Mapping[str, Mapping[str, Any] | None], prometheus_url: str
+) -> Check:
+    """``monitoring/operator-rules``: each shipped rule file is a PrometheusRule as shipped (``found``
+    by name), for the site's Prometheus Operator to load."""
+    expected = {obj["metadata"]["name"]: "as shipped" for obj in wanted}
+    observed = {}
+    said = []
+    for obj in wanted:
+        name = obj["metadata"]["name"]
+        differs = differences(obj, found.get(name))
+        said += differs
+        observed[name] = "missing" if found.get(name) is None else "differs" if differs else "as shipped"
+    title = "clusterproof's rules are PrometheusRules for the site's Prometheus Operator (%s)" % NAMESPACE
+    where = (
+        "the checks of Prometheus's numbers run against %s" % prometheus_url
+        if prometheus_url
+        else "name the site's Prometheus (clusterproof_monitoring_prometheus_url) to check its numbers too"
+    )
+    if said:
+        return Check(
+            CHECK_ID,
+            title,
+            "fail",
+            expected,
+            observed,
+            "; ".join(said),
+            action="run playbooks/monitoring.yml again (it makes the objects as shipped)",
+        )
+    return Check(
+        CHECK_ID,
+        title,
+        "pass",
+        expected,
+        observed,
+        "the site serves the Prometheus Operator's PrometheusRule: its Prometheus loads these objects; %s" % where,
+    )

@@ -1,0 +1,129 @@
+"""Issue 35: clusterproof's rules as the Prometheus Operator's PrometheusRules (monitoring.operator),
+and the inventory's settings for a site that runs the operator (monitoring.settings, the schema)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import schema
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import operator, settings
+
+ROOT = Path(__file__).resolve().parents[4]
+RULES_DIR = ROOT / "roles" / "monitoring" / "files" / "rules"
+
+
+def shipped():
+    return operator.rule_objects(operator.rule_files(RULES_DIR), {"release": "kube-prometheus-stack"})
+
+
+def test_each_shipped_rule_file_is_one_prometheus_rule_with_its_groups_and_the_site_s_labels():
+    files = operator.rule_files(RULES_DIR)
+    (rule,) = shipped()
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1" and rule["kind"] == "PrometheusRule"
+    assert rule["metadata"]["name"] == "clusterproof-rules"
+    assert rule["metadata"]["namespace"] == "clusterproof-monitoring"
+    assert rule["metadata"]["labels"] == {
+        "release": "kube-prometheus-stack",
+        "app.kubernetes.io/managed-by": "clusterproof",
+        "clusterproof.io/rules": "shipped",
+    }
+    assert rule["spec"]["groups"] == yaml.safe_load((RULES_DIR / "clusterproof.rules.yml").read_text())["groups"]
+    # The same rules the validator checks Prometheus for.
+    names = operator.rule_names(files)
+    assert "project:gpus_allocated:sum" in names and "GPULost" in names and None not in names
+
+
+def test_rule_names_follow_the_file_names():
+    assert operator.rule_name("clusterproof.rules.yml") == "clusterproof-rules"
+    assert operator.rule_name("some/dir/GPU_Alerts.yaml") == "gpu-alerts"
+
+
+def test_a_folder_without_rule_files_is_refused_naming_it(tmp_path):
+    with pytest.raises(ValueError, match="rules_dir: expected a folder with rule files \\(\\*.yml\\), found none in"):
+        operator.rule_files(tmp_path)
+
+
+def test_an_object_as_shipped_passes_and_every_difference_is_named():
+    (wanted,) = shipped()
+    name = wanted["metadata"]["name"]
+    as_held = copy.deepcopy(wanted)
+    as_held["metadata"]["uid"] = "1"  # what the API server adds is not a difference
+    check = operator.rules_check([wanted], {name: as_held}, "")
+    assert check.status == "pass" and check.observed == {name: "as shipped"}
+    assert "clusterproof_monitoring_prometheus_url" in check.message
+
+    missing = operator.rules_check([wanted], {name: None}, "http://prometheus:9090")
+    assert missing.status == "fail" and missing.observed == {name: "missing"}
+    assert "PrometheusRule clusterproof-monitoring/clusterproof-rules is missing" in missing.message
+
+    drifted = copy.deepcopy(wanted)
+    first, *rest = drifted["spec"]["groups"]
+    drifted["spec"]["groups"] = rest
+    rest[0]["rules"] = rest[0]["rules"][1:]
+    del drifted["metadata"]["labels"]["release"]
+    said = operator.differences(wanted, drifted)
+    assert "PrometheusRule clusterproof-monitoring/clusterproof-rules has no group %s" % first["name"] in said
+    assert (
+        "PrometheusRule clusterproof-monitoring/clusterproof-rules's group %s is not as shipped" % rest[0]["name"]
+        in said
+    )
+    assert (
+        "PrometheusRule clusterproof-monitoring/clusterproof-rules's label release is None, not 'kube-prometheus-stack'"
+        in said
+    )
+    failed = operator.rules_check([wanted], {name: drifted}, "")
+    assert (
+        failed.status == "fail"
+        and failed.observed == {name: "differs"}
+        and "run playbooks/monitoring.yml" in failed.action
+    )
+
+
+def test_labels_for_the_rules_are_refused_with_the_field_what_was_expected_and_what_was_found():
+    assert operator.label_problems({"release": "kube-prometheus-stack", "example.com/team": "gpu"}, "labels") == ""
+    said = operator.label_problems({"bad key!": "x"}, "labels")
+    assert (
+        said == "labels: expected label names (name or prefix/name, the name 63 characters at most), found 'bad key!'"
+    )
+    assert "labels.release: expected a label value" in operator.label_problems({"release": "has space"}, "labels")
+    assert "found 5" in operator.label_problems({"release": 5}, "labels")
+    assert operator.label_problems({"clusterproof.io/rules": "mine"}, "labels") == (
+        "labels: expected labels of the site's own, not clusterproof's, found 'clusterproof.io/rules'"
+    )
+    assert operator.label_problems(["release"], "labels") == (
+        "labels: expected a mapping of label names to values, found ['release']"
+    )
+
+
+def test_the_site_s_prometheus_must_be_an_http_url_with_a_host():
+    assert settings.prometheus_url_problem("http://prometheus.monitoring:9090") is None
+    assert settings.prometheus_url_problem("https://prom.example/prefix") is None
+    for bad in ("prometheus:9090", "ftp://prom", "http://", 9090):
+        assert settings.prometheus_url_problem(bad) == settings.PROMETHEUS_URL_EXPECTED
+
+
+def _site_errors(**variables):
+    site = {"clusterproof_site_name": "s", "clusterproof_cluster_mode": "sandbox", **variables}
+    hostvars = {"cp": dict(site), "gpu-1": {**site, "gpu_count": 8}}
+    groups = {"all": list(hostvars), "kube_control_plane": ["cp"], "gpu_nodes": ["gpu-1"]}
+    _, errors = schema.validate_site(groups, hostvars)
+    return [(error.field, error.expected, error.found) for error in errors]
+
+
+def test_the_inventory_names_the_monitoring_field_that_is_wrong():
+    assert _site_errors(clusterproof_monitoring_rule_labels={"release": "x"}) == []
+    assert _site_errors(clusterproof_monitoring_prometheus_url="http://prometheus:9090") == []
+    assert _site_errors(clusterproof_monitoring_prometheus_url="prometheus:9090") == [
+        ("clusterproof_monitoring_prometheus_url", settings.PROMETHEUS_URL_EXPECTED, "'prometheus:9090'")
+    ]
+    assert _site_errors(clusterproof_monitoring_rule_labels={"release": "a b"}) == [
+        (
+            "clusterproof_monitoring_rule_labels.release",
+            "a label value (at most 63 letters, digits, '-', '_' or '.')",
+            "'a b'",
+        )
+    ]
