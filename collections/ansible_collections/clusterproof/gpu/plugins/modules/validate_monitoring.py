@@ -103,16 +103,16 @@ def _rule_files(params):
         raise runner.ModuleError(str(error)) from error
 
 
-def _operator_check(module):
+def _operator_check(module, rule_files):
     """``monitoring/operator-rules`` where the API server serves the Prometheus Operator's
-    PrometheusRule (the objects as the monitoring stage makes them), else None."""
+    PrometheusRule (the objects as the monitoring stage makes them of ``rule_files``), else None."""
     params = module.params
     applier = kube.Applier(kube.api_client(params["kubeconfig"], params["context"]))
     if not applier.serves(operator.API_VERSION, operator.RULE_KIND):
         return None
-    if not params["rules_dir"]:
+    if rule_files is None:
         raise runner.ModuleError("rules_dir: expected the shipped rule files' folder, found none")
-    wanted = operator.rule_objects(_rule_files(params), params["rule_labels"])
+    wanted = operator.rule_objects(rule_files, params["rule_labels"])
     found = {obj["metadata"]["name"]: applier.get(obj) for obj in wanted}
     return operator.rules_check(wanted, found, params["prometheus_url"] or "")
 
@@ -141,7 +141,9 @@ def _work(module):
     problems = operator.label_problems(params["rule_labels"], "rule_labels")
     if problems:
         raise runner.ModuleError(problems + "; nothing was changed")
-    operator_check = _operator_check(module)
+    # Read once: the operator's objects are made of them, and Prometheus must have loaded their rules.
+    rule_files = _rule_files(params) if params["rules_dir"] else None
+    operator_check = _operator_check(module, rule_files)
     if params["skipped"]:
         # Where the site runs the Prometheus Operator, its objects are checked all the same.
         found = (
@@ -167,7 +169,7 @@ def _work(module):
     found = checks.target_checks(targets, started) + ([operator_check] if operator_check else [])
     seconds["targets"] = round(time.monotonic() - clock, 1)
     clock = time.monotonic()
-    found.append(checks.rule_check(operator.rule_names(_rule_files(params)), api.rule_groups(url)))
+    found.append(checks.rule_check(operator.rule_names(rule_files), api.rule_groups(url)))
     seconds["rules"] = round(time.monotonic() - clock, 1)
     clock = time.monotonic()
 

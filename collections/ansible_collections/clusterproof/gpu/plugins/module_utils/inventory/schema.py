@@ -32,6 +32,13 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gp
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import settings as monitoring_settings
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import isolation, names, projects, quota_tree
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.names import (
+    DNS_LABEL_MAX,
+    DNS_SUBDOMAIN_MAX,
+    is_dns_subdomain,
+    is_label_key,
+    is_label_value,
+)
 
 CLUSTER_MODES = ("sandbox", "existing", "kubeadm")
 
@@ -123,11 +130,6 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _DNS_LABEL = names.DNS_LABEL
 # Kubernetes' syntax (apimachinery validation), matched whole (fullmatch: no trailing newline slips
 # through a "$"); the lengths are checked beside the patterns.
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
-DNS_SUBDOMAIN_MAX = 253
-DNS_LABEL_MAX = 63
-_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 # Bounds of the numbers an inventory declares (docs/inventory.md): what Kubernetes and the
 # schedulers accept, and far above any real machine, so that a typo (10**15 GPUs) stops here.
 MAX_NODE_GPUS = 256
@@ -289,24 +291,6 @@ def _is_int(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
-
-
-def is_dns_subdomain(value: Any) -> bool:
-    """A Kubernetes object name such as a node's: lower-case DNS labels joined by dots, at most 253."""
-    return isinstance(value, str) and len(value) <= DNS_SUBDOMAIN_MAX and bool(_DNS_SUBDOMAIN.fullmatch(value))
-
-
-def is_label_key(value: Any) -> bool:
-    """A label (or taint) key: ``[prefix/]name``, the prefix a DNS subdomain, the name at most 63."""
-    if not isinstance(value, str):
-        return False
-    prefix, slash, name = value.rpartition("/")
-    return (not slash or is_dns_subdomain(prefix)) and bool(_LABEL_NAME.fullmatch(name))
-
-
-def is_label_value(value: Any) -> bool:
-    """A label (or taint) value: empty, or at most 63 of [A-Za-z0-9_.-], alphanumeric at both ends."""
-    return isinstance(value, str) and bool(_LABEL_VALUE.fullmatch(value))
 
 
 def _in_steps(value: float, steps: int) -> bool:

@@ -4,7 +4,8 @@ long Prometheus keeps its samples), and for a site that runs the Prometheus Oper
 ``clusterproof_monitoring_rule_labels`` (the labels its operator selects rules by) and
 ``clusterproof_monitoring_prometheus_url`` (its Prometheus, for the validator's checks).
 
-Pure. Imports nothing of the collection. Touches nothing.
+Pure. Imports ``tenancy.names`` (Kubernetes' label syntax, which the inventory's node labels follow too).
+Touches nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 import urllib.parse
 from collections.abc import Collection, Mapping
 from typing import Any
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names
 
 SITE_VARIABLES = {
     "clusterproof_monitoring": "whether the monitoring stage installs Prometheus and its rules (false unless set true)",
@@ -49,12 +52,6 @@ def retention_problem(value: Any) -> str | None:
     return None
 
 
-# A label key (an optional DNS-subdomain prefix, then a name) and a value, as the API server admits them.
-_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?%s$" % _LABEL_NAME)
-_LABEL_VALUE = re.compile(r"^(%s)?$" % _LABEL_NAME)
-
-
 def label_problems(labels: Any, field: str, reserved: Collection[str] = ()) -> list[tuple[str, str, Any]]:
     """What is wrong with ``labels`` as a Kubernetes object's labels (a mapping of label names to
     values, none of them ``reserved``): (the field or its entry, what was expected, what was found)."""
@@ -62,11 +59,11 @@ def label_problems(labels: Any, field: str, reserved: Collection[str] = ()) -> l
         return [(field, "a mapping of label names to values", labels)]
     problems = []
     for key, value in labels.items():
-        if not isinstance(key, str) or not _LABEL_KEY.match(key) or len(key.rpartition("/")[2]) > 63:
+        if not names.is_label_key(key):
             problems.append((field, "label names (name or prefix/name, the name 63 characters at most)", key))
         elif key in reserved:
             problems.append((field, "labels of the site's own, not clusterproof's", key))
-        elif not isinstance(value, str) or not _LABEL_VALUE.match(value):
+        elif not names.is_label_value(value):
             expected = "a label value (at most 63 letters, digits, '-', '_' or '.')"
             problems.append(("%s.%s" % (field, key), expected, value))
     return problems
