@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import runtime_config
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
@@ -67,8 +68,9 @@ class SiteLab:
             WORKERS,
             base,
             bundle,
-            # KWOK beside the cluster, apart from a lab an admin may run (16479).
-            {"simulated_gpu_nodes_port": 16489},
+            # KWOK beside the cluster, apart from a lab an admin may run (16479). The monitoring stage on:
+            # Prometheus and kube-state-metrics as pods from the bundle (docs/monitoring.md).
+            {"simulated_gpu_nodes_port": 16489, "clusterproof_monitoring": True},
         )
         self.inventory.write_text(yaml.safe_dump(declaration))
         lab_hosts = declaration["all"]["children"]["lab"]
@@ -357,6 +359,120 @@ def test_the_fairness_scenarios_pass_on_the_helm_installed_kai(site_stages: Site
     assert site_stages.report["verdict"] == "pass", [c for c in checks.values() if c["status"] == "fail"]
 
 
+def _prometheus(lab: SiteLab, query: str) -> list[dict]:
+    """An instant query of the stage's Prometheus, through the API server's proxy."""
+    path = "/api/v1/namespaces/clusterproof-monitoring/services/prometheus:9090/proxy/api/v1/query?query=" + query
+    answered = lab.kubectl("get --raw '%s'" % path)
+    assert answered.returncode == 0, answered.stderr
+    return json.loads(answered.stdout)["data"]["result"]
+
+
+def test_prometheus_runs_as_pods_from_the_bundle_and_its_checks_pass(site_stages: SiteLab) -> None:
+    checks = lab_site.report_checks(site_stages.report)
+    monitoring = {check_id: check for check_id, check in checks.items() if check_id.startswith("monitoring/")}
+    failed = {check_id: check.get("message") for check_id, check in monitoring.items() if check["status"] != "pass"}
+    assert failed == {}, failed
+    # Every job found its targets by DNS: each kube-scheduler, KAI's scheduler and queue controller.
+    assert {
+        "monitoring/target/kubernetes-apiserver",
+        "monitoring/target/kube-scheduler-resources",
+        "monitoring/target/kube-state-metrics",
+        "monitoring/target/prometheus",
+        "monitoring/target/kai-scheduler",
+        "monitoring/target/kai-queuecontroller",
+        "monitoring/rules",
+    } <= set(monitoring), sorted(monitoring)
+    # Each project's GPUs as Prometheus records them, against its pods.
+    assert [check_id for check_id in monitoring if check_id.startswith("monitoring/allocation/")], sorted(monitoring)
+    section = next(s for s in site_stages.report["sections"] if s["id"] == "monitoring")
+    assert "/api/v1/namespaces/clusterproof-monitoring/services/prometheus:9090/proxy" in json.dumps(section)
+    pods = yaml.safe_load(site_stages.kubectl("get pods -n clusterproof-monitoring -o yaml").stdout)["items"]
+    images = {pod["spec"]["containers"][0]["image"] for pod in pods if pod["status"]["phase"] == "Running"}
+    assert images == {versions.PROMETHEUS_IMAGE, versions.KUBE_STATE_METRICS_IMAGE}, images
+    # On a lab host, not a simulated node; the samples on a claim of local-path, the default class.
+    assert {pod["spec"]["nodeName"] for pod in pods} <= set(CONTROL_PLANE) | set(WORKERS)
+    claim = yaml.safe_load(site_stages.kubectl("get pvc -n clusterproof-monitoring prometheus-data -o yaml").stdout)
+    assert (claim["status"]["phase"], claim["spec"]["storageClassName"]) == ("Bound", "local-path"), claim
+    # Figures, not a test: what Prometheus costs on the lab (its own process metrics).
+    memory = _prometheus(site_stages, 'process_resident_memory_bytes{job="prometheus"}')
+    cpu = _prometheus(site_stages, 'rate(process_cpu_seconds_total{job="prometheus"}[5m])')
+    series = _prometheus(site_stages, "prometheus_tsdb_head_series")
+    print(
+        "[lab site] Prometheus on the lab: %.0f MiB resident, %.3f CPU (5 min rate), %s series"
+        % (
+            float(memory[0]["value"][1]) / 2**20,
+            float(cpu[0]["value"][1]) if cpu else float("nan"),
+            series[0]["value"][1] if series else "?",
+        ),
+        flush=True,
+    )
+
+
+def _monitoring_validation(lab: SiteLab):
+    """validate.yml with the monitoring checks alone beside the cluster's (no scenarios, storage
+    probe, benchmarks or host tests), and its seconds."""
+    settings = {
+        "validate_scenarios_files": [],
+        "clusterproof_benchmarks": False,
+        "clusterproof_host_tests": False,
+        "clusterproof_storage_classes": [],
+    }
+    started = time.monotonic()
+    run = run_playbook(VALIDATE, "-e", json.dumps(settings), inventory=lab.inventory, timeout=900)
+    return run, time.monotonic() - started
+
+
+def _scale(lab: SiteLab, deployment: str, replicas: int) -> None:
+    scaled = lab.kubectl("scale -n kai-scheduler %s --replicas=%d" % (deployment, replicas))
+    assert scaled.returncode == 0, scaled.stderr
+
+
+def test_kai_s_queue_controller_stopped_fails_its_metrics_check_with_the_cause_and_the_next_run_passes(
+    site_stages: SiteLab,
+) -> None:
+    # KAI's operator puts back whatever is changed of its components: it is stopped first, so that the
+    # queue controller (whose metrics are the queues' quota and allocation) stays stopped.
+    deployments = site_stages.kubectl("get deployments -n kai-scheduler -o name").stdout.split()
+    operators = [name for name in deployments if "operator" in name]
+    assert operators and "deployment.apps/queue-controller" in deployments, deployments
+
+    def queue_controller_pods() -> list[dict]:
+        pods = yaml.safe_load(site_stages.kubectl("get pods -n kai-scheduler -o yaml").stdout)["items"]
+        return [pod for pod in pods if pod["metadata"]["name"].startswith("queue-controller-")]
+
+    try:
+        for operator in operators:
+            _scale(site_stages, operator, 0)
+        _scale(site_stages, "deployment.apps/queue-controller", 0)
+        _wait_for("the queue controller gone", lambda: not queue_controller_pods(), timeout=180)
+        broken, broken_s = _monitoring_validation(site_stages)
+        assert broken.returncode != 0
+        checks = lab_site.report_checks(_latest_report(site_stages))
+        check = checks["monitoring/target/kai-queuecontroller"]
+        assert check["status"] == "fail", check
+        # The cause, in Prometheus's words: nothing answers at the queue controller's Service.
+        assert "Prometheus cannot scrape the GPU scheduler's metrics (kai-queuecontroller)" in check["message"], check
+        others = {k: c["status"] for k, c in checks.items() if k.startswith("monitoring/target/")}
+        assert {k: v for k, v in others.items() if v != "pass"} == {"monitoring/target/kai-queuecontroller": "fail"}
+    finally:
+        for operator in operators:
+            _scale(site_stages, operator, 1)
+    _wait_for(
+        "KAI's operator to bring the queue controller back, Running",
+        lambda: [p for p in queue_controller_pods() if p["status"].get("phase") == "Running"],
+        timeout=300,
+    )
+    healed, healed_s = _monitoring_validation(site_stages)
+    assert healed.returncode == 0, healed.output[-4000:]
+    checks = lab_site.report_checks(_latest_report(site_stages))
+    assert checks["monitoring/target/kai-queuecontroller"]["status"] == "pass"
+    # A figure, not a test: a validation of the cluster with the monitoring checks, stopped and healthy.
+    print(
+        "[lab site] validate with the monitoring, queue controller stopped: %.0f s; healthy: %.0f s"
+        % (broken_s, healed_s)
+    )
+
+
 def test_a_second_site_run_changes_nothing_but_the_report(site_stages: SiteLab) -> None:
     again = site_stages.site_again
     assert again.returncode == 0, again.output[-5000:]
@@ -552,6 +668,8 @@ def _validate_args(scenarios: list[str], storage: bool) -> tuple[str, ...]:
         "validate_scenarios_files": scenarios,
         "clusterproof_benchmarks": False,
         "clusterproof_host_tests": False,
+        # The faults' runs check what each fault breaks; the monitoring has its own tests below.
+        "clusterproof_monitoring": False,
     }
     if not storage:
         settings["clusterproof_storage_classes"] = []

@@ -128,9 +128,17 @@ LAYERS = {
         ("yaml",),
     ),
     "monitoring": Rule(
-        ("common/", "tenancy/", "report.model", "scheduler.registry", "sandbox.install", "sandbox.control_plane"),
+        (
+            "common/",
+            "tenancy/",
+            "report.model",
+            "scheduler.registry",
+            "sandbox.install",
+            "sandbox.control_plane",
+            "kube.client",
+        ),
         ("yaml",),
-        only_in={"sandbox.install": ("sandbox",), "sandbox.control_plane": ("sandbox",)},
+        only_in={"sandbox.install": ("sandbox",), "sandbox.control_plane": ("sandbox",), "kube.client": ("reach",)},
     ),
     "inventory": Rule(("install/", "tenancy/", "scheduler.registry", "common/", "monitoring.settings")),
     "validate": Rule(

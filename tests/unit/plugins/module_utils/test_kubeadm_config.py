@@ -267,7 +267,11 @@ def test_component_settings_are_kept_as_plain_data():
 def test_kube_scheduler_bin_packs_gpus_from_the_file_its_static_pod_mounts():
     _, cluster, _ = kubeadm_config.init_documents(site(), "cp-1", "10.0.0.10")
     scheduler = cluster["scheduler"]
-    assert scheduler["extraArgs"] == [{"name": "config", "value": kubeadm_config.SCHEDULER_CONFIG_PATH}]
+    # On every address: Prometheus, a pod, scrapes its /metrics/resources (monitoring.cluster).
+    assert scheduler["extraArgs"] == [
+        {"name": "config", "value": kubeadm_config.SCHEDULER_CONFIG_PATH},
+        {"name": "bind-address", "value": "0.0.0.0"},
+    ]
     (volume,) = scheduler["extraVolumes"]
     assert volume["hostPath"] == volume["mountPath"] == kubeadm_config.SCHEDULER_CONFIG_PATH
     config = yaml.safe_load(kubeadm_config.scheduler_config_text())

@@ -229,6 +229,11 @@ PROMETHEUS = Pin("prometheus", "2.42.0+ds", DEBIAN, DEBIAN_SUITE.source, "promet
 # proxy serves whose checksum Go's sum database vouches for (v2.16.0 is served but not vouched for,
 # v2.14.0 is refused).
 KUBE_STATE_METRICS = Pin("kube_state_metrics", "v2.15.0", GO_MODULE, "k8s.io/kube-state-metrics/v2")
+# The images of the monitoring stage on a kubeadm site, as the bundle builds them: upstream's
+# repositories, tagged with the upstream version of the program that goes in (Debian's Prometheus
+# 2.42.0+ds is upstream's v2.42.0).
+PROMETHEUS_IMAGE = "docker.io/prom/prometheus:v%s" % PROMETHEUS.version.split("+", 1)[0]
+KUBE_STATE_METRICS_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:%s" % KUBE_STATE_METRICS.version
 # The Prometheus Operator's CRDs (``path``: the folder of its module that holds them), for the e2e test that
 # stands in for a site running the operator: its PrometheusRule CRD, which the monitoring stage makes
 # objects of (monitoring.operator). The newest release the module proxy serves.

@@ -20,6 +20,7 @@ description:
   - When Prometheus does not answer, each run's check fails saying why, and the validation goes on.
   - Reads only; reports C(changed=false).
 extends_documentation_fragment:
+  - clusterproof.gpu.kube_auth
   - clusterproof.gpu.prometheus
 options:
   runs:
@@ -63,7 +64,7 @@ import time
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import api, config, timeline
-from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring.sandbox import prometheus_url
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring.reach import prometheus_of
 
 
 def _evaluated_until(url):
@@ -81,9 +82,11 @@ def _work(module):
     windows = [window for window in windows if window is not None]
     if not windows:
         return {"changed": False, "extras": {}, "failed_checks": 0, "seconds": {}}
-    url = prometheus_url(params["prometheus_url"], params["sandbox_port_base"])
+    url = prometheus_of(params)
     if not url:
-        raise runner.ModuleError("prometheus_url or sandbox_port_base: expected one, found neither")
+        raise runner.ModuleError(
+            "prometheus_url, sandbox_port_base or prometheus_in_cluster: expected one, found none of them"
+        )
     clock = time.monotonic()
     last_end = max(window.end for window in windows)
     seconds = {}
@@ -102,12 +105,12 @@ def _work(module):
                         url, timeline.selector(record, window), window.start, window.end + window.step, window.step
                     )
                     recorded[name] = timeline.by_project(answer)
-            extras[window.section_id] = timeline.extras(window, recorded, url)
+            extras[window.section_id] = timeline.extras(window, recorded, str(url))
         seconds["queries"] = round(time.monotonic() - clock, 1)
     except api.PrometheusError as error:
         # The validation goes on: each run's check says why (the monitoring section says more).
         extras = {
-            window.section_id: {"checks": [timeline.unanswered_check(window, url, str(error)).to_dict()]}
+            window.section_id: {"checks": [timeline.unanswered_check(window, str(url), str(error)).to_dict()]}
             for window in windows
         }
     failed = sum(1 for added in extras.values() for check in added["checks"] if check["status"] == "fail")
@@ -115,15 +118,13 @@ def _work(module):
 
 
 def main():
-    runner.run_module(
-        runner.argument_spec(
-            runner.PROMETHEUS_ARG_SPEC,
-            {
-                "runs": {"type": "list", "elements": "dict", "default": []},
-                "settle_timeout": {"type": "int", "default": 3 * config.SCRAPE_INTERVAL_SECONDS},
-            },
-        ),
-        _work,
+    runner.run_cluster_module(
+        runner.PROMETHEUS_ARG_SPEC,
+        {
+            "runs": {"type": "list", "elements": "dict", "default": []},
+            "settle_timeout": {"type": "int", "default": 3 * config.SCRAPE_INTERVAL_SECONDS},
+        },
+        work=_work,
         doing="charting the scenario runs from Prometheus",
     )
 

@@ -19,7 +19,9 @@ description:
   - When Prometheus does not answer, the section is one failed check saying why (the validation goes on).
   - Where the API server serves the Prometheus Operator's C(PrometheusRule), checks that each shipped rule file is
     one, as shipped (check C(monitoring/operator-rules)), as M(clusterproof.gpu.prometheus_rules) makes them.
-  - With O(skipped), reads nothing and returns the section with one skipped check giving that reason.
+  - With O(skipped), reads nothing and returns the section with one skipped check giving that reason; with
+    O(prometheus_in_cluster) on a site that serves C(PrometheusRule) (where the stage runs no Prometheus of its
+    own), the same, saying so.
   - Reads only; reports C(changed=false).
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
@@ -51,6 +53,12 @@ options:
         the section says it.
       - Where the API server serves the Prometheus Operator's C(PrometheusRule), the objects are checked all the same.
     type: str
+  scheduler:
+    description:
+      - The site's GPU scheduler (kai, kueue, none). With O(prometheus_in_cluster), each scrape job the monitoring
+        stage configures for it must have found a target (its metrics Service), or its check fails.
+    type: str
+    default: none
   rule_labels:
     description:
       - The labels the monitoring stage gives its PrometheusRules (the site's operator selects rules by them);
@@ -77,6 +85,10 @@ failed_checks:
   description: How many checks failed.
   returned: always
   type: int
+skipped_prometheus:
+  description: Whether Prometheus was left unasked (O(skipped), or a site whose operator holds the rules).
+  returned: always
+  type: bool
 seconds:
   description: How long each part took (targets, rules, allocation), in seconds.
   returned: unless skipped
@@ -91,8 +103,8 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.common import pod
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.wait import wait_until
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
-from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import api, checks, config, operator
-from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring.sandbox import prometheus_url
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import api, checks, cluster, config, operator
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring.reach import prometheus_of
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 
 
@@ -137,22 +149,31 @@ def _targets(url, started, wait):
 
 def _work(module):
     params = module.params
-    url = prometheus_url(params["prometheus_url"], params["sandbox_port_base"])
+    url = prometheus_of(params)
     problems = operator.label_problems(params["rule_labels"], "rule_labels")
     if problems:
         raise runner.ModuleError(problems + "; nothing was changed")
     # Read once: the operator's objects are made of them, and Prometheus must have loaded their rules.
     rule_files = _rule_files(params) if params["rules_dir"] else None
     operator_check = _operator_check(module, rule_files)
-    if params["skipped"]:
+    skipped = params["skipped"]
+    if params["prometheus_in_cluster"] and operator_check is not None:
+        # The monitoring stage made the rules the operator's objects and ran no Prometheus of its own.
+        skipped = (
+            "the site runs the Prometheus Operator, which loads clusterproof's rules; clusterproof runs no "
+            "Prometheus of its own there: name the site's (clusterproof_monitoring_prometheus_url) to check its "
+            "targets and numbers (docs/monitoring.md)"
+        )
+    if skipped:
         # Where the site runs the Prometheus Operator, its objects are checked all the same.
         found = (
             [operator_check]
             if operator_check
-            else [Check("monitoring/skipped", "Monitoring is checked", "skip", message=params["skipped"])]
+            else [Check("monitoring/skipped", "Monitoring is checked", "skip", message=skipped)]
         )
         failed = sum(1 for check in found if check.status == "fail")
-        return {"changed": False, "section": checks.section(found, url or "none"), "failed_checks": failed}
+        section = checks.section(found, str(url) or "none")
+        return {"changed": False, "section": section, "failed_checks": failed, "skipped_prometheus": True}
     if not url or not params["rules_dir"]:
         raise runner.ModuleError(
             "prometheus_url (or sandbox_port_base) and rules_dir: expected both (or skipped), found %s"
@@ -164,9 +185,15 @@ def _work(module):
     try:
         targets = _targets(url, started, params["scrape_wait"])
     except api.PrometheusError as error:
-        section = checks.section([checks.unreachable_check(url, str(error))], url)
-        return {"changed": False, "section": section, "failed_checks": 1}
-    found = checks.target_checks(targets, started) + ([operator_check] if operator_check else [])
+        section = checks.section([checks.unreachable_check(str(url), str(error))], str(url))
+        return {"changed": False, "section": section, "failed_checks": 1, "skipped_prometheus": False}
+    # On a kubeadm site the targets are discovered: a job that found none is a failed check too.
+    expected = (
+        cluster.expected_jobs(cluster.ClusterMonitoring(params["scheduler"], rule_files))
+        if params["prometheus_in_cluster"]
+        else ()
+    )
+    found = checks.target_checks(targets, started, expected) + ([operator_check] if operator_check else [])
     seconds["targets"] = round(time.monotonic() - clock, 1)
     clock = time.monotonic()
     found.append(checks.rule_check(operator.rule_names(rule_files), api.rule_groups(url)))
@@ -191,9 +218,15 @@ def _work(module):
     queried = {rule: api.by_label(api.query(url, rule), "project") for rule in (checks.FAIR_SHARE, checks.BORROWED)}
     queried[checks.ALLOCATED], queried[checks.QUOTA] = recorded, quotas
     seconds["allocation"] = round(time.monotonic() - clock, 1)
-    section = checks.section(found, url, checks.project_rows(held, queried))
+    section = checks.section(found, str(url), checks.project_rows(held, queried))
     failed = sum(1 for check in section["checks"] if check["status"] == "fail")
-    return {"changed": False, "section": section, "failed_checks": failed, "seconds": seconds}
+    return {
+        "changed": False,
+        "section": section,
+        "failed_checks": failed,
+        "seconds": seconds,
+        "skipped_prometheus": False,
+    }
 
 
 def main():
@@ -206,6 +239,7 @@ def main():
             "settle_timeout": {"type": "int", "default": config.SETTLE_SECONDS},
             "skipped": {"type": "str"},
             "rule_labels": {"type": "dict", "default": {}},
+            "scheduler": {"type": "str", "default": "none"},
         },
         work=_work,
         doing="checking the monitoring",

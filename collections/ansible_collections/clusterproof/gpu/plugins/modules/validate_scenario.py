@@ -31,10 +31,10 @@ description:
     workloads kept off the GPU nodes it does not use. Written expectations are checked where the
     model, sized to the site, agrees with them; the model's prediction is checked always. A site
     too small for the scenario skips it with the reason.
-  - With O(prometheus_url) or O(sandbox_port_base), after each step is judged the run waits, up to
-    O(prometheus_settle_timeout) seconds, until Prometheus's C(project:gpus_allocated:sum) of every project of
-    the run equals the whole GPUs its pods hold, and adds the check C(monitoring/step/<name>/<step>); the
-    step's state holds meanwhile, so Prometheus records every step. With neither, nothing of Prometheus is checked.
+  - With O(prometheus_url), O(sandbox_port_base) or O(prometheus_in_cluster), after each step is judged the run
+    waits, up to O(prometheus_settle_timeout) seconds, until Prometheus's C(project:gpus_allocated:sum) of every
+    project of the run equals the whole GPUs its pods hold, and adds the check C(monitoring/step/<name>/<step>);
+    the step's state holds meanwhile, so Prometheus records every step. With none, nothing of Prometheus is checked.
   - The engine named by O(scheduler) is held to the model of its own fairness policy; where that
     differs from the policy the scenario's tables were written for, a difference from the tables is
     a warning and the report says whether the engine reproduces the document.
@@ -141,7 +141,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import clien
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import api as prometheus
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import checks as monitoring_checks
-from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring.sandbox import prometheus_url
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring.reach import prometheus_of
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import scenario_runner
 
@@ -174,7 +174,7 @@ def _content(params):
 
 def _prometheus_check(params):
     """The check of Prometheus after each step (RunOptions.after_step), or None when no Prometheus is given."""
-    url = prometheus_url(params["prometheus_url"], params["sandbox_port_base"])
+    url = prometheus_of(params)
     if not url:
         return None
     api = kube.api_client(params["kubeconfig"], params["context"])
@@ -198,7 +198,7 @@ def _prometheus_check(params):
         try:
             waited = wait_until(look, same, timeout=params["prometheus_settle_timeout"], interval=2.0)
         except prometheus.PrometheusError as error:
-            return [monitoring_checks.unanswered_step_check(scenario, index, url, str(error)).to_dict()]
+            return [monitoring_checks.unanswered_step_check(scenario, index, str(url), str(error)).to_dict()]
         held, recorded = waited.value
         return [monitoring_checks.step_allocation_check(scenario, index, held, recorded, waited.waited_s).to_dict()]
 

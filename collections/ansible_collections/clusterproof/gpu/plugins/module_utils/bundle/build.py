@@ -389,22 +389,42 @@ def debian_packages(
     return sorted(archives.glob("*.deb"))
 
 
-def busybox(layout: Layout, pins: BundlePins, minbase_status: Path, progress: Progress) -> tuple[Path, list[str]]:
-    """Debian's static busybox (the helper image of local-path and the storage probes): the program
-    and its applets."""
-    folder = layout.debian / "busybox"
-    program = folder / "root/bin/busybox"
+def debian_program(
+    layout: Layout, pins: BundlePins, minbase_status: Path, progress: Progress, package: str, path: str
+) -> Path:
+    """A program of a Debian package (``package``, or ``name=version``), unpacked from the .deb into
+    the cache (the images that hold Debian's build of a program), in a folder named after both: a
+    new version unpacks beside the old."""
+    name = package.split("=", 1)[0]
+    folder = layout.debian / package.replace("=", "_")
+    program = folder / "root" / path
     if not program.exists():
         (deb,) = [
             d
-            for d in debian_packages(layout, pins, minbase_status, progress, ("busybox-static",))
-            if "busybox" in d.name
+            for d in debian_packages(layout, pins, minbase_status, progress, (package,))
+            if d.name.startswith(name + "_")
         ]
         shutil.rmtree(folder, ignore_errors=True)
         (folder / "root").mkdir(parents=True)
         _run(["dpkg-deb", "-x", str(deb), str(folder / "root")], layout.log)
+    return program
+
+
+def busybox(layout: Layout, pins: BundlePins, minbase_status: Path, progress: Progress) -> tuple[Path, list[str]]:
+    """Debian's static busybox (the helper image of local-path and the storage probes): the program
+    and its applets."""
+    program = debian_program(layout, pins, minbase_status, progress, "busybox-static", "bin/busybox")
     applets = _run([str(program), "--list"], layout.log).split()
     return program, applets
+
+
+def prometheus(layout: Layout, pins: BundlePins, minbase_status: Path, progress: Progress) -> Path:
+    """Debian's Prometheus at the pin (the monitoring stage's image on a kubeadm site), the very
+    package the sandbox runs (monitoring.prometheus_package)."""
+    pin = versions.PROMETHEUS
+    return debian_program(
+        layout, pins, minbase_status, progress, "%s=%s" % (pin.path, pin.package_version), "usr/bin/prometheus"
+    )
 
 
 def kai_sources(layout: Layout, charts: contents.ChartPins, plan: sandbox_build.BuildPlan) -> dict[str, Path]:
@@ -837,6 +857,7 @@ def planned(
             pauses.append((name, pins.kubernetes_previous, previous["pause"]))
         images += contents.previous_image_specs(previous, kubeadm)
     images += contents.chart_image_specs(charts, busybox_applets)
+    images += contents.monitoring_image_specs()
     return Contents(tuple(programs), tuple(pauses), tuple(contents.package_specs(pins, charts)), tuple(images))
 
 
@@ -894,12 +915,13 @@ def _build(layout: Layout, pins: BundlePins, progress: Progress) -> dict[str, An
     cni = cni_images(pins)
     base_root, minbase_status = debian_base(layout, pins, progress)
     programs["busybox"], applets = busybox(layout, pins, minbase_status, progress)
+    programs["prometheus"] = prometheus(layout, pins, minbase_status, progress)
     made = planned(pins, kubeadm, previous, cni, charts, applets)
     for program in made.programs:
         programs[program.name] = _build_go_program(layout, program, progress)
     for name, kubernetes, ref in made.pauses:
         programs[name] = _build_pause(layout, kubernetes, ref, progress, name)
-    for name in ("kueue", "local-path-provisioner", "helm"):
+    for name in ("kueue", "local-path-provisioner", "helm", "kube-state-metrics"):
         programs[name] = plan.binary(name)
     programs.update(kai_sources(layout, charts, plan))
 

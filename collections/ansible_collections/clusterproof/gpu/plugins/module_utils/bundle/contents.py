@@ -421,6 +421,29 @@ def chart_image_specs(pins: ChartPins, busybox_applets: Iterable[str] = ()) -> l
     return specs
 
 
+def monitoring_image_specs() -> list[ImageSpec]:
+    """The monitoring stage's images on a kubeadm site (monitoring.cluster), as upstream lays them
+    out: Debian's Prometheus (linked against glibc, so on the Debian base) as ``/bin/prometheus``,
+    and kube-state-metrics (static, from the pinned module as the sandbox builds it) as
+    ``/kube-state-metrics``; both run as nobody."""
+    return [
+        ImageSpec(
+            parse_ref(versions.PROMETHEUS_IMAGE),
+            (("prometheus", "/bin/prometheus"),),
+            ("/bin/prometheus",),
+            "debian",
+            user="65534:65534",
+            workdir="/prometheus",
+        ),
+        ImageSpec(
+            parse_ref(versions.KUBE_STATE_METRICS_IMAGE),
+            (("kube-state-metrics", "/kube-state-metrics"),),
+            ("/kube-state-metrics",),
+            user="65534:65534",
+        ),
+    ]
+
+
 def manifest_images(documents: Iterable[Mapping[str, Any]]) -> list[ImageRef]:
     """Every image a list of Kubernetes objects references (containers and init containers of pod
     templates and pods), each once, in order."""

@@ -601,7 +601,13 @@ def init_documents(site: Mapping[str, Any], host: str, advertise_address: str) -
         "controlPlaneEndpoint": endpoint_of(settings, advertise_address),
         "networking": {"podSubnet": settings.pod_subnet, "serviceSubnet": settings.service_subnet},
         "scheduler": {
-            "extraArgs": [{"name": "config", "value": SCHEDULER_CONFIG_PATH}],
+            "extraArgs": [
+                {"name": "config", "value": SCHEDULER_CONFIG_PATH},
+                # On every address, not kubeadm's loopback: the monitoring stage's Prometheus, a pod, scrapes
+                # its /metrics/resources (every pod's requests). Metrics ask for a token the API server
+                # authorizes; only the health endpoints answer anyone, as on loopback (Kubespray does the same).
+                {"name": "bind-address", "value": "0.0.0.0"},
+            ],
             # The file's digest in the static pod: a new file writes a new pod, which the kubelet restarts.
             "extraEnvs": [{"name": "CLUSTERPROOF_SCHEDULER_CONFIG_SHA256", "value": scheduler_config_digest()}],
             "extraVolumes": [

@@ -644,6 +644,11 @@ def _check_site_settings(check: _Checker, site: Mapping[str, Any]) -> None:
         expected = monitoring_settings.retention_problem(retention)
         if expected:
             check.error("group all", "clusterproof_monitoring_retention", expected, retention)
+    if "clusterproof_monitoring_storage_size" in site:
+        size = site["clusterproof_monitoring_storage_size"]
+        expected = monitoring_settings.storage_size_problem(size)
+        if expected:
+            check.error("group all", "clusterproof_monitoring_storage_size", expected, size)
     if "clusterproof_monitoring_prometheus_url" in site:
         url = site["clusterproof_monitoring_prometheus_url"]
         expected = monitoring_settings.prometheus_url_problem(url)

@@ -119,6 +119,36 @@ def api_error_message(error: Any) -> str:
     return "%s %s%s" % (error.status, error.reason, ": %s" % message if message else "")
 
 
+def service_proxy(api: Any, namespace: str, service: str, port: int) -> tuple[str, Any]:
+    """An HTTP service in the cluster, reached through the API server's proxy with the client's own
+    credentials (nothing exposed, no port forwarded): its address as the API server serves it, and
+    ``fetch(path, params, timeout)`` that GETs ``path`` (with ``params`` as the query) from the
+    service and returns the body. Any failure, the API server's or the service's, is a KubeError
+    naming the request."""
+    base = "/api/v1/namespaces/%s/services/%s:%d/proxy" % (namespace, service, port)
+
+    def fetch(path: str, params: dict[str, str], timeout: float) -> bytes:
+        doing = "GET %s%s" % (base, path)
+        try:
+            response = api.call_api(
+                base + path,
+                "GET",
+                query_params=list(params.items()),
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=timeout,
+            )
+        except ApiException as error:
+            body = error.body.decode(errors="replace") if isinstance(error.body, bytes) else error.body
+            raise KubeError("%s: HTTP %s %s" % (doing, error.status, (body or error.reason or "")[:300])) from error
+        except (TransportError, OSError) as error:
+            raise KubeError("%s: %s" % (doing, error)) from error
+        return response.data
+
+    return api.configuration.host.rstrip("/") + base, fetch
+
+
 def wait_for_default_service_account(api: Any, namespace: str, timeout_s: float = 60) -> None:
     """Return once ``namespace`` has its ``default`` ServiceAccount. The controller-manager makes it
     a moment after the namespace; until then the API server refuses every pod there (403, "error

@@ -86,10 +86,12 @@ DECLARED_PROJECTS_ARG_SPEC: dict[str, dict[str, Any]] = {
 
 
 # Where clusterproof's Prometheus answers, as the modules that ask it take it (the prometheus doc fragment
-# documents it): an address, or the sandbox's port base (monitoring.sandbox.prometheus_url reads them).
+# documents it): an address, the sandbox's port base, or clusterproof's pods on a kubeadm site through the
+# API server (monitoring.reach.prometheus_of reads them).
 PROMETHEUS_ARG_SPEC: dict[str, dict[str, Any]] = {
     "prometheus_url": {"type": "str"},
     "sandbox_port_base": {"type": "int"},
+    "prometheus_in_cluster": {"type": "bool", "default": False},
 }
 
 

@@ -48,12 +48,31 @@ def scraped_since(target: Mapping[str, Any], since: datetime.datetime) -> bool:
     return datetime.datetime.fromisoformat(text) > since
 
 
-def target_checks(targets: Iterable[Mapping[str, Any]], since: datetime.datetime) -> list[Check]:
-    """One check per scrape job: each of its targets scraped since ``since``, and up."""
+def target_checks(
+    targets: Iterable[Mapping[str, Any]], since: datetime.datetime, expected: Iterable[str] = ()
+) -> list[Check]:
+    """One check per scrape job: each of its targets scraped since ``since``, and up. A job of
+    ``expected`` with no target at all (service discovery found nothing: a Service renamed or gone)
+    fails too."""
     jobs: dict[str, list[Mapping[str, Any]]] = {}
     for target in targets:
         jobs.setdefault(target["labels"].get("job", "?"), []).append(target)
-    checks = []
+    checks = [
+        Check(
+            id="monitoring/target/%s" % job,
+            title="Prometheus scrapes %s" % job,
+            status="fail",
+            expected="at least one target",
+            observed="no target found",
+            message="Prometheus found nothing to scrape for %s" % job,
+            category="configuration",
+            action=(
+                "check that what serves %s runs, and that its Service (or pods) are where the scrape "
+                "configuration looks (docs/monitoring.md, monitoring.cluster)" % job
+            ),
+        )
+        for job in sorted(set(expected) - set(jobs))
+    ]
     for job, found in sorted(jobs.items()):
         scheduler = any(t["labels"].get(SCHEDULER_LABEL[0]) == SCHEDULER_LABEL[1] for t in found)
         down = [t for t in found if t.get("health") != "up" or not scraped_since(t, since)]
@@ -85,7 +104,7 @@ def target_checks(targets: Iterable[Mapping[str, Any]], since: datetime.datetime
                 ),
             )
         )
-    return checks
+    return sorted(checks, key=lambda check: check.id)
 
 
 def unreachable_check(prometheus_url: str, error: str) -> Check:

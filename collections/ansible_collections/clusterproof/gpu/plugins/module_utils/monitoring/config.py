@@ -1,4 +1,10 @@
-"""Prometheus's configuration as clusterproof writes it: the scrape jobs and where the rules are.
+"""Prometheus's configuration as clusterproof writes it: the scrape jobs and where the rules are,
+and the names the monitoring stage gives what it makes, on the sandbox and on a kubeadm site alike.
+
+A job scrapes fixed addresses (``ScrapeTarget``: the sandbox's processes, a service's DNS name) or
+what DNS finds (``DnsTarget``: the SRV records of a Service's named port, a pod each for a headless
+Service), as Prometheus in a pod finds the GPU scheduler's pods and each control plane's
+kube-scheduler.
 
 Pure: plain data in, the configuration (a dict, dumped as YAML by the caller) out. Touches nothing.
 """
@@ -9,6 +15,18 @@ import dataclasses
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+# What the monitoring stage makes in the cluster, the same on the sandbox and on a kubeadm site.
+NAMESPACE = "clusterproof-monitoring"
+SERVICE_ACCOUNT = "prometheus"
+PROMETHEUS = "prometheus"
+KUBE_STATE_METRICS = "kube-state-metrics"
+# What kube-state-metrics lists: the namespaces (a project's carries its label), the nodes
+# (allocatable GPUs, conditions) and the pods.
+KUBE_STATE_METRICS_RESOURCES = ("namespaces", "nodes", "pods")
+# The scrape jobs every site has, whoever runs Prometheus (their targets differ).
+APISERVER_JOB = "kubernetes-apiserver"
+SCHEDULER_RESOURCES_JOB = "kube-scheduler-resources"
 
 # The label the rules know the GPU scheduler's own targets by (SchedulerMetricsDown).
 ROLE_LABEL = "clusterproof_role"
@@ -40,6 +58,59 @@ class ScrapeTarget:
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class DnsTarget:
+    """Targets found by DNS: the SRV records of the port named ``port`` of the Service ``service`` in
+    ``namespace`` (``_<port>._tcp.<service>.<namespace>.svc``, the pod's search path completing the
+    cluster's domain): every ready pod of a headless Service, or the Service itself. Prometheus as
+    Debian builds it has no Kubernetes discovery, and DNS needs no permission to read the API. TLS,
+    the token and labels as for a ``ScrapeTarget``, with the service account's own CA and token
+    inside the pod."""
+
+    job: str
+    namespace: str
+    service: str
+    port: str
+    path: str = "/metrics"
+    tls: bool = False
+    insecure_tls: bool = False
+    token: bool = False
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return "_%s._tcp.%s.%s.svc" % (self.port, self.service, self.namespace)
+
+
+# The service account's CA and token, as every pod has them.
+IN_POD_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+IN_POD_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+# How often the SRV records are asked again (a scheduler's pod replaced, a control plane added).
+DNS_REFRESH_SECONDS = 30
+
+
+def dns_job(target: DnsTarget, interval_seconds: int = SCRAPE_INTERVAL_SECONDS) -> dict[str, Any]:
+    """The ``scrape_configs`` entry of targets found by DNS. The only labels added are the
+    target's own: kube-scheduler's series carry ``node``, ``namespace`` and ``pod`` (the pod a
+    request is of), which a label of the target's would rename."""
+    job: dict[str, Any] = {
+        "job_name": target.job,
+        "scrape_interval": "%ds" % interval_seconds,
+        "scheme": "https" if target.tls else "http",
+        "metrics_path": target.path,
+    }
+    if target.tls:
+        job["tls_config"] = {"insecure_skip_verify": True} if target.insecure_tls else {"ca_file": IN_POD_CA}
+    if target.token:
+        job["authorization"] = {"type": "Bearer", "credentials_file": IN_POD_TOKEN}
+    job["dns_sd_configs"] = [{"names": [target.name], "type": "SRV", "refresh_interval": "%ds" % DNS_REFRESH_SECONDS}]
+    if target.labels:
+        job["relabel_configs"] = [
+            {"target_label": name, "replacement": value} for name, value in sorted(target.labels.items())
+        ]
+    return job
+
+
 def scrape_job(target: ScrapeTarget, interval_seconds: int = SCRAPE_INTERVAL_SECONDS) -> dict[str, Any]:
     """The ``scrape_configs`` entry of one target."""
     url = urllib.parse.urlsplit(target.url)
@@ -63,10 +134,15 @@ def scrape_job(target: ScrapeTarget, interval_seconds: int = SCRAPE_INTERVAL_SEC
 
 
 def prometheus_config(
-    targets: Iterable[ScrapeTarget], rule_files: Iterable[str], interval_seconds: int = SCRAPE_INTERVAL_SECONDS
+    targets: Iterable[ScrapeTarget | DnsTarget],
+    rule_files: Iterable[str],
+    interval_seconds: int = SCRAPE_INTERVAL_SECONDS,
 ) -> dict[str, Any]:
     """Prometheus's whole configuration: the global intervals, the rule files, a job per target."""
-    jobs = [scrape_job(target, interval_seconds) for target in targets]
+    jobs = [
+        dns_job(target, interval_seconds) if isinstance(target, DnsTarget) else scrape_job(target, interval_seconds)
+        for target in targets
+    ]
     names = [job["job_name"] for job in jobs]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:

@@ -45,16 +45,14 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox.install i
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import isolation
 
-PROMETHEUS = "prometheus"
-KUBE_STATE_METRICS = "kube-state-metrics"
+PROMETHEUS = config.PROMETHEUS
+KUBE_STATE_METRICS = config.KUBE_STATE_METRICS
 PROCESSES = (KUBE_STATE_METRICS, PROMETHEUS)
-NAMESPACE = "clusterproof-monitoring"
-SERVICE_ACCOUNT = "prometheus"
+NAMESPACE = config.NAMESPACE
+SERVICE_ACCOUNT = config.SERVICE_ACCOUNT
 TOKEN_SECRET = "prometheus-token"
 READER_ROLE = "clusterproof:metrics-reader"
-# What kube-state-metrics lists: the namespaces (a project's carries its label), the nodes
-# (allocatable GPUs, conditions) and the pods.
-KUBE_STATE_METRICS_RESOURCES = ("namespaces", "nodes", "pods")
+KUBE_STATE_METRICS_RESOURCES = config.KUBE_STATE_METRICS_RESOURCES
 # The namespace labels it exports (kube_namespace_labels{label_clusterproof_io_project}): the rules
 # know every project from it, whether or not the engine's metrics are there.
 KUBE_STATE_METRICS_LABELS = "namespaces=[%s]" % isolation.PROJECT_LABEL
@@ -139,11 +137,11 @@ def targets(layout: Layout, port_base: int, scheduler: str) -> list[config.Scrap
     ca, token = str(layout.pki.ca_cert), str(paths.token)
     found = [
         config.ScrapeTarget(
-            "kubernetes-apiserver", "https://%s:%d/metrics" % (LOOPBACK, ports.apiserver), ca, token_file=token
+            config.APISERVER_JOB, "https://%s:%d/metrics" % (LOOPBACK, ports.apiserver), ca, token_file=token
         ),
         # kube-scheduler serves with a certificate it makes itself at start, which no CA vouches for.
         config.ScrapeTarget(
-            "kube-scheduler-resources",
+            config.SCHEDULER_RESOURCES_JOB,
             "https://%s:%d/metrics/resources" % (LOOPBACK, ports.scheduler),
             insecure_tls=True,
             token_file=token,

@@ -1,6 +1,7 @@
 """The inventory's monitoring settings, checked: ``clusterproof_monitoring`` (the stage's switch, a
 boolean the schema checks with the other switches), ``clusterproof_monitoring_retention`` (how
-long Prometheus keeps its samples), and for a site that runs the Prometheus Operator
+long Prometheus keeps its samples), ``clusterproof_monitoring_storage_size`` (its claim, on a
+kubeadm site), and for a site that runs the Prometheus Operator
 ``clusterproof_monitoring_rule_labels`` (the labels its operator selects rules by) and
 ``clusterproof_monitoring_prometheus_url`` (its Prometheus, for the validator's checks).
 
@@ -24,6 +25,8 @@ SITE_VARIABLES = {
     "selects rules by (none unless set)",
     "clusterproof_monitoring_prometheus_url": "the site's own Prometheus (http or https URL) the validator checks, "
     "where clusterproof runs none (the sandbox's unless set)",
+    "clusterproof_monitoring_storage_size": "the size of Prometheus's claim on the default storage class, on a kubeadm "
+    "site (10Gi unless set)",
 }
 RETENTION_DEFAULT = "15d"
 # Prometheus's duration syntax (its model.ParseDuration): units from years down, each at most once, in order.
@@ -84,4 +87,16 @@ def prometheus_url_problem(value: Any) -> str | None:
     parsed = urllib.parse.urlsplit(value)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         return PROMETHEUS_URL_EXPECTED
+    return None
+
+
+STORAGE_SIZE_EXPECTED = "a storage size in binary units of at least 1Gi, such as 10Gi or 1Ti"
+# A Kubernetes quantity in the binary units a claim is written in.
+_STORAGE_SIZE = re.compile(r"([1-9][0-9]*)(Gi|Ti)")
+
+
+def storage_size_problem(value: Any) -> str | None:
+    """What was expected, when ``value`` is no claim size of at least a GiB (10Gi, 1Ti)."""
+    if not isinstance(value, str) or _STORAGE_SIZE.fullmatch(value) is None:
+        return STORAGE_SIZE_EXPECTED
     return None

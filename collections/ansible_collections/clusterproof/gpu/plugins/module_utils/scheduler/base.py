@@ -69,6 +69,21 @@ class MetricsEndpoint:
 
 
 @dataclasses.dataclass(frozen=True)
+class ClusterMetrics:
+    """Where the engine serves its own metrics on a kubeadm site, as its chart installs it
+    (``Backend.cluster_metrics``): the job's name, the Service in ``namespace`` and the name of its
+    metrics port; over TLS with a certificate the engine makes itself, and asking for a bearer token
+    (authorized by the API server), or plain HTTP."""
+
+    job: str
+    namespace: str
+    service: str
+    port: str
+    tls: bool = False
+    token: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class QuotaTable:
     """How the quota table names the engine's configured quota and weight."""
 
@@ -136,6 +151,11 @@ class Backend(abc.ABC):
     def sandbox_metrics(self, port_base: int) -> tuple[MetricsEndpoint, ...]:
         """The engine's metrics endpoints on the sandbox at ``port_base`` (the monitoring stage
         scrapes them, labelled as the GPU scheduler's); none for an engine that serves none."""
+        return ()
+
+    def cluster_metrics(self) -> tuple[ClusterMetrics, ...]:
+        """The engine's metrics Services on a kubeadm site (the monitoring stage's Prometheus finds
+        their endpoints, labelled as the GPU scheduler's); none for an engine that serves none."""
         return ()
 
     @property

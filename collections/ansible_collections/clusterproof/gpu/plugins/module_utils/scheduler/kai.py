@@ -212,6 +212,12 @@ class KaiPorts:
 
 # The offsets (in KAI's port block) of the metrics the monitoring stage scrapes, as ``components`` sets them.
 METRICS_OFFSETS = {"kai-scheduler": 0, "kai-queuecontroller": 8}
+# On a kubeadm site, the Services KAI's operator (v0.12) makes with its defaults, and their metrics
+# ports' names, under the same jobs.
+CLUSTER_METRICS = {
+    "kai-scheduler": ("kai-scheduler-default", "http-metrics"),
+    "kai-queuecontroller": ("queue-controller", "metrics"),
+}
 
 # KAI's processes on the sandbox (``components``), which must not run while another engine schedules.
 SANDBOX_PROCESSES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "sandbox-gpu-agent")
@@ -628,6 +634,14 @@ class KaiBackend(base.Backend):
         return tuple(
             base.MetricsEndpoint(name, "http://%s:%d/metrics" % (LOOPBACK, ports.port(offset)))
             for name, offset in METRICS_OFFSETS.items()
+        )
+
+    def cluster_metrics(self) -> tuple[base.ClusterMetrics, ...]:
+        """The Services KAI's operator makes for them: the scheduler's shard (<scheduler
+        name>-<shard>, port http-metrics) and the queue controller's (port metrics), plain HTTP."""
+        return tuple(
+            base.ClusterMetrics(job, SYSTEM_NAMESPACE, service, port)
+            for job, (service, port) in CLUSTER_METRICS.items()
         )
 
     def group_objects(self, name: str, total_gpus: float) -> list[dict[str, Any]]:

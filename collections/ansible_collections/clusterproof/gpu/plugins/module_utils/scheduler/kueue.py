@@ -59,6 +59,8 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.projects 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 _GROUP, _VERSION = API_VERSION.split("/")
 SYSTEM_NAMESPACE = "kueue-system"
+# The chart's metrics Service, as the kueue_scheduler role installs it (release kueue).
+CLUSTER_METRICS_SERVICE = "kueue-controller-manager-metrics-service"
 COHORT = "clusterproof"
 FLAVOR = "clusterproof-nodes"
 GPU = "nvidia.com/gpu"
@@ -663,6 +665,11 @@ class KueueBackend(base.Backend):
         a bearer token the API server authorizes (controller-runtime's secure serving)."""
         url = "https://%s:%d/metrics" % (LOOPBACK, KueuePorts(port_base).metrics)
         return (base.MetricsEndpoint("kueue", url, tls=True, token=True),)
+
+    def cluster_metrics(self) -> tuple[base.ClusterMetrics, ...]:
+        """The chart's metrics Service (release kueue): HTTPS with the certificate Kueue makes
+        itself, and a bearer token the API server authorizes."""
+        return (base.ClusterMetrics("kueue", SYSTEM_NAMESPACE, CLUSTER_METRICS_SERVICE, "https", tls=True, token=True),)
 
     def group_objects(self, name: str, total_gpus: float) -> list[dict[str, Any]]:
         return [
