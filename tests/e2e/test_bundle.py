@@ -25,6 +25,7 @@ import yaml
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build, contents, serve
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import cluster
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 from tests.e2e import lab_site
 from tests.e2e.conftest import REPO, ad_hoc, run_playbook
@@ -170,7 +171,11 @@ def test_the_bundle_holds_every_image_kubeadm_and_the_cni_ask_for(bundle: Path) 
         ).stdout
         referenced += contents.manifest_images(doc for doc in yaml.safe_load_all(rendered) if doc)
     referenced.append(contents.parse_ref(helper))
+    # The monitoring stage's pods on a kubeadm site (monitoring.cluster).
+    referenced += contents.manifest_images(cluster.objects(cluster.ClusterMonitoring("kai", {})))
     assert {ref.ref for ref in referenced} >= {
+        versions.PROMETHEUS_IMAGE,
+        versions.KUBE_STATE_METRICS_IMAGE,
         "ghcr.io/nvidia/kai-scheduler/operator:v0.12.0",
         "ghcr.io/nvidia/kai-scheduler/scheduler:v0.12.0",
         "registry.k8s.io/kueue/kueue:v0.16.2",
