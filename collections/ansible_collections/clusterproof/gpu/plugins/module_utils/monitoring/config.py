@@ -89,20 +89,37 @@ IN_POD_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 DNS_REFRESH_SECONDS = 30
 
 
+def _job(
+    name: str, interval_seconds: int, scheme: str, path: str, tls: dict[str, Any] | None, token_file: str
+) -> dict[str, Any]:
+    """What every ``scrape_configs`` entry says: its name, interval, scheme and path; over TLS, how
+    the certificate is checked; the bearer token's file where one is sent."""
+    job: dict[str, Any] = {
+        "job_name": name,
+        "scrape_interval": "%ds" % interval_seconds,
+        "scheme": scheme,
+        "metrics_path": path,
+    }
+    if scheme == "https":
+        job["tls_config"] = tls
+    if token_file:
+        job["authorization"] = {"type": "Bearer", "credentials_file": token_file}
+    return job
+
+
 def dns_job(target: DnsTarget, interval_seconds: int = SCRAPE_INTERVAL_SECONDS) -> dict[str, Any]:
     """The ``scrape_configs`` entry of targets found by DNS. The only labels added are the
     target's own: kube-scheduler's series carry ``node``, ``namespace`` and ``pod`` (the pod a
     request is of), which a label of the target's would rename."""
-    job: dict[str, Any] = {
-        "job_name": target.job,
-        "scrape_interval": "%ds" % interval_seconds,
-        "scheme": "https" if target.tls else "http",
-        "metrics_path": target.path,
-    }
-    if target.tls:
-        job["tls_config"] = {"insecure_skip_verify": True} if target.insecure_tls else {"ca_file": IN_POD_CA}
-    if target.token:
-        job["authorization"] = {"type": "Bearer", "credentials_file": IN_POD_TOKEN}
+    tls = {"insecure_skip_verify": True} if target.insecure_tls else {"ca_file": IN_POD_CA}
+    job = _job(
+        target.job,
+        interval_seconds,
+        "https" if target.tls else "http",
+        target.path,
+        tls,
+        IN_POD_TOKEN if target.token else "",
+    )
     job["dns_sd_configs"] = [{"names": [target.name], "type": "SRV", "refresh_interval": "%ds" % DNS_REFRESH_SECONDS}]
     if target.labels:
         job["relabel_configs"] = [
@@ -116,16 +133,8 @@ def scrape_job(target: ScrapeTarget, interval_seconds: int = SCRAPE_INTERVAL_SEC
     url = urllib.parse.urlsplit(target.url)
     if url.scheme not in ("http", "https") or not url.netloc:
         raise ValueError("scrape target %s: expected an http(s) URL with a host, found %r" % (target.job, target.url))
-    job: dict[str, Any] = {
-        "job_name": target.job,
-        "scrape_interval": "%ds" % interval_seconds,
-        "scheme": url.scheme,
-        "metrics_path": url.path or "/metrics",
-    }
-    if url.scheme == "https":
-        job["tls_config"] = {"insecure_skip_verify": True} if target.insecure_tls else {"ca_file": target.ca_file}
-    if target.token_file:
-        job["authorization"] = {"type": "Bearer", "credentials_file": target.token_file}
+    tls = {"insecure_skip_verify": True} if target.insecure_tls else {"ca_file": target.ca_file}
+    job = _job(target.job, interval_seconds, url.scheme, url.path or "/metrics", tls, target.token_file)
     static: dict[str, Any] = {"targets": [url.netloc]}
     if target.labels:
         static["labels"] = dict(target.labels)
