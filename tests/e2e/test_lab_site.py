@@ -20,6 +20,7 @@ import json
 import subprocess
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -361,7 +362,9 @@ def test_the_fairness_scenarios_pass_on_the_helm_installed_kai(site_stages: Site
 
 def _prometheus(lab: SiteLab, query: str) -> list[dict]:
     """An instant query of the stage's Prometheus, through the API server's proxy."""
-    path = "/api/v1/namespaces/clusterproof-monitoring/services/prometheus:9090/proxy/api/v1/query?query=" + query
+    path = "/api/v1/namespaces/clusterproof-monitoring/services/prometheus:9090/proxy/api/v1/query?query=" + (
+        urllib.parse.quote(query, safe="")
+    )
     answered = lab.kubectl("get --raw '%s'" % path)
     assert answered.returncode == 0, answered.stderr
     return json.loads(answered.stdout)["data"]["result"]
