@@ -290,7 +290,10 @@ def site_stages(site: SiteLab) -> SiteLab:
     started = time.monotonic()
     site.site_run = run_playbook(SITE, inventory=site.inventory, timeout=1800)
     print("[lab site] site.yml on the converged lab: %.0f s" % (time.monotonic() - started), flush=True)
-    site.report = json.loads((site.reports / "lab-site-test" / "latest" / "report.json").read_text())
+    report = site.reports / "lab-site-test" / "latest" / "report.json"
+    # A run that stopped before its report says why (every test of the stages would fail on the file).
+    assert report.exists(), site.site_run.output[-6000:]
+    site.report = json.loads(report.read_text())
     started = time.monotonic()
     site.site_again = run_playbook(
         SITE, "-e", '{"validate_scenarios_files": []}', inventory=site.inventory, timeout=1800
@@ -469,11 +472,15 @@ def test_kai_s_queue_controller_stopped_fails_its_metrics_check_with_the_cause_a
     assert healed.returncode == 0, healed.output[-4000:]
     checks = lab_site.report_checks(_latest_report(site_stages))
     assert checks["monitoring/target/kai-queuecontroller"]["status"] == "pass"
-    # A figure, not a test: a validation of the cluster with the monitoring checks, stopped and healthy.
+    # Figures, not a test: a validation of the cluster with the monitoring checks, stopped and healthy, and
+    # what the monitoring checks took of it (the task's line of the run's task timings).
     print(
         "[lab site] validate with the monitoring, queue controller stopped: %.0f s; healthy: %.0f s"
         % (broken_s, healed_s)
     )
+    for line in healed.output.splitlines():
+        if "Check Prometheus against the cluster" in line and line.rstrip().endswith("s"):
+            print("[lab site] %s" % line.strip(), flush=True)
 
 
 def test_a_second_site_run_changes_nothing_but_the_report(site_stages: SiteLab) -> None:

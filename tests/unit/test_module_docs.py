@@ -48,6 +48,22 @@ def test_module_documentation_parses(path):
     assert isinstance(yaml.safe_load(docs["RETURN"]), dict)
 
 
+LOOKUPS = sorted((PLUGINS / "lookup").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", LOOKUPS, ids=lambda path: path.stem)
+def test_lookup_documentation_parses(path):
+    # A lookup whose DOCUMENTATION is no YAML fails to load at all, in every play that asks it.
+    docs = _docs(path)
+    documentation = yaml.safe_load(docs["DOCUMENTATION"])
+    assert documentation["name"] == path.stem
+    assert documentation["short_description"]
+    if "EXAMPLES" in docs:
+        assert isinstance(yaml.safe_load(docs["EXAMPLES"]), list)
+    if "RETURN" in docs:
+        assert isinstance(yaml.safe_load(docs["RETURN"]), dict)
+
+
 def documented_options(path: Path) -> dict[str, Any]:
     """The module's documented options with its collection's doc fragments merged in, as ansible-doc
     shows them (a fragment's options first, the module's own on top)."""

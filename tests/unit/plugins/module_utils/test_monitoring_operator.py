@@ -127,3 +127,34 @@ def test_the_inventory_names_the_monitoring_field_that_is_wrong():
             "'a b'",
         )
     ]
+
+
+def test_rule_files_given_as_text_are_the_folder_s_parsed_for_a_module_on_another_host():
+    folder = ROOT / "roles/monitoring/files/rules"
+    texts = operator.rule_file_texts(folder)
+    assert operator.given_rule_files(texts, None) == operator.rule_files(folder)
+    # The text wins: the folder is the controller's and need not exist where the module runs.
+    assert operator.given_rule_files(texts, "/nowhere") == operator.rule_files(folder)
+
+
+@pytest.mark.parametrize(
+    ("texts", "said"),
+    [
+        ({}, "rules: expected rule files (name.yml: their text), found none"),
+        ({"rules.txt": "groups: []"}, "rules: expected rule files named *.yml, found 'rules.txt'"),
+        ({"a.yml": "groups: [\n"}, "rules.a.yml: expected a rule file (YAML), found: "),
+        (
+            {"a.yml": "- just a list"},
+            "rules.a.yml: expected a rule file (a mapping with groups), found '- just a list'",
+        ),
+    ],
+)
+def test_rule_files_given_as_text_that_are_none_are_refused_naming_them(texts, said):
+    with pytest.raises(ValueError) as raised:
+        operator.parse_rule_files(texts)
+    assert str(raised.value).startswith(said)
+
+
+def test_no_rule_files_at_all_is_refused():
+    with pytest.raises(ValueError, match="rules or rules_dir: expected the shipped rule files, found neither"):
+        operator.given_rule_files(None, None)

@@ -10,7 +10,7 @@ author:
 description:
   - Makes, in the namespace C(clusterproof-monitoring) (Pod Security C(restricted)), Prometheus and
     kube-state-metrics as Deployments with their Services, service accounts and the cluster roles that let them read
-    what they need; Prometheus's configuration and the rule files of O(rules_dir) as ConfigMaps; its samples on a
+    what they need; Prometheus's configuration and the rule files (O(rules)) as ConfigMaps; its samples on a
     claim of O(storage_size) on the site's default storage class, kept for O(retention).
   - Prometheus scrapes the API server, each control plane's kube-scheduler (C(/metrics/resources), port 10259),
     kube-state-metrics, the GPU scheduler's own metrics Services (O(scheduler)), NVIDIA's DCGM exporter where the GPU
@@ -25,11 +25,8 @@ description:
   - Idempotent; supports check mode (nothing is made, nothing waited for).
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
+  - clusterproof.gpu.rule_files
 options:
-  rules_dir:
-    description: Folder of the rule files (C(*.yml)) clusterproof ships.
-    type: path
-    required: true
   scheduler:
     description: The site's GPU scheduler (kai, kueue, none), whose own metrics are scraped.
     type: str
@@ -55,7 +52,7 @@ options:
 EXAMPLES = r"""
 - name: Run Prometheus on the site
   clusterproof.gpu.cluster_monitoring:
-    rules_dir: roles/monitoring/files/rules
+    rules: "{{ query('clusterproof.gpu.rule_files', 'roles/monitoring/files/rules') | first }}"
     scheduler: kai
     retention: 15d
     kubeconfig: "{{ clusterproof_active_kubeconfig }}"
@@ -81,7 +78,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runne
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import cluster, config, operator
 
 OPTIONS = {
-    "rules_dir": {"type": "path", "required": True},
+    **runner.RULES_ARG_SPEC,
     "scheduler": {"type": "str", "required": True},
     "retention": {"type": "str", "default": "15d"},
     "storage_size": {"type": "str", "default": "10Gi"},
@@ -116,7 +113,7 @@ def _named(name):
 def _work(module):
     params = module.params
     try:
-        rule_files = operator.rule_files(params["rules_dir"])
+        rule_files = operator.given_rule_files(params["rules"], params["rules_dir"])
         settings = cluster.ClusterMonitoring(
             params["scheduler"],
             rule_files,

@@ -9,19 +9,16 @@ author:
   - clusterproof developers
 description:
   - Where the API server serves the Prometheus Operator's C(monitoring.coreos.com/v1) C(PrometheusRule), makes one
-    per rule file of O(rules_dir) in the namespace C(clusterproof-monitoring) (made if missing), named after the file
-    (C(clusterproof.rules.yml) is C(clusterproof-rules)), with the file's groups as they are.
+    per rule file (O(rules) or O(rules_dir)) in the namespace C(clusterproof-monitoring) (made if missing), named
+    after the file (C(clusterproof.rules.yml) is C(clusterproof-rules)), with the file's groups as they are.
   - Labels them with O(labels) (those the site's operator selects rules by, its C(ruleSelector)) and with
     C(clusterproof.io/rules=shipped); a PrometheusRule with that label that no rule file names any more is removed.
   - Where the API server does not serve C(PrometheusRule), changes nothing and returns O(served=false).
   - Idempotent; supports check mode. O(state=absent) removes the PrometheusRules it made.
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
+  - clusterproof.gpu.rule_files
 options:
-  rules_dir:
-    description: Folder of the rule files (C(*.yml)) clusterproof ships.
-    type: path
-    required: true
   labels:
     description:
       - Labels for the PrometheusRules besides clusterproof's own, those the site's operator selects rules by
@@ -70,7 +67,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runne
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import operator
 
 OPTIONS = {
-    "rules_dir": {"type": "path", "required": True},
+    **runner.RULES_ARG_SPEC,
     "labels": {"type": "dict", "default": {}},
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
 }
@@ -82,7 +79,7 @@ def _work(module):
     if problems:
         raise runner.ModuleError(problems + "; nothing was changed")
     try:
-        files = operator.rule_files(params["rules_dir"])
+        files = operator.given_rule_files(params["rules"], params["rules_dir"])
     except ValueError as error:
         raise runner.ModuleError(str(error)) from error
     wanted = operator.rule_objects(files, params["labels"]) if params["state"] == "present" else []

@@ -11,7 +11,7 @@ description:
   - Waits until Prometheus has scraped every active target since the check began (at most O(scrape_wait)
     seconds), then checks each scrape job's targets are up (a check per job, naming the GPU scheduler's own);
     an endpoint stopped before the check is down at that scrape, and the check says why (Prometheus's error).
-  - Checks that every rule of the shipped rule files (O(rules_dir)) is loaded and evaluates without error.
+  - Checks that every rule of the shipped rule files (O(rules) or O(rules_dir)) is loaded and evaluates without error.
   - For each project, checks that Prometheus's C(project:gpus_allocated:sum) equals the whole GPUs its running
     pods hold (read from the API server), waiting up to O(settle_timeout) seconds for Prometheus to catch up.
   - Adds a table of GPUs per project as Prometheus records them (quota, allocated, held by pods, fair share,
@@ -26,15 +26,13 @@ description:
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.prometheus
+  - clusterproof.gpu.rule_files
 options:
   projects:
     description: The projects (namespaces) whose allocation is checked.
     type: list
     elements: str
     default: []
-  rules_dir:
-    description: Folder of the rule files (C(*.yml)) clusterproof ships; every rule in them must be loaded.
-    type: path
   scrape_wait:
     description: Seconds to wait for Prometheus to scrape every target once after the check began.
     type: int
@@ -109,8 +107,11 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model impo
 
 
 def _rule_files(params):
+    """The shipped rule files, parsed; None where the module was given none."""
+    if not params["rules"] and not params["rules_dir"]:
+        return None
     try:
-        return operator.rule_files(params["rules_dir"])
+        return operator.given_rule_files(params["rules"], params["rules_dir"])
     except ValueError as error:
         raise runner.ModuleError(str(error)) from error
 
@@ -123,7 +124,7 @@ def _operator_check(module, rule_files):
     if not applier.serves(operator.API_VERSION, operator.RULE_KIND):
         return None
     if rule_files is None:
-        raise runner.ModuleError("rules_dir: expected the shipped rule files' folder, found none")
+        raise runner.ModuleError("rules or rules_dir: expected the shipped rule files, found neither")
     wanted = operator.rule_objects(rule_files, params["rule_labels"])
     found = {obj["metadata"]["name"]: applier.get(obj) for obj in wanted}
     return operator.rules_check(wanted, found, params["prometheus_url"] or "")
@@ -154,7 +155,7 @@ def _work(module):
     if problems:
         raise runner.ModuleError(problems + "; nothing was changed")
     # Read once: the operator's objects are made of them, and Prometheus must have loaded their rules.
-    rule_files = _rule_files(params) if params["rules_dir"] else None
+    rule_files = _rule_files(params)
     operator_check = _operator_check(module, rule_files)
     skipped = params["skipped"]
     if params["prometheus_in_cluster"] and operator_check is not None:
@@ -174,10 +175,10 @@ def _work(module):
         failed = sum(1 for check in found if check.status == "fail")
         section = checks.section(found, str(url) or "none")
         return {"changed": False, "section": section, "failed_checks": failed, "skipped_prometheus": True}
-    if not url or not params["rules_dir"]:
+    if not url or rule_files is None:
         raise runner.ModuleError(
-            "prometheus_url (or sandbox_port_base) and rules_dir: expected both (or skipped), found %s"
-            % ("no rules_dir" if url else "no Prometheus address")
+            "prometheus_url (or sandbox_port_base, or prometheus_in_cluster) and rules (or rules_dir): expected "
+            "both (or skipped), found %s" % ("no rule files" if url else "no Prometheus address")
         )
     seconds = {}
     started = datetime.datetime.now(datetime.UTC)
@@ -232,9 +233,9 @@ def _work(module):
 def main():
     runner.run_cluster_module(
         runner.PROMETHEUS_ARG_SPEC,
+        runner.RULES_ARG_SPEC,
         {
             "projects": {"type": "list", "elements": "str", "default": []},
-            "rules_dir": {"type": "path"},
             "scrape_wait": {"type": "int", "default": 45},
             "settle_timeout": {"type": "int", "default": config.SETTLE_SECONDS},
             "skipped": {"type": "str"},

@@ -95,6 +95,15 @@ PROMETHEUS_ARG_SPEC: dict[str, dict[str, Any]] = {
 }
 
 
+# The rule files clusterproof ships, as the modules that load or check them take them (the rule_files doc
+# fragment documents them): their text, read on the controller, or their folder on the module's host
+# (monitoring.operator.given_rule_files reads them).
+RULES_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "rules": {"type": "dict"},
+    "rules_dir": {"type": "path"},
+}
+
+
 # Where the kubelet of a kubeadm control plane reads its static pods' manifests, as the modules that
 # move, restart or read them take it (the static_pods doc fragment documents it). The same place as
 # maintenance/etcd.py MANIFEST_DIR, which this layer may not import (a unit test holds them equal).

@@ -40,13 +40,47 @@ def label_problems(labels: Any, field: str) -> str:
     return settings.said(settings.label_problems(labels, field, reserved=MANAGED_BY))
 
 
-def rule_files(rules_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """The rule files (``*.yml``) of ``rules_dir``, by file name, parsed; a folder without any is
+def rule_file_texts(rules_dir: str | Path) -> dict[str, str]:
+    """The rule files (``*.yml``) of ``rules_dir``, by file name, as text; a folder without any is
     refused, naming it."""
     files = sorted(Path(rules_dir).glob("*.yml"))
     if not files:
         raise ValueError("rules_dir: expected a folder with rule files (*.yml), found none in %s" % rules_dir)
-    return {path.name: yaml.safe_load(path.read_text()) or {} for path in files}
+    return {path.name: path.read_text() for path in files}
+
+
+def parse_rule_files(texts: Mapping[str, str], field: str = "rules") -> dict[str, dict[str, Any]]:
+    """Rule files given as text (file name: text), parsed; none, a name that is no ``*.yml`` or
+    text that is no YAML mapping is refused, naming it."""
+    if not texts:
+        raise ValueError("%s: expected rule files (name.yml: their text), found none" % field)
+    parsed = {}
+    for name, text in sorted(texts.items()):
+        if not str(name).endswith(".yml"):
+            raise ValueError("%s: expected rule files named *.yml, found %r" % (field, name))
+        try:
+            rules = yaml.safe_load(text) if isinstance(text, str) else None
+        except yaml.YAMLError as error:
+            raise ValueError("%s.%s: expected a rule file (YAML), found: %s" % (field, name, error)) from None
+        if not isinstance(rules, dict):
+            raise ValueError("%s.%s: expected a rule file (a mapping with groups), found %r" % (field, name, text))
+        parsed[name] = rules
+    return parsed
+
+
+def rule_files(rules_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The rule files (``*.yml``) of ``rules_dir``, by file name, parsed."""
+    return parse_rule_files(rule_file_texts(rules_dir), "rules_dir")
+
+
+def given_rule_files(rules: Mapping[str, str] | None, rules_dir: str | None) -> dict[str, dict[str, Any]]:
+    """The rule files a module was given: as text (``rules``, read on the controller, so that a
+    module on a site's host has them) or as the folder they are in on the module's host."""
+    if rules:
+        return parse_rule_files(rules)
+    if rules_dir:
+        return rule_files(rules_dir)
+    raise ValueError("rules or rules_dir: expected the shipped rule files, found neither")
 
 
 def rule_names(files: Mapping[str, Mapping[str, Any]]) -> list[str]:
