@@ -21,7 +21,6 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import
     cluster,
     config,
     operator,
-    prometheus_package,
     settings,
 )
 from tests.conftest import REPO
@@ -153,15 +152,6 @@ def test_dcgm_is_scraped_where_the_gpu_operator_runs_and_not_required_where_it_d
     service = by_kind(cluster.objects(monitoring(), gpu_operator=True))[("Service", cluster.DCGM_SERVICE)]
     assert service["metadata"]["namespace"] == "gpu-operator"
     assert service["spec"]["selector"] == {"app": "nvidia-dcgm-exporter"} and service["spec"]["clusterIP"] == "None"
-
-
-@pytest.fixture(scope="module")
-def promtool() -> Path:
-    try:
-        programs, _ = prometheus_package.fetch()
-    except prometheus_package.PrometheusFetchError as error:
-        pytest.fail("the pinned promtool could not be had: %s" % error)
-    return programs.promtool
 
 
 @pytest.mark.parametrize("scheduler", ["kai", "kueue", "none"])

@@ -24,15 +24,6 @@ RULES = REPO / "roles/monitoring/files/rules/clusterproof.rules.yml"
 CASES = REPO / "tests/unit/fixtures/monitoring/clusterproof.rules.test.yml"
 
 
-@pytest.fixture(scope="session")
-def promtool() -> Path:
-    try:
-        programs, _ = prometheus_package.fetch()
-    except prometheus_package.PrometheusFetchError as error:
-        pytest.fail("the pinned promtool could not be had: %s" % error)
-    return programs.promtool
-
-
 def _alerts(rules_file: Path) -> set[str]:
     groups = yaml.safe_load(rules_file.read_text())["groups"]
     return {rule["alert"] for group in groups for rule in group["rules"] if "alert" in rule}
