@@ -121,7 +121,7 @@ def _work(module):
             storage_size=params["storage_size"],
             gpu_operator_namespace=params["gpu_operator_namespace"],
         )
-        cluster.objects(settings)  # the settings checked before anything is made
+        cluster.targets(settings)  # an unknown scheduler refused before anything is asked of the cluster
     except (ValueError, KeyError) as error:
         raise runner.ModuleError("%s; nothing was changed" % error) from error
     try:

@@ -19,13 +19,13 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import settings
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import config, settings
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
 
 API_VERSION = "monitoring.coreos.com/v1"
 RULE_KIND = "PrometheusRule"
 # The namespace the sandbox's Prometheus identity lives in, too.
-NAMESPACE = "clusterproof-monitoring"
+NAMESPACE = config.NAMESPACE
 # Every PrometheusRule clusterproof makes carries it: what an earlier run made and this one does not
 # want (a rule file removed) is found by it and removed.
 RULES_LABEL = "clusterproof.io/rules"
