@@ -53,15 +53,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is None and (group := sandbox_group(item)):
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: LONGEST_FIRST.get(item.module.__name__.rsplit(".", 1)[-1], len(LONGEST_FIRST)))
+    items.sort(key=lambda item: run_order(item.module.__name__.rsplit(".", 1)[-1]))
 
 
 # Modules by the measured wall time of their longest group, longest first (--durations of a full
-# run: the lab's group, which since the upgrade test (about 12 minutes on a lab of its own) is the
-# longest: test_lab, test_lab_site, test_lab_upgrade and the bundle on one worker. The upgrade's lab
-# in a group of its own, beside the others, was tried: two labs and two sandboxes on two cores took
-# as long (62 minutes) and six tests failed on timeouts. Then the site test twice through site.yml;
-# the scenarios on KAI and on Kueue's sandbox; the faults on a sandbox of their own; Kueue's module
+# run: the lab's group, the longest, about 45 minutes: test_lab, test_lab_site and the bundle on one
+# worker; the upgrade's lab is ``LAST``, below. Then the site test twice through site.yml; the
+# scenarios on KAI and on Kueue's sandbox; the faults on a sandbox of their own; Kueue's module
 # sandbox; Koordinator's tree; the molecule scenarios; storage; the quota trees).
 LONGEST_FIRST = {
     name: rank
@@ -80,6 +78,20 @@ LONGEST_FIRST = {
         )
     )
 }
+
+
+# Modules whose group goes after every other, so that a worker takes it when the sandboxes' groups
+# are done: the upgrade's lab of its own (about 12 minutes) then runs beside the lab's group alone,
+# not beside three sandboxes (two labs and two sandboxes on two cores failed lab tests on timeouts).
+# In the lab's group it ran after the site's lab went down, while three workers stood idle.
+LAST = ("test_lab_upgrade",)
+
+
+def run_order(module: str) -> int:
+    """A module's place in the run: the longest groups first, the rest in collection order, ``LAST`` at the end."""
+    if module in LAST:
+        return len(LONGEST_FIRST) + 1 + LAST.index(module)
+    return LONGEST_FIRST.get(module, len(LONGEST_FIRST))
 
 
 def sandbox_group(item: pytest.Item) -> str | None:

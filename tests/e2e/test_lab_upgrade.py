@@ -6,9 +6,9 @@ and run again: it completes. Every node runs the pinned version, none is left co
 runtime is still containerd's default on every worker, the project's pods run again, and the
 validation after the upgrade passes.
 
-Its own lab of three hosts on a bridge and subnet of its own, installed once, in the lab's xdist
-group (one lab at a time on the machine: two labs side by side on two cores made CI no shorter and
-failed lab tests on timeouts).
+Its own lab of three hosts on a bridge and subnet of its own, installed once, in an xdist group of
+its own that runs after every sandbox's group (``LAST`` in conftest.py): beside the lab's group, on
+a worker the sandboxes have left.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machin
 from tests.e2e import lab_site
 from tests.e2e.conftest import REPO, run_playbook
 
-pytestmark = pytest.mark.xdist_group("lab")
+pytestmark = pytest.mark.xdist_group("lab-upgrade")
 
 BRIDGE = "cpupg0"
 GATEWAY = "10.221.0.1"
