@@ -14,10 +14,12 @@ description:
     U(https://127.0.0.1:2379), with kubeadm's etcd CA and its health-check client certificate) into O(dest), as
     C(<site>-etcd-<UTC timestamp>.db).
   - Writes its metadata beside it, as JSON (C(<same name>.json)) - its sha256 and size, the etcd version the
-    server reports, the Kubernetes version of the API server's manifest, the etcd members' names, when it was
-    taken, and C(etcdutl snapshot status).
+    server reports, the Kubernetes version of the API server's manifest (read in O(manifest_dir)), the etcd
+    members' names, when it was taken, and C(etcdutl snapshot status).
   - Every run takes a new snapshot (changed). Check mode says the name it would write and writes nothing.
   - playbooks/etcd_backup.yml fetches both files to the controller and removes them here.
+extends_documentation_fragment:
+  - clusterproof.gpu.static_pods
 options:
   site:
     description: The site's name (C(clusterproof_site.site_name)), the first part of the snapshot's name.
@@ -27,10 +29,6 @@ options:
     description: The directory on the host the snapshot and its metadata are written to (made, mode 0700).
     type: path
     default: /var/lib/clusterproof/etcd-snapshots
-  manifest_dir:
-    description: The kubelet's static pod manifests (kubeadm's place), where the API server's version is read.
-    type: path
-    default: /etc/kubernetes/manifests
 requirements:
   - C(etcdctl) and C(etcdutl) (the bundle's package C(etcd-client)), kubeadm's etcd certificates.
 """
@@ -73,9 +71,9 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runne
 from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import etcd
 
 OPTIONS = {
+    **runner.STATIC_POD_MANIFESTS_ARG_SPEC,
     "site": {"type": "str", "required": True},
     "dest": {"type": "path", "default": "/var/lib/clusterproof/etcd-snapshots"},
-    "manifest_dir": {"type": "path", "default": etcd.MANIFEST_DIR},
 }
 
 
