@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.node import gpu_facts
@@ -204,40 +204,12 @@ def read_kernel_log(source: str = "auto", run: Callable[[Sequence[str]], str] = 
 # Judging one GPU
 
 
-def _check(
-    host: str,
-    gpu: str,
-    signal: str,
-    title: str,
-    status: str,
-    expected: Any,
-    observed: Any,
-    message: str,
-    category: str | None = None,
-    action: str | None = None,
-) -> Check:
-    if status in ("fail", "warn"):
-        category = category or "hardware"
-    else:
-        category, action = None, None
-    return Check(
-        id=f"{SECTION_ID_PREFIX}/{host}/{gpu}/{signal}" if gpu else f"{SECTION_ID_PREFIX}/{host}/{signal}",
-        title=title,
-        status=status,
-        expected=expected,
-        observed=observed,
-        message=message,
-        category=category,
-        action=action,
-    )
-
-
 @dataclass(frozen=True)
 class _Signal:
-    """One signal of one GPU being judged: what every verdict on it shares."""
+    """One signal of one GPU, or of the host, being judged: what every verdict on it shares."""
 
     host: str
-    where: str  # "gpu<index>"
+    where: str  # "gpu<index>"; empty for a signal of the host
     name: str
     title: str
     expected: Any = None
@@ -245,21 +217,30 @@ class _Signal:
     def verdict(
         self, status: str, observed: Any, message: str, category: str | None = None, action: str | None = None
     ) -> Check:
-        return _check(
-            self.host, self.where, self.name, self.title, status, self.expected, observed, message, category, action
+        """The check of this signal. Only a failure or a warning keeps a category (hardware unless
+        said) and an action: nothing is to be done about a signal that passed or was not read."""
+        if status in ("fail", "warn"):
+            category = category or "hardware"
+        else:
+            category, action = None, None
+        return Check(
+            id=(
+                f"{SECTION_ID_PREFIX}/{self.host}/{self.where}/{self.name}"
+                if self.where
+                else f"{SECTION_ID_PREFIX}/{self.host}/{self.name}"
+            ),
+            title=self.title,
+            status=status,
+            expected=self.expected,
+            observed=observed,
+            message=message,
+            category=category,
+            action=action,
         )
 
     def not_reported(self, what: str) -> Check:
-        return _check(
-            self.host,
-            self.where,
-            self.name,
-            self.title,
-            "skip",
-            None,
-            None,
-            f"{what} not reported by this GPU or driver",
-        )
+        # Nothing was read, so the check claims no expected value either.
+        return replace(self, expected=None).verdict("skip", None, f"{what} not reported by this GPU or driver")
 
     def pass_or_fail(self, ok: bool, observed: Any, passed: str, failed: str, category: str, action: str) -> Check:
         """A check that holds or fails, with a message for each."""
@@ -474,15 +455,9 @@ def fold_passing(host: str, where: str, label: str, checks: Sequence[Check]) -> 
         parts.append("healthy: " + ", ".join(signal_of(check) for check in passed))
     if unreported:
         parts.append("not reported by this GPU or driver: " + ", ".join(signal_of(check) for check in unreported))
-    folded = _check(
-        host,
-        where,
-        "passive",
-        f"{label}: passive health signals",
-        "pass" if passed else "skip",
-        {signal_of(check): check.expected for check in passed},
-        {signal_of(check): check.observed for check in passed},
-        "; ".join(parts),
+    expected = {signal_of(check): check.expected for check in passed}
+    folded = _Signal(host, where, "passive", f"{label}: passive health signals", expected).verdict(
+        "pass" if passed else "skip", {signal_of(check): check.observed for check in passed}, "; ".join(parts)
     )
     return [folded, *kept]
 
@@ -639,19 +614,8 @@ def not_assessed(host: str, status: str, reason: str) -> dict[str, Any]:
     """The section of a host that was not looked at: simulated (needs-hardware), unreachable or
     failed (fail, with the reason), or check mode (skip)."""
     action = REACH_ACTION if status == "fail" else None
-    check = _check(
-        host,
-        "",
-        "assessed",
-        f"{host}: passive GPU health read",
-        status,
-        "read",
-        None,
-        reason,
-        category="hardware",
-        action=action,
-    )
-    return section(host, [check])
+    signal = _Signal(host, "", "assessed", f"{host}: passive GPU health read", "read")
+    return section(host, [signal.verdict(status, None, reason, category="hardware", action=action)])
 
 
 def checked_pins(params: Mapping[str, Any]) -> HealthPins:
