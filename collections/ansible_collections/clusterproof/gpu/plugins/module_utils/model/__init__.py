@@ -14,6 +14,10 @@ the validator and the tests use); behind it the model is built as the engines ar
 * ``policy`` (the ``Policy`` value: what differs between policies) and ``policies`` (runai,
   elastic, kueue as such values).
 
+Where a docstring cites KAI's or Kueue's source (a file, a function, a default), it is the
+source of the pinned release, ``versions.KAI_SCHEDULER`` and ``versions.KUEUE``: moving a pin
+means reading those citations again.
+
 ``quota_lint`` (quota settings worth a warning) stands apart. May import: the standard library (and
 ``versions``, which every layer may), nothing else of the collection; each module only the modules
 below it in that list (``tests/unit/test_layers.py``, ``MODEL_LAYERS``). Only ``quota_lint``

@@ -73,7 +73,7 @@ def admit(engine: Engine) -> bool:
 
 
 def kai_queue_order(engine: Engine, a: int, units: int) -> tuple:
-    """KAI v0.12.0's order between two queues (or two departments) for its allocate action, as a
+    """The pinned KAI's order between two queues (or two departments) for its allocate action, as a
     sort key: the proportion plugin's ``QueueOrderFn`` (plugins/proportion/queue_order/queue_order.go,
     ``GetQueueOrderResult``), queue ``a`` with the ``units`` its next job asks. In turn: a queue not
     above its fair share first (``prioritizeUnderUtilized``); one that stays within its quota with
@@ -95,10 +95,10 @@ def kai_queue_order(engine: Engine, a: int, units: int) -> tuple:
 
 
 def kueue_admission_order(engine: Engine, q: int, units: int) -> tuple:
-    """Kueue v0.16's order between the head workloads of two ClusterQueues of one cohort, as a sort
+    """The pinned Kueue's order between the head workloads of two ClusterQueues of one cohort, as a sort
     key (pkg/scheduler/fair_sharing_iterator.go, ``entryComparer.less``): a workload that fits its
     queue's nominal quota before one that borrows (``FairSharingPrioritizeNonBorrowing``, on by
-    default in v0.16); then the lower dominant resource share of its queue with the workload
+    default in the pinned release); then the lower dominant resource share of its queue with the workload
     admitted (``computeDRS``, ``CompareDRS``: a queue of weight 0 that would borrow comes after
     every weighted one, and such queues among themselves by their unweighted share,
     ``model.shares.kueue_drs``). Priority and submission order (``PrioritySortingWithinCohort``,
@@ -111,7 +111,7 @@ def allocate_in_queue_order(engine: Engine) -> bool:
     """One pass over the pending jobs as the engine's allocate cycle takes them: each time the job
     at the head of the queue that comes first in the policy's queue order (``Policy.queue_order``,
     the queue's state with the job counted), within the limit rules alone (neither engine holds a
-    queue to its fair share here: KAI lends idle GPUs, KAI v0.12.0 ``AllocateJob`` checks only
+    queue to its fair share here: KAI lends idle GPUs, its ``AllocateJob`` checks only
     ``IsJobOverQueueCapacityFn``, the limits; Kueue admits what its cohort's quotas cover). A
     queue's jobs go in admission order (``admission_order``). A job that does not start
     leaves its queue's turn to its next job (KAI drops it for the session; Kueue's BestEffortFIFO

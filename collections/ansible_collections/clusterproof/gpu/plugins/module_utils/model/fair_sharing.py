@@ -1,4 +1,4 @@
-"""Kueue's fair-sharing reclaim on one cohort of ClusterQueues (Kueue v0.16, pkg/scheduler/preemption
+"""Kueue's fair-sharing reclaim on one cohort of ClusterQueues (the pinned Kueue's pkg/scheduler/preemption
 ``fairPreemptions``): a workload the cohort's quotas no longer cover preempts, from its own queue,
 work of lower priority, and from other queues, work of those that borrow, as dominant resource
 shares order them (``kueue_fair_targets``, pure; ``model.shares.kueue_drs``). Preemption is for quota: the
@@ -157,7 +157,7 @@ def kueue_fair_targets(
     cohort_quota: float,
     claimant_limit: float = INF,
 ) -> list[int] | None:
-    """Which ``candidates`` (queue, amount; in Kueue's candidate order) Kueue v0.16 preempts so that
+    """Which ``candidates`` (queue, amount; in Kueue's candidate order) the pinned Kueue preempts so that
     queue ``claimant``'s workload of ``request`` is admitted, or None when fair sharing allows no
     such set: pkg/scheduler/preemption fairPreemptions on one cohort with one resource and no
     borrowing or lending limits (``cohort_quota``: the cohort's nominal quotas, all lendable) but the

@@ -5,7 +5,7 @@ workloads in submission order and where jobs run now, `predict` says which workl
 which wait, and how many GPUs each project holds once the scheduler has settled. Two policies:
 
 ``"runai"`` (Run:AI, NVIDIA KAI scheduler; NetApp validation, SCENARIOS.md 4.8 - 4.10)
-    Fair share, per level of the tree, as KAI v0.12.0 divides it: each project first deserves
+    Fair share, per level of the tree, as the pinned KAI divides it: each project first deserves
     ``min(quota, demand)`` (not scaled down when quotas exceed the capacity); spare capacity is
     divided in whole GPUs by over-quota weight (default: the quota), capped by the project's limit
     and its demand (``shares.kai_over_quota``). Jobs start within their fair share; capacity that fair
@@ -21,7 +21,7 @@ which wait, and how many GPUs each project holds once the scheduler has settled.
 
 ``"kueue"`` (Kueue with fair sharing: ClusterQueues in a cohort, weights = quotas, reclaim within the cohort)
     Admits no more in all than the cohort's quotas (the top-level projects') add up to, fair shares
-    water-filled in real numbers. One cohort (a flat tree), as Kueue v0.16 does it: a queue admits
+    water-filled in real numbers. One cohort (a flat tree), as the pinned Kueue does it: a queue admits
     its interactive work first; a workload is admitted by quota alone and, with no node free, holds
     its quota while it waits (``Prediction.waiting``; the room a preemption frees goes to the
     workloads waiting longest); a workload the quotas no longer cover preempts as Kueue's fair

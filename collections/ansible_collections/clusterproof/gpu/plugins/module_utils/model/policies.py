@@ -1,17 +1,17 @@
 """The three policies the model knows, as ``Policy`` values (``model.policy``): their settings and the
 actions their engines run, in the engines' order.
 
-``RUNAI`` (Run:AI, NVIDIA KAI scheduler v0.12.0): KAI's actions, allocate (admission, then lending
-what fair shares leave idle in KAI's queue order), consolidation, reclaim, preempt (inside a
-project); fair shares in whole GPUs; non-preemptible work within every ancestor's quota; the
-saturation test in a tree.
+``RUNAI`` (Run:AI, NVIDIA KAI scheduler at its pin, ``versions.KAI_SCHEDULER``): KAI's actions,
+allocate (admission, then lending what fair shares leave idle in KAI's queue order), consolidation,
+reclaim, preempt (inside a project); fair shares in whole GPUs; non-preemptible work within every
+ancestor's quota; the saturation test in a tree.
 
 ``ELASTIC`` (Alibaba Cloud ACK elastic quota tree): admission within ``max``, reclaim up to ``min``.
 
-``KUEUE`` (Kueue v0.16 with fair sharing, one cohort): waiting workloads placed first, admission in
-Kueue's fair-sharing order (interactive work first within a queue), and Kueue's fair-sharing
-reclaim (``model.fair_sharing``); the cohort's quotas cap what is admitted, workloads admitted by
-quota wait for a node.
+``KUEUE`` (Kueue at its pin, ``versions.KUEUE``, with fair sharing, one cohort): waiting workloads
+placed first, admission in Kueue's fair-sharing order (interactive work first within a queue), and
+Kueue's fair-sharing reclaim (``model.fair_sharing``); the cohort's quotas cap what is admitted,
+workloads admitted by quota wait for a node.
 
 A fourth policy is another value here, and its name in ``BY_NAME``.
 

@@ -70,7 +70,7 @@ class Rules(State):
     def interactive_ok(self, j: int) -> bool:
         """Non-preemptible work starts only within the project's quota (KAI; Koordinator's non-preemptible);
         on KAI within the quota of every ancestor too, each holding its children's non-preemptible
-        work (v0.12.0, ``resultsWithNonPreemptibleOverQuota`` walks the queue's parents)."""
+        work (the pinned KAI's ``resultsWithNonPreemptibleOverQuota`` walks the queue's parents)."""
         if self.preemptible[j]:
             return True
         q = self.leaf[j]
@@ -204,8 +204,8 @@ class Rules(State):
     def saturation_ok(self, j: int, units: int, removed: Mapping[Any, int]) -> bool:
         """runai in a tree: whether KAI lets job ``j`` (``units`` to start) take ``removed``. At each
         level of the claimant's path, a queue that would go above its fair share must stay less
-        saturated (held over fair share) than every sibling that loses work, the victims gone (v0.12.0,
-        ``reclaimingQueuesRemainWithinBoundaries``, multiplier 1): a department whose share is 6
+        saturated (held over fair share) than every sibling that loses work, the victims gone (the pinned
+        KAI's ``reclaimingQueuesRemainWithinBoundaries``, multiplier 1): a department whose share is 6
         does not take 8 GPUs from a sibling at 7 of its 10, though the claimant's own queue is
         within its share (differential tree seed 125)."""
         alloc, fair, tree = self.alloc, self.entitled, self.tree

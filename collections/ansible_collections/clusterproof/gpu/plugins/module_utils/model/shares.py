@@ -3,7 +3,7 @@ each project first deserves its quota (up to its demand), then what is left is s
 weight, capped by each project's limit and demand.
 
 ``divide`` walks the tree from the top down; at each level ``kai_over_quota`` splits the spare in
-whole GPUs as KAI v0.12.0 does (policy runai), ``water_fill`` in real numbers (kueue). Amounts in
+whole GPUs as the pinned KAI does (policy runai), ``water_fill`` in real numbers (kueue). Amounts in
 units (``model.data``). ``kueue_drs`` is Kueue's dominant resource share of one ClusterQueue, by
 which Kueue orders admission and preemption in a cohort.
 
@@ -44,7 +44,7 @@ def water_fill(amount: float, caps: Sequence[float], weights: Sequence[float]) -
 def kai_over_quota(
     amount: float, requests: Sequence[float], weights: Sequence[float], grain: int = UNITS_PER_GPU
 ) -> list[float]:
-    """KAI's division of what is left once every queue has its quota (KAI v0.12.0,
+    """KAI's division of what is left once every queue has its quota (the pinned KAI's
     ``proportion/resource_division``): in rounds, each queue that still asks for more gets its
     share of the round's amount by over-quota weight: all it asks if that is no more than the share,
     else the share rounded down to whole GPUs, keeping the fraction it lost. A round that satisfied
@@ -96,7 +96,7 @@ def divide(tree: Tree, leaf_demand: Sequence[float], capacity: float, whole_unit
     ``whole_units``: KAI's division (runai), else a water-fill in real numbers (kueue).
 
     A project asks for its demand up to its limit. KAI sums a parent's request from its
-    children's whole requests, their limits aside (v0.12.0 ``updateQueuesResourceUsageFor*``
+    children's whole requests, their limits aside (the pinned KAI's ``updateQueuesResourceUsageFor*``
     adds every pod to each queue up the tree; only a queue's own limit caps what it may ask):
     a department whose child is limited to 6 but asks 21 asks 21. Elsewhere a parent asks what
     its children may take."""
@@ -147,7 +147,7 @@ def _split(
 
 
 def kueue_drs(borrowed: float, lendable: float, weight: float) -> tuple[int, float]:
-    """A ClusterQueue's dominant resource share as Kueue v0.16 compares them (pkg/cache/scheduler
+    """A ClusterQueue's dominant resource share as the pinned Kueue compares them (pkg/cache/scheduler
     fair_sharing.go: ``dominantResourceShare``, ``CompareDRS``): borrowed x 1000 / the cohort's
     lendable, over the fair-sharing weight. A queue of weight 0 that borrows ranks above every
     queue of weight above 0 (``zeroWeightBorrows``: its weighted share is infinite), and among

@@ -115,7 +115,7 @@ class Victims(Rules):
         """Whether project ``q``, less ``removed`` units already taken for the same claim, may lose
         a job of ``units`` at this level: the policy's victim rule, which the victim test
         (``eligible``) and the pruning bounds share. elastic keeps the project at its level after
-        the job goes; KAI (runai) and Kueue only ask that it be above it before (KAI v0.12.0,
+        the job goes; KAI (runai) and Kueue only ask that it be above it before (the pinned KAI's
         reclaimable/strategies: the reclaimee's allocation, less the victims already chosen, above
         its fair share or quota), so a whole job may go that leaves its queue below its share."""
         if not self.policy.victim_keeps_level:

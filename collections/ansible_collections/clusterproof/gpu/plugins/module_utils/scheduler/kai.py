@@ -4,18 +4,19 @@ Pure. Its backend (``BACKEND``, see ``scheduler/base.py``): a project is a Queue
 department queue (its GPUs, and CPU and memory where the project declares their quotas or limits),
 a quota tree is Queues under their parent Queues (quota = min, limit = max,
 over-quota weight = min unless a weight is given, CPU in millicpus, memory in megabytes; a pod goes
-to its leaf's queue by the ``kai.scheduler/queue`` label, as KAI v0.12 has no namespace default),
+to its leaf's queue by the ``kai.scheduler/queue`` label, as the pinned KAI has no namespace default),
 a workload is a Job for ``kai-scheduler`` in its project's queue with KAI's priority classes
 (``train`` preemptible, ``build`` not) and, for a fraction of a GPU, KAI's ``gpu-fraction``
 annotation; KAI follows the Run:AI fair-share policy. Also the objects a sandbox install applies
 (namespaces, service account, department queue), the scheduler's configuration, and the command
 lines of the components the sandbox runs as local processes. The Kubernetes calls and the
-processes themselves are elsewhere (``kube/``, ``sandbox/``).
+processes themselves are elsewhere (``kube/``, ``sandbox/``). What is said here of KAI's behaviour
+is the pinned release's (``versions.KAI_SCHEDULER``).
 
 On a real cluster KAI's operator, installed by its Helm chart, starts these same components. On
 the sandbox there is no container runtime, so they run as processes of this machine with the
 sandbox kubeconfig, configured the way the operator configures them (actions and plugins below).
-KAI's pod-group controller is not run: in v0.12.0 it ignores its metrics address flag and always
+KAI's pod-group controller is not run: at the pinned version it ignores its metrics address flag and always
 listens on port 8080 of every interface, which breaks the sandbox's loopback-only rule (and a
 second sandbox on the machine). It only keeps PodGroup status (resources allocated) current, for
 the queue controller's queue status; scheduling, reclaim and binding do not read it, and
@@ -212,7 +213,7 @@ class KaiPorts:
 
 # The offsets (in KAI's port block) of the metrics the monitoring stage scrapes, as ``components`` sets them.
 METRICS_OFFSETS = {"kai-scheduler": 0, "kai-queuecontroller": 8}
-# On a kubeadm site, the Services KAI's operator (v0.12) makes with its defaults, and their metrics
+# On a kubeadm site, the Services KAI's operator (at the pin) makes with its defaults, and their metrics
 # ports' names, under the same jobs.
 CLUSTER_METRICS = {
     "kai-scheduler": ("kai-scheduler-default", "http-metrics"),
@@ -286,8 +287,8 @@ def components(
                 "--scheduler-conf=%s" % config_path,
                 "--namespace=%s" % SYSTEM_NAMESPACE,
                 "--listen-address=%s" % address(METRICS_OFFSETS["kai-scheduler"]),
-                # The plugins' debug server (KAI's snapshot tool reads it) has no address flag in
-                # v0.12.0: it listens on ":<port>", every interface. An out-of-range port makes
+                # The plugins' debug server (KAI's snapshot tool reads it) has no address flag at
+                # the pin: it listens on ":<port>", every interface. An out-of-range port makes
                 # its ListenAndServe fail at once (KAI ignores the error), so it does not listen
                 # at all; nothing on the sandbox uses it. Offset 1 of KAI's block stays unused.
                 "--plugin-server-port=-1",

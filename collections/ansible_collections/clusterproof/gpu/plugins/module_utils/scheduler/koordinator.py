@@ -13,13 +13,14 @@ annotation (a JSON list) names it. clusterproof keeps the whole tree in one name
 where Koordinator creates its own root, system and default quotas too) and attaches the leaves'
 namespaces with the annotation.
 
-How the plugin shares capacity (v1.7.0, pkg/scheduler/plugins/elasticquota): each quota gets a
-*runtime* quota, recomputed as pods come and go: its ``min`` (or its request, if smaller), plus a
-share of what its parent has left, by shared weight (``max`` unless annotated), never beyond its
-request capped at ``max``. A pod is admitted while its quota's used stays within runtime. Reclaim
-is not done by the scheduler's preemption (the plugin's PostFilter preempts only lower-priority pods
-of the preemptor's own quota) but by a revoke controller that evicts pods of any quota whose used
-has stayed above its runtime for ``delayEvictTime``; it runs only with ``monitorAllQuotas`` on.
+How the plugin shares capacity (pkg/scheduler/plugins/elasticquota at the pin,
+``versions.KOORDINATOR``): each quota gets a *runtime* quota, recomputed as pods come and go: its
+``min`` (or its request, if smaller), plus a share of what its parent has left, by shared weight
+(``max`` unless annotated), never beyond its request capped at ``max``. A pod is admitted while its
+quota's used stays within runtime. Reclaim is not done by the scheduler's preemption (the plugin's
+PostFilter preempts only lower-priority pods of the preemptor's own quota) but by a revoke
+controller that evicts pods of any quota whose used has stayed above its runtime for
+``delayEvictTime``; it runs only with ``monitorAllQuotas`` on.
 
 On the sandbox koord-scheduler runs as a local process with the sandbox kubeconfig, like KAI's
 components; koord-manager (webhooks that validate and default quotas, and the colocation controllers)
@@ -169,7 +170,7 @@ def tree_manifests(nodes: Iterable[TreeNode]) -> list[dict[str, Any]]:
 def runtime_quotas(
     nodes: Iterable[TreeNode], leaf_requests: Mapping[str, float], total: float, resource: str = "cpu"
 ) -> dict[str, float]:
-    """Each node's runtime quota of ``resource`` as Koordinator v1.7.0 computes it (elasticquota/core,
+    """Each node's runtime quota of ``resource`` as the pinned Koordinator computes it (elasticquota/core,
     runtime_quota_calculator.go), for the leaves' requests (their pods', pending ones included) on a
     cluster of ``total``; the model the sandbox is checked against.
 
