@@ -3,9 +3,10 @@ site.yml with ``clusterproof_monitoring: true`` runs Prometheus and kube-state-m
 engine, the report's monitoring section passes, a re-run and a check run change nothing; with work
 running, Prometheus's GPUs per project are the pods'; with the engine's scheduler stopped,
 validation fails naming its metrics endpoint and why it cannot be scraped. Prints what the checks
-cost and Prometheus's memory and CPU. Last, with the Prometheus Operator's PrometheusRule CRD
-registered (from its Go module) as a site running the operator has it: the rules become its
-objects, a re-run changes nothing, the validation checks them and names a group removed."""
+cost and Prometheus's memory and CPU. Last, with the Prometheus Operator's PrometheusRule and
+ServiceMonitor CRDs registered (from its Go module) as a site running the operator has them: the
+rules and the scrape sources they need become its objects, a re-run changes nothing, the validation
+checks them and names a group removed and a monitor deleted."""
 
 from __future__ import annotations
 
@@ -373,11 +374,14 @@ def test_prometheus_stopped_is_a_failed_check_and_the_stage_brings_it_back(site)
     assert passed.returncode == 0, (_failed_checks(site), passed.output[-3000:])
 
 
-def _operator_rule_crd() -> dict:
-    """The Prometheus Operator's own PrometheusRule CRD, from its Go module at the pin."""
+def _operator_crds() -> list[dict]:
+    """The Prometheus Operator's own PrometheusRule and ServiceMonitor CRDs, from its Go module at the pin."""
     pin = versions.PROMETHEUS_OPERATOR
     module = go_modules.download(pin.source, pin.version)
-    return yaml.safe_load((module.dir / pin.path / "monitoring.coreos.com_prometheusrules.yaml").read_text())
+    return [
+        yaml.safe_load((module.dir / pin.path / ("monitoring.coreos.com_%s.yaml" % plural)).read_text())
+        for plural in ("prometheusrules", "servicemonitors")
+    ]
 
 
 def _established(extensions, name: str) -> bool:
@@ -388,14 +392,14 @@ def _established(extensions, name: str) -> bool:
     return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or ()))
 
 
-def test_where_the_site_serves_the_operator_s_prometheus_rule_the_rules_become_objects_and_are_checked(site):
-    # Last in the module: the CRD stands in for a site's Prometheus Operator and goes at the end.
+def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_become_objects_and_are_checked(site):
+    # Last in the module: the CRDs stand in for a site's Prometheus Operator and go at the end.
     if site.scheduler != "kai":
         pytest.skip("the PrometheusRules do not depend on the engine: tried once, with KAI")
     api = config.new_client_from_config(config_file=site.kubeconfig())
     extensions, custom = client.ApiextensionsV1Api(api), client.CustomObjectsApi(api)
-    crd = _operator_rule_crd()
-    name = crd["metadata"]["name"]
+    crds = _operator_crds()
+    names = [crd["metadata"]["name"] for crd in crds]
     labels = {"release": "kube-prometheus-stack"}
     extra = ("-e", json.dumps({"clusterproof_monitoring_rule_labels": labels}))
     shipped = yaml.safe_load((REPO / "roles/monitoring/files/rules/clusterproof.rules.yml").read_text())["groups"]
@@ -405,18 +409,47 @@ def test_where_the_site_serves_the_operator_s_prometheus_rule_the_rules_become_o
             "monitoring.coreos.com", "v1", "clusterproof-monitoring", "prometheusrules", "clusterproof-rules"
         )
 
+    def monitors() -> dict[str, dict]:
+        listed = custom.list_namespaced_custom_object(
+            "monitoring.coreos.com",
+            "v1",
+            "clusterproof-monitoring",
+            "servicemonitors",
+            label_selector="clusterproof.io/monitors=shipped",
+        )
+        return {item["metadata"]["name"]: item for item in listed["items"]}
+
     # Bad input first: a label value Kubernetes refuses names the field, and nothing is made.
     bad = site.run(
         "playbooks/monitoring.yml", "-e", json.dumps({"clusterproof_monitoring_rule_labels": {"release": "a b"}})
     )
     assert bad.returncode != 0 and "clusterproof_monitoring_rule_labels.release" in bad.output, bad.output[-3000:]
-    extensions.create_custom_resource_definition(crd)
+    for crd in crds:
+        extensions.create_custom_resource_definition(crd)
     try:
-        assert wait_for(lambda: _established(extensions, name), timeout=60)
+        assert wait_for(lambda: all(_established(extensions, name) for name in names), timeout=60)
         made = site.run("playbooks/monitoring.yml", *extra)
         assert made.returncode == 0, made.output[-3000:]
         assert rule()["spec"]["groups"] == shipped
         assert rule()["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+        # What the rules need scraped, as the operator's ServiceMonitors the API server admitted (its
+        # schema is the operator's): kube-scheduler's pod resources through clusterproof's headless
+        # Service, KAI's two metrics Services labelled as the scheduler's, DCGM's exporter.
+        made_monitors = monitors()
+        assert sorted(made_monitors) == [
+            "clusterproof-dcgm-exporter",
+            "clusterproof-kai-queuecontroller",
+            "clusterproof-kai-scheduler",
+            "clusterproof-kube-scheduler-resources",
+        ]
+        assert all(item["metadata"]["labels"]["release"] == "kube-prometheus-stack" for item in made_monitors.values())
+        (endpoint,) = made_monitors["clusterproof-kai-queuecontroller"]["spec"]["endpoints"]
+        assert {"action": "replace", "targetLabel": "clusterproof_role", "replacement": "scheduler"} in [
+            {key: relabel[key] for key in ("action", "targetLabel", "replacement") if key in relabel}
+            for relabel in endpoint["relabelings"]
+        ]
+        core = client.CoreV1Api(api)
+        assert core.read_namespaced_service("clusterproof-kube-scheduler", "kube-system").spec.cluster_ip == "None"
         for again in (
             site.run("playbooks/monitoring.yml", *extra),
             site.run("playbooks/monitoring.yml", "--check", *extra),
@@ -428,6 +461,7 @@ def test_where_the_site_serves_the_operator_s_prometheus_rule_the_rules_become_o
         assert validated.returncode == 0, (_failed_checks(site), validated.output[-3000:])
         checks = {check["id"]: check for check in site.section()["checks"]}
         assert checks["monitoring/operator-rules"]["status"] == "pass"
+        assert checks["monitoring/operator-monitors"]["status"] == "pass"
         # Beside the sandbox's own Prometheus, whose checks still run.
         assert checks["monitoring/rules"]["status"] == "pass"
 
@@ -452,7 +486,24 @@ def test_where_the_site_serves_the_operator_s_prometheus_rule_the_rules_become_o
         mended = site.run("playbooks/monitoring.yml", *extra)
         assert mended.returncode == 0 and mended.recap()["changed"] > 0, mended.output[-3000:]
         assert rule()["spec"]["groups"] == shipped
+
+        # A ServiceMonitor deleted behind clusterproof's back: the same, naming it.
+        custom.delete_namespaced_custom_object(
+            "monitoring.coreos.com", "v1", "clusterproof-monitoring", "servicemonitors", "clusterproof-kai-scheduler"
+        )
+        unmonitored = site.run("playbooks/validate.yml", *extra)
+        assert unmonitored.returncode != 0, unmonitored.output[-3000:]
+        assert _failed_checks(site) == [
+            (
+                "monitoring/operator-monitors",
+                "ServiceMonitor clusterproof-monitoring/clusterproof-kai-scheduler is missing",
+            )
+        ]
+        remade = site.run("playbooks/monitoring.yml", *extra)
+        assert remade.returncode == 0 and remade.recap()["changed"] > 0, remade.output[-3000:]
+        assert sorted(monitors()) == sorted(made_monitors)
     finally:
-        extensions.delete_custom_resource_definition(name)
-        assert wait_for(lambda: not _established(extensions, name), timeout=60)
+        for name in names:
+            extensions.delete_custom_resource_definition(name)
+        assert wait_for(lambda: not any(_established(extensions, name) for name in names), timeout=60)
         api.close()

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import schema
-from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import operator, settings
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import cluster, operator, settings
 
 ROOT = Path(__file__).resolve().parents[4]
 RULES_DIR = ROOT / "roles" / "monitoring" / "files" / "rules"
@@ -158,3 +158,98 @@ def test_rule_files_given_as_text_that_are_none_are_refused_naming_them(texts, s
 def test_no_rule_files_at_all_is_refused():
     with pytest.raises(ValueError, match="rules or rules_dir: expected the shipped rule files, found neither"):
         operator.given_rule_files(None, None)
+
+
+def monitors(scheduler="kai"):
+    site = cluster.ClusterMonitoring(scheduler, operator.rule_files(RULES_DIR))
+    return operator.monitor_objects(operator.monitor_targets(site), {"release": "kube-prometheus-stack"})
+
+
+def test_each_scrape_source_the_rules_need_is_a_service_monitor_of_the_service_clusterproof_s_prometheus_uses():
+    made = {obj["metadata"]["name"]: obj for obj in monitors()}
+    assert sorted(made) == [
+        "clusterproof-dcgm-exporter",
+        "clusterproof-kai-queuecontroller",
+        "clusterproof-kai-scheduler",
+        "clusterproof-kube-scheduler-resources",
+    ]
+    for obj in made.values():
+        assert obj["apiVersion"] == "monitoring.coreos.com/v1" and obj["kind"] == "ServiceMonitor"
+        assert obj["metadata"]["namespace"] == "clusterproof-monitoring"
+        assert obj["metadata"]["labels"] == {
+            "release": "kube-prometheus-stack",
+            "app.kubernetes.io/managed-by": "clusterproof",
+            "clusterproof.io/monitors": "shipped",
+        }
+    scheduler = made["clusterproof-kube-scheduler-resources"]["spec"]
+    assert scheduler["namespaceSelector"] == {"matchNames": ["kube-system"]}
+    (endpoint,) = scheduler["endpoints"]
+    assert endpoint["port"] == "https-metrics" and endpoint["path"] == "/metrics/resources"
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    # The one Service clusterproof makes, named as its rules know the job; no scheduler label on
+    # kube-scheduler's series (they carry pods' own node and namespace).
+    assert endpoint["relabelings"] == [
+        {"action": "keep", "sourceLabels": ["__meta_kubernetes_service_name"], "regex": "clusterproof-kube-scheduler"},
+        {"action": "replace", "targetLabel": "job", "replacement": "kube-scheduler-resources"},
+    ]
+    queue_controller = made["clusterproof-kai-queuecontroller"]["spec"]
+    assert queue_controller["namespaceSelector"] == {"matchNames": ["kai-scheduler"]}
+    (endpoint,) = queue_controller["endpoints"]
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint and "bearerTokenFile" not in endpoint
+    assert {"action": "replace", "targetLabel": "clusterproof_role", "replacement": "scheduler"} in endpoint[
+        "relabelings"
+    ]
+    dcgm = made["clusterproof-dcgm-exporter"]["spec"]
+    assert dcgm["namespaceSelector"] == {"matchNames": ["gpu-operator"]}
+    assert dcgm["endpoints"][0]["port"] == "gpu-metrics"
+
+
+def test_kueue_s_metrics_are_scraped_over_tls_with_the_token_and_labelled_as_the_scheduler_s():
+    made = {obj["metadata"]["name"]: obj for obj in monitors("kueue")}
+    assert "clusterproof-kai-scheduler" not in made
+    (endpoint,) = made["clusterproof-kueue"]["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    assert endpoint["bearerTokenFile"] and endpoint["relabelings"][-1]["targetLabel"] == "clusterproof_role"
+
+
+def test_the_services_the_monitors_find_kube_scheduler_and_dcgm_by_are_made_dcgm_s_where_the_operator_runs():
+    site = cluster.ClusterMonitoring("kai", operator.rule_files(RULES_DIR))
+    assert [obj["metadata"]["name"] for obj in operator.monitor_services(site, gpu_operator=False)] == [
+        "clusterproof-kube-scheduler"
+    ]
+    assert [
+        (obj["metadata"]["namespace"], obj["metadata"]["name"])
+        for obj in operator.monitor_services(site, gpu_operator=True)
+    ] == [("kube-system", "clusterproof-kube-scheduler"), ("gpu-operator", "clusterproof-dcgm-exporter")]
+
+
+def test_a_monitor_as_made_passes_what_the_api_server_adds_aside_and_every_difference_is_named():
+    wanted = monitors()
+    found = {obj["metadata"]["name"]: copy.deepcopy(obj) for obj in wanted}
+    held = found["clusterproof-kai-scheduler"]
+    held["metadata"]["uid"] = "1"
+    held["spec"]["endpoints"][0]["honorLabels"] = False  # a default the API server may fill in
+    check = operator.monitors_check(wanted, found)
+    assert check.status == "pass" and set(check.observed.values()) == {"as shipped"}
+    assert check.id == "monitoring/operator-monitors"
+    assert "kube-scheduler-resources, kai-scheduler, kai-queuecontroller, dcgm-exporter" in check.message
+
+    found["clusterproof-kai-queuecontroller"] = None
+    held["spec"]["endpoints"][0]["port"] = "metrics"
+    del held["metadata"]["labels"]["release"]
+    failed = operator.monitors_check(wanted, found)
+    assert failed.status == "fail" and "run playbooks/monitoring.yml" in failed.action
+    assert failed.observed["clusterproof-kai-queuecontroller"] == "missing"
+    assert failed.observed["clusterproof-kai-scheduler"] == "differs"
+    assert failed.message == (
+        "ServiceMonitor clusterproof-monitoring/clusterproof-kai-scheduler is not as clusterproof makes it; "
+        "ServiceMonitor clusterproof-monitoring/clusterproof-kai-scheduler's label release is None, not "
+        "'kube-prometheus-stack'; ServiceMonitor clusterproof-monitoring/clusterproof-kai-queuecontroller is missing"
+    )
+
+
+def test_clusterproof_s_own_monitor_label_is_not_the_site_s_to_set():
+    assert operator.label_problems({"clusterproof.io/monitors": "mine"}, "labels") == (
+        "labels: expected labels of the site's own, not clusterproof's, found 'clusterproof.io/monitors'"
+    )

@@ -1,9 +1,10 @@
 #!/usr/bin/python
-"""Make clusterproof's rules the Prometheus Operator's PrometheusRules, where the site runs the operator."""
+"""Make clusterproof's rules the Prometheus Operator's PrometheusRules, and what they need scraped its
+ServiceMonitors, where the site runs the operator."""
 
 DOCUMENTATION = r"""
 module: prometheus_rules
-short_description: Make clusterproof's rule files PrometheusRules where the site runs the Prometheus Operator
+short_description: Make clusterproof's rules and scrape sources the Prometheus Operator's objects where the site runs it
 version_added: 0.1.0
 author:
   - clusterproof developers
@@ -13,8 +14,15 @@ description:
     after the file (C(clusterproof.rules.yml) is C(clusterproof-rules)), with the file's groups as they are.
   - Labels them with O(labels) (those the site's operator selects rules by, its C(ruleSelector)) and with
     C(clusterproof.io/rules=shipped); a PrometheusRule with that label that no rule file names any more is removed.
+  - Where the API server serves C(ServiceMonitor) too, makes one per scrape source the rules need that an operator's
+    stack does not scrape already, in the same namespace and with the same labels (kube-prometheus-stack selects
+    monitors by C(release) too), C(clusterproof.io/monitors=shipped) instead of the rules' label - each control
+    plane's kube-scheduler C(/metrics/resources) (through the headless Service C(clusterproof-kube-scheduler) in
+    C(kube-system), made here), the GPU scheduler's own metrics (O(scheduler); labelled C(clusterproof_role=scheduler))
+    and DCGM's exporter (through C(clusterproof-dcgm-exporter), made where O(gpu_operator_namespace) exists); a
+    ServiceMonitor with that label that is not wanted any more is removed.
   - Where the API server does not serve C(PrometheusRule), changes nothing and returns O(served=false).
-  - Idempotent; supports check mode. O(state=absent) removes the PrometheusRules it made.
+  - Idempotent; supports check mode. O(state=absent) removes the PrometheusRules and ServiceMonitors it made.
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
   - clusterproof.gpu.rule_files
@@ -25,6 +33,14 @@ options:
         (kube-prometheus-stack's C(release) label, say). Label names and values as Kubernetes admits them.
     type: dict
     default: {}
+  scheduler:
+    description: The site's GPU scheduler (kai, kueue, none), whose own metrics the ServiceMonitors scrape.
+    type: str
+    default: none
+  gpu_operator_namespace:
+    description: Where the GPU operator runs DCGM's exporter (real GPUs).
+    type: str
+    default: gpu-operator
   state:
     description: present or absent.
     type: str
@@ -51,6 +67,11 @@ rules:
   returned: always
   type: list
   elements: str
+monitors:
+  description: The ServiceMonitors wanted (namespace/name); none where the API server serves no ServiceMonitor.
+  returned: always
+  type: list
+  elements: str
 message:
   description: Where the rules went, in a sentence (the objects and their labels, or that the kind is not served).
   returned: always
@@ -64,13 +85,28 @@ changed_objects:
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
-from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import operator
+from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import cluster, operator
 
 OPTIONS = {
     **runner.RULES_ARG_SPEC,
     "labels": {"type": "dict", "default": {}},
+    "scheduler": {"type": "str", "default": "none"},
+    "gpu_operator_namespace": {"type": "str", "default": "gpu-operator"},
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
 }
+
+
+def _names(objects):
+    return ["%s/%s" % (operator.NAMESPACE, obj["metadata"]["name"]) for obj in objects]
+
+
+def _keep_only(changes, kind, label, wanted):
+    """Remove what an earlier run made of ``kind`` (``label``) that is not ``wanted`` any more."""
+    kept = {obj["metadata"]["name"] for obj in wanted}
+    made_before = changes.applier.list_labelled(
+        operator.API_VERSION, kind, operator.NAMESPACE, "%s=%s" % (label, operator.RULES_LABEL_VALUE)
+    )
+    changes.delete(obj for obj in made_before if obj["metadata"]["name"] not in kept)
 
 
 def _work(module):
@@ -80,45 +116,69 @@ def _work(module):
         raise runner.ModuleError(problems + "; nothing was changed")
     try:
         files = operator.given_rule_files(params["rules"], params["rules_dir"])
-    except ValueError as error:
-        raise runner.ModuleError(str(error)) from error
-    wanted = operator.rule_objects(files, params["labels"]) if params["state"] == "present" else []
-    names = ["%s/%s" % (operator.NAMESPACE, obj["metadata"]["name"]) for obj in wanted]
+        site = cluster.ClusterMonitoring(
+            params["scheduler"], files, gpu_operator_namespace=params["gpu_operator_namespace"]
+        )
+        targets = operator.monitor_targets(site)
+    except (ValueError, KeyError) as error:
+        raise runner.ModuleError("%s; nothing was changed" % error) from error
+    present = params["state"] == "present"
+    wanted = operator.rule_objects(files, params["labels"]) if present else []
+    monitors = operator.monitor_objects(targets, params["labels"]) if present else []
     try:
         changes = kube.Changes.connect(params["kubeconfig"], params["context"], module.check_mode)
         if not changes.applier.serves(operator.API_VERSION, operator.RULE_KIND):
             message = "the API server serves no %s (no Prometheus Operator): nothing made" % operator.RULE_KIND
-            return {"changed": False, "served": False, "rules": names, "message": message, "changed_objects": []}
+            return {
+                "changed": False,
+                "served": False,
+                "rules": _names(wanted),
+                "monitors": [],
+                "message": message,
+                "changed_objects": [],
+            }
         if wanted:
             changes.apply([operator.namespace_object(), *wanted])
-        kept = {obj["metadata"]["name"] for obj in wanted}
-        made_before = changes.applier.list_labelled(
-            operator.API_VERSION,
-            operator.RULE_KIND,
-            operator.NAMESPACE,
-            "%s=%s" % (operator.RULES_LABEL, operator.RULES_LABEL_VALUE),
-        )
-        changes.delete(obj for obj in made_before if obj["metadata"]["name"] not in kept)
+        _keep_only(changes, operator.RULE_KIND, operator.RULES_LABEL, wanted)
+        if not changes.applier.serves(operator.API_VERSION, operator.MONITOR_KIND):
+            monitors = []
+        else:
+            if monitors:
+                gpu_operator = {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": site.gpu_operator_namespace},
+                }
+                services = operator.monitor_services(site, gpu_operator=changes.applier.get(gpu_operator) is not None)
+                changes.apply([*services, *monitors])
+            _keep_only(changes, operator.MONITOR_KIND, operator.MONITORS_LABEL, monitors)
     except kube.ApiException as error:
-        runner.fail_from_exception(module, error, "the PrometheusRules in %s" % operator.NAMESPACE)
-    message = "%ss %s for the site's Prometheus Operator%s" % (
-        operator.RULE_KIND,
-        ", ".join(names) or "none",
+        runner.fail_from_exception(module, error, "the Prometheus Operator's objects in %s" % operator.NAMESPACE)
+    labels = (
         " (labels %s)" % ", ".join("%s=%s" % item for item in sorted(params["labels"].items()))
         if params["labels"]
-        else "",
+        else ""
+    )
+    message = "%ss %s%s for the site's Prometheus Operator%s" % (
+        operator.RULE_KIND,
+        ", ".join(_names(wanted)) or "none",
+        "; %ss %s" % (operator.MONITOR_KIND, ", ".join(_names(monitors))) if monitors else "",
+        labels,
     )
     return {
         "changed": changes.changed,
         "served": True,
-        "rules": names,
+        "rules": _names(wanted),
+        "monitors": _names(monitors),
         "message": message,
         "changed_objects": changes.applied,
     }
 
 
 def main():
-    runner.run_cluster_module(OPTIONS, work=_work, doing="making clusterproof's rules PrometheusRules")
+    runner.run_cluster_module(
+        OPTIONS, work=_work, doing="making clusterproof's rules the Prometheus Operator's objects"
+    )
 
 
 if __name__ == "__main__":

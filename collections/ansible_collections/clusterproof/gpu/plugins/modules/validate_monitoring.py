@@ -18,7 +18,9 @@ description:
     borrowed), naming Prometheus's address and the queries.
   - When Prometheus does not answer, the section is one failed check saying why (the validation goes on).
   - Where the API server serves the Prometheus Operator's C(PrometheusRule), checks that each shipped rule file is
-    one, as shipped (check C(monitoring/operator-rules)), as M(clusterproof.gpu.prometheus_rules) makes them.
+    one, as shipped (check C(monitoring/operator-rules)), as M(clusterproof.gpu.prometheus_rules) makes them; where it
+    serves C(ServiceMonitor) too, that each scrape source the rules need is one, as that module makes it (check
+    C(monitoring/operator-monitors); O(scheduler) names the GPU scheduler's).
   - With O(skipped), reads nothing and returns the section with one skipped check giving that reason; with
     O(prometheus_in_cluster) on a site that serves C(PrometheusRule) (where the stage runs no Prometheus of its
     own), the same, saying so.
@@ -54,7 +56,8 @@ options:
   scheduler:
     description:
       - The site's GPU scheduler (kai, kueue, none). With O(prometheus_in_cluster), each scrape job the monitoring
-        stage configures for it must have found a target (its metrics Service), or its check fails.
+        stage configures for it must have found a target (its metrics Service), or its check fails; where the site
+        serves C(ServiceMonitor), its ServiceMonitors are among those checked.
     type: str
     default: none
   rule_labels:
@@ -116,18 +119,24 @@ def _rule_files(params):
         raise runner.ModuleError(str(error)) from error
 
 
-def _operator_check(module, rule_files):
-    """``monitoring/operator-rules`` where the API server serves the Prometheus Operator's
-    PrometheusRule (the objects as the monitoring stage makes them of ``rule_files``), else None."""
+def _operator_checks(module, rule_files):
+    """Where the API server serves the Prometheus Operator's PrometheusRule, ``monitoring/operator-rules``
+    (the objects as the monitoring stage makes them of ``rule_files``) and, where it serves ServiceMonitor
+    too, ``monitoring/operator-monitors``; else none."""
     params = module.params
     applier = kube.Applier(kube.api_client(params["kubeconfig"], params["context"]))
     if not applier.serves(operator.API_VERSION, operator.RULE_KIND):
-        return None
+        return []
     if rule_files is None:
         raise runner.ModuleError("rules or rules_dir: expected the shipped rule files, found neither")
     wanted = operator.rule_objects(rule_files, params["rule_labels"])
     found = {obj["metadata"]["name"]: applier.get(obj) for obj in wanted}
-    return operator.rules_check(wanted, found, params["prometheus_url"] or "")
+    made = [operator.rules_check(wanted, found, params["prometheus_url"] or "")]
+    if applier.serves(operator.API_VERSION, operator.MONITOR_KIND):
+        targets = operator.monitor_targets(cluster.ClusterMonitoring(params["scheduler"], rule_files))
+        monitors = operator.monitor_objects(targets, params["rule_labels"])
+        made.append(operator.monitors_check(monitors, {obj["metadata"]["name"]: applier.get(obj) for obj in monitors}))
+    return made
 
 
 def _pods(module):
@@ -156,9 +165,9 @@ def _work(module):
         raise runner.ModuleError(problems + "; nothing was changed")
     # Read once: the operator's objects are made of them, and Prometheus must have loaded their rules.
     rule_files = _rule_files(params)
-    operator_check = _operator_check(module, rule_files)
+    operator_checks = _operator_checks(module, rule_files)
     skipped = params["skipped"]
-    if params["prometheus_in_cluster"] and operator_check is not None:
+    if params["prometheus_in_cluster"] and operator_checks:
         # The monitoring stage made the rules the operator's objects and ran no Prometheus of its own.
         skipped = (
             "the site runs the Prometheus Operator, which loads clusterproof's rules; clusterproof runs no "
@@ -167,11 +176,7 @@ def _work(module):
         )
     if skipped:
         # Where the site runs the Prometheus Operator, its objects are checked all the same.
-        found = (
-            [operator_check]
-            if operator_check
-            else [Check("monitoring/skipped", "Monitoring is checked", "skip", message=skipped)]
-        )
+        found = operator_checks or [Check("monitoring/skipped", "Monitoring is checked", "skip", message=skipped)]
         failed = sum(1 for check in found if check.status == "fail")
         section = checks.section(found, str(url) or "none")
         return {"changed": False, "section": section, "failed_checks": failed, "skipped_prometheus": True}
@@ -194,7 +199,7 @@ def _work(module):
         if params["prometheus_in_cluster"]
         else ()
     )
-    found = checks.target_checks(targets, started, expected) + ([operator_check] if operator_check else [])
+    found = checks.target_checks(targets, started, expected) + operator_checks
     seconds["targets"] = round(time.monotonic() - clock, 1)
     clock = time.monotonic()
     found.append(checks.rule_check(operator.rule_names(rule_files), api.rule_groups(url)))
