@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common import bounds
@@ -170,6 +170,12 @@ SITE_COUNTS = {
     "clusterproof_upgrade_work_back_timeout": 0,
     "clusterproof_etcd_backup_keep": 1,
     "clusterproof_etcd_backup_warn_hours": 1,
+}
+# Site settings that monitoring.settings judges: each function says what was expected, or None when the value is fine.
+SITE_JUDGED: dict[str, Callable[[Any], str | None]] = {
+    "clusterproof_monitoring_retention": monitoring_settings.retention_problem,
+    "clusterproof_monitoring_storage_size": monitoring_settings.storage_size_problem,
+    "clusterproof_monitoring_prometheus_url": monitoring_settings.prometheus_url_problem,
 }
 OUR_HOST_PREFIXES = ("gpu_", "node_")
 # Variables of the roles that run on the GPU hosts (gpu_benchmark_python, gpu_host_tests_sudo, ...):
@@ -639,21 +645,11 @@ def _check_site_settings(check: _Checker, site: Mapping[str, Any]) -> None:
         value = site.get(field)
         if value is not None and not isinstance(value, str):
             check.error("group all", field, "a path (a string)", value)
-    if "clusterproof_monitoring_retention" in site:
-        retention = site["clusterproof_monitoring_retention"]
-        expected = monitoring_settings.retention_problem(retention)
-        if expected:
-            check.error("group all", "clusterproof_monitoring_retention", expected, retention)
-    if "clusterproof_monitoring_storage_size" in site:
-        size = site["clusterproof_monitoring_storage_size"]
-        expected = monitoring_settings.storage_size_problem(size)
-        if expected:
-            check.error("group all", "clusterproof_monitoring_storage_size", expected, size)
-    if "clusterproof_monitoring_prometheus_url" in site:
-        url = site["clusterproof_monitoring_prometheus_url"]
-        expected = monitoring_settings.prometheus_url_problem(url)
-        if expected:
-            check.error("group all", "clusterproof_monitoring_prometheus_url", expected, url)
+    for field, problem in SITE_JUDGED.items():
+        if field in site:
+            expected = problem(site[field])
+            if expected:
+                check.error("group all", field, expected, site[field])
     if "clusterproof_monitoring_rule_labels" in site:
         for field, expected, found in monitoring_settings.label_problems(
             site["clusterproof_monitoring_rule_labels"], "clusterproof_monitoring_rule_labels"
