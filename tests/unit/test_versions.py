@@ -16,23 +16,17 @@ Where: every file under collections/, roles/ and playbooks/, except the versions
 version is pinned, in prose). A module's DOCUMENTATION and a role's argument_specs are not prose
 for this: they would say a default that is no longer the pin.
 
-Two kinds of exception, each listed with its reason:
+A version in a comment or a docstring counts too: the model and the engine backends cite "the pinned
+KAI" (``versions.KAI_SCHEDULER``), and versions.py says, beside each pin, which files were learnt from
+it and are to be read again when it moves. One kind of exception, listed with its reason:
 
-- ``CITATIONS``: a comment or docstring may cite the version a piece of code was learnt from or
-  works around ("in v0.12.0 it ignores its metrics address flag"). A citation stays true when the
-  pin moves, where "the pinned KAI ignores it" would silently stop being so; versions.py says,
-  beside each pin, which files were learnt from it. Allowed in comments and docstrings of the
-  listed files only, never in their code.
 - ``OTHER_MEANINGS``: files where the same string means something other than the pin.
 """
 
 from __future__ import annotations
 
-import ast
 import fnmatch
-import io
 import re
-import tokenize
 from pathlib import Path
 
 import pytest
@@ -44,18 +38,6 @@ from tests.conftest import REPO
 SCANNED = ("collections", "roles", "playbooks")
 VERSIONS_FILE = "collections/ansible_collections/clusterproof/gpu/plugins/module_utils/versions.py"
 PLUGINS = "collections/ansible_collections/clusterproof/gpu/plugins/"
-# Files whose comments and docstrings cite the version they were learnt from, and what they cite.
-CITATIONS = {
-    PLUGINS + "module_utils/model/fairshare.py": "the KAI and Kueue sources each rule of the model follows",
-    PLUGINS + "module_utils/model/shares.py": "KAI's division of shares the model follows",
-    PLUGINS + "module_utils/model/rules.py": "the KAI rules on what may start the model follows",
-    PLUGINS + "module_utils/model/victims.py": "KAI's reclaim strategies the victim rule follows",
-    PLUGINS + "module_utils/model/fair_sharing.py": "Kueue's fair-sharing preemption the model follows",
-    PLUGINS + "module_utils/model/policies.py": "the KAI and Kueue versions each policy follows",
-    PLUGINS + "module_utils/model/allocate.py": "KAI's and Kueue's queue orders the allocation follows",
-    PLUGINS + "module_utils/scheduler/kai.py": "KAI behaviour the backend works around (its queue label, metrics port)",
-    PLUGINS + "module_utils/scheduler/koordinator.py": "the ElasticQuota plugin source the quota division follows",
-}
 # (glob of files, pin name): why the pin's string means something else there.
 OTHER_MEANINGS = {
     ("roles/*/meta/main.yml", "debian"): "galaxy_info.platforms: the releases a role supports, not the pinned suite",
@@ -104,43 +86,16 @@ def scanned_files() -> list[Path]:
     return files
 
 
-def prose_positions(text: str) -> tuple[set[int], dict[int, int]]:
-    """Where a Python file has prose: the lines of its docstrings, and the column each comment starts at
-    (by line)."""
-    docstrings: set[int] = set()
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if (
-                isinstance(first, ast.Expr)
-                and isinstance(first.value, ast.Constant)
-                and isinstance(first.value.value, str)
-            ):
-                docstrings.update(range(first.lineno, first.end_lineno + 1))
-    comments = {
-        token.start[0]: token.start[1]
-        for token in tokenize.generate_tokens(io.StringIO(text).readline)
-        if token.type == tokenize.COMMENT
-    }
-    return docstrings, comments
-
-
 def literals_in(relative: str, text: str, patterns_by_pin: dict[str, list[re.Pattern[str]]] = PATTERNS) -> list[str]:
     """Each pinned version written in ``text`` (the file ``relative``), as 'file:line: pin literal',
     less the listed exceptions."""
     found = []
-    prose = prose_positions(text) if relative in CITATIONS else None
     for name, patterns in patterns_by_pin.items():
         if any(fnmatch.fnmatch(relative, glob) and pin == name for glob, pin in OTHER_MEANINGS):
             continue
         for pattern in patterns:
             for match in pattern.finditer(text):
                 line = text.count("\n", 0, match.start()) + 1
-                if prose is not None:
-                    docstrings, comments = prose
-                    column = match.start() - (text.rfind("\n", 0, match.start()) + 1)
-                    if line in docstrings or (line in comments and column >= comments[line]):
-                        continue
                 found.append("%s:%d: %s %s" % (relative, line, name, match.group(0)))
     return found
 
@@ -208,11 +163,10 @@ def test_what_counts_as_a_pinned_version(text, expected):
     assert [hit.split(": ", 1)[1] for hit in hits] == expected
 
 
-def test_a_citation_is_allowed_in_prose_only():
+def test_a_version_in_a_comment_or_a_docstring_is_a_literal_too():
     cited = PLUGINS + "module_utils/scheduler/kai.py"
     text = '"""As KAI v0.12.0 does it."""\n# v0.12.0: it listens everywhere\nTAG = "v0.12.0"  # v0.12.0\n'
-    assert literals_in(cited, text, EXAMPLE_PINS) == [cited + ":3: kai_scheduler v0.12.0"]
-    assert len(literals_in(PLUGINS + "module_utils/scheduler/kueue.py", text, EXAMPLE_PINS)) == 4
+    assert len(literals_in(cited, text, EXAMPLE_PINS)) == 4
 
 
 def test_the_galaxy_platforms_are_not_the_pinned_suite():
@@ -223,8 +177,6 @@ def test_the_galaxy_platforms_are_not_the_pinned_suite():
 
 def test_the_exceptions_name_files_that_exist():
     # An exception that no longer applies is removed, not left to cover a new literal.
-    for relative in CITATIONS:
-        assert (REPO / relative).is_file(), relative
     for glob, pin in OTHER_MEANINGS:
         assert pin in versions.PINS and list(REPO.glob(glob)), (glob, pin)
 
