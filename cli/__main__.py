@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -132,9 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # The report directory is known only when site_report has run: keep the log in a run directory
     # of its own until then, and move it beside the report at the end.
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    run_dir = RUNS_DIR / f"{stamp}-{options.command}"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = new_run_dir(datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"), options.command)
     started = time.monotonic()
     with (run_dir / EVENTS_FILE).open("w") as events_log:
         view = LiveView(sys.stdout, events_log, started)
@@ -166,6 +165,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in summary(returncode, status, paths, log_dir, time.monotonic() - started):
         print(line)
     return returncode
+
+
+def new_run_dir(stamp: str, command: str) -> Path:
+    """A run directory of this run's own, named by its start and command: two runs started in the same
+    second (two validations side by side) must not share one, or the first to end moves the other's
+    log away with its own."""
+    RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{stamp}-{command}-", dir=RUNS_DIR))
 
 
 def _collections_importable() -> None:

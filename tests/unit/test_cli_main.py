@@ -235,3 +235,12 @@ def test_every_command_names_a_playbook_and_inventory_of_the_repository():
         assert (REPO / playbook).is_file(), command
         inventories = [arguments[i + 1] for i, argument in enumerate(arguments) if argument == "-i"]
         assert all((REPO / inventory).is_dir() for inventory in inventories), command
+
+
+def test_two_runs_started_in_the_same_second_each_have_a_run_directory_of_their_own(monkeypatch, tmp_path):
+    monkeypatch.setattr(cli_main, "RUNS_DIR", tmp_path / "runs")
+    first = cli_main.new_run_dir("20261129T025036Z", "validate")
+    second = cli_main.new_run_dir("20261129T025036Z", "validate")
+    assert first != second and first.is_dir() and second.is_dir()
+    assert first.parent == second.parent == tmp_path / "runs"
+    assert first.name.startswith("20261129T025036Z-validate-")
