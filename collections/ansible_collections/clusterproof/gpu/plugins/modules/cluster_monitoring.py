@@ -126,8 +126,8 @@ def _work(module):
         raise runner.ModuleError("%s; nothing was changed" % error) from error
     try:
         changes = kube.Changes.connect(params["kubeconfig"], params["context"], module.check_mode)
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": settings.gpu_operator_namespace}}
-        changes.apply(cluster.objects(settings, gpu_operator=changes.applier.get(namespace) is not None))
+        gpu_operator = changes.applier.get(cluster.gpu_operator_namespace(settings)) is not None
+        changes.apply(cluster.objects(settings, gpu_operator=gpu_operator))
         address, _ = kube.service_proxy(
             changes.applier.api, config.NAMESPACE, config.PROMETHEUS, cluster.PROMETHEUS_PORT
         )

@@ -144,12 +144,8 @@ def _work(module):
             monitors = []
         else:
             if monitors:
-                gpu_operator = {
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {"name": site.gpu_operator_namespace},
-                }
-                services = operator.monitor_services(site, gpu_operator=changes.applier.get(gpu_operator) is not None)
+                gpu_operator = changes.applier.get(cluster.gpu_operator_namespace(site)) is not None
+                services = operator.monitor_services(site, gpu_operator=gpu_operator)
                 changes.apply([*services, *monitors])
             _keep_only(changes, operator.MONITOR_KIND, operator.MONITORS_LABEL, monitors)
     except kube.ApiException as error:

@@ -348,6 +348,11 @@ def scheduler_service() -> dict[str, Any]:
     )
 
 
+def gpu_operator_namespace(settings: ClusterMonitoring) -> dict[str, Any]:
+    """The GPU operator's namespace, to ask whether it exists (DCGM's Service goes into it only then)."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": settings.gpu_operator_namespace}}
+
+
 def dcgm_service(settings: ClusterMonitoring) -> dict[str, Any]:
     """Each DCGM exporter of the GPU operator (made only where its namespace is)."""
     return headless_service(DCGM_SERVICE, settings.gpu_operator_namespace, DCGM_SELECTOR, DCGM_PORT, DCGM_PORT_NAME)
