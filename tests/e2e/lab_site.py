@@ -6,7 +6,8 @@ tests/e2e/test_lab_site.py and bench/lab_site_bench.py run the site's playbooks 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +99,47 @@ def quick_validation() -> tuple[str, ...]:
 def report_checks(report: dict) -> dict[str, dict]:
     """A report's checks by id, over all its sections."""
     return {check["id"]: check for section in report["sections"] for check in section["checks"]}
+
+
+def cluster_state(kubectl: Callable[[str], subprocess.CompletedProcess]) -> str:
+    """What a failed install needs read beside its output: each node's conditions that are not as on
+    a healthy node (Ready, no pressure), each pod that is neither running nor done with its reason,
+    and the cluster's last warnings. ``kubectl`` runs kubectl on the control-plane host."""
+    lines = ["", "--- the lab cluster when it failed ---"]
+    nodes = kubectl("get nodes -o json")
+    if nodes.returncode != 0:
+        return "\n".join([*lines, "kubectl get nodes: " + nodes.stderr.strip()])
+    for node in json.loads(nodes.stdout)["items"]:
+        unusual = [
+            "%s=%s (%s)" % (c["type"], c["status"], c.get("message", ""))
+            for c in node["status"].get("conditions", [])
+            if (c["type"] == "Ready") != (c["status"] == "True")
+        ]
+        taints = ["%s:%s" % (t["key"], t["effect"]) for t in node["spec"].get("taints", [])]
+        lines.append("node %s: %s; taints %s" % (node["metadata"]["name"], "; ".join(unusual) or "healthy", taints))
+    pods = kubectl("get pods -A -o json")
+    for pod in json.loads(pods.stdout)["items"] if pods.returncode == 0 else []:
+        status = pod.get("status", {})
+        if status.get("phase") in ("Running", "Succeeded") and all(
+            c.get("ready") for c in status.get("containerStatuses", [])
+        ):
+            continue
+        waiting = [
+            "%s: %s" % (c["name"], (c.get("state", {}).get("waiting") or {}).get("reason", ""))
+            for c in status.get("containerStatuses", [])
+        ]
+        lines.append(
+            "pod %s/%s on %s: %s %s %s %s"
+            % (
+                pod["metadata"]["namespace"],
+                pod["metadata"]["name"],
+                pod["spec"].get("nodeName", "-"),
+                status.get("phase"),
+                status.get("reason", ""),
+                status.get("message", ""),
+                waiting,
+            )
+        )
+    events = kubectl("get events -A --field-selector type=Warning --sort-by=.lastTimestamp")
+    lines.extend(events.stdout.splitlines()[-20:] if events.returncode == 0 else ["events: " + events.stderr.strip()])
+    return "\n".join(lines)

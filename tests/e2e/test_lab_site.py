@@ -259,7 +259,8 @@ def test_coredns_answers_and_a_service_reaches_a_pod_on_another_host(site: SiteL
         phase = site.kubectl("get pod client -o jsonpath={.status.phase}").stdout
         return phase if phase in ("Succeeded", "Failed") else None
 
-    assert _wait_for("the client pod to fetch the page through the Service", client_done, timeout=300) == "Succeeded"
+    phase = _wait_for("the client pod to fetch the page through the Service", client_done, timeout=300)
+    assert phase == "Succeeded", site.kubectl("logs client").stdout + lab_site.cluster_state(site.kubectl)
     # The name resolved through CoreDNS to the Service, which kube-proxy sent across hosts (flannel).
     # The client retries until the Service has its endpoint; a refused try before that is in its log too.
     assert site.kubectl("logs client").stdout.strip().splitlines()[-1] == "served-by-lab-worker-1"
@@ -292,7 +293,7 @@ def site_stages(site: SiteLab) -> SiteLab:
     print("[lab site] site.yml on the converged lab: %.0f s" % (time.monotonic() - started), flush=True)
     report = site.reports / "lab-site-test" / "latest" / "report.json"
     # A run that stopped before its report says why (every test of the stages would fail on the file).
-    assert report.exists(), site.site_run.output[-6000:]
+    assert report.exists(), site.site_run.output[-6000:] + lab_site.cluster_state(site.kubectl)
     site.report = json.loads(report.read_text())
     started = time.monotonic()
     site.site_again = run_playbook(
@@ -303,7 +304,9 @@ def site_stages(site: SiteLab) -> SiteLab:
 
 
 def test_kai_and_local_path_run_as_pods_of_their_charts_installed_from_the_bundle(site_stages: SiteLab) -> None:
-    assert site_stages.site_run.returncode == 0, site_stages.site_run.output[-5000:]
+    assert site_stages.site_run.returncode == 0, site_stages.site_run.output[-5000:] + lab_site.cluster_state(
+        site_stages.kubectl
+    )
     # helm on the control-plane host is the bundle's package; the releases are the bundle's charts.
     assert site_stages.ssh(CONTROL_PLANE["lab-cp-1"], "dpkg -s helm").returncode == 0
     releases = json.loads(

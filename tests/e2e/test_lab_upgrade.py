@@ -98,7 +98,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpgradeLab]:
         staged = run_playbook(
             str(PLAYBOOKS / "site.yml"), *lab_site.quick_validation(), inventory=site.previous, timeout=1800
         )
-        assert staged.returncode == 0, staged.output[-5000:]
+        assert staged.returncode == 0, staged.output[-5000:] + lab_site.cluster_state(site.kubectl)
         print("[upgrade lab] site.yml at %s: %.0f s" % (PREVIOUS, time.monotonic() - started), flush=True)
         yield site
     finally:
