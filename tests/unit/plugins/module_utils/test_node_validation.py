@@ -84,7 +84,7 @@ def test_check_ids_are_unique_and_stable():
         "gpu-nodes/dgx1-1/gpu-memory",
         "gpu-nodes/dgx1-2/present",
     ]
-    assert ids[-2:] == ["cluster/gpu-total", "cluster/undeclared-gpu-nodes"]
+    assert ids[-3:] == ["cluster/gpu-total", "cluster/undeclared-gpu-nodes", "cluster/node-pressure"]
 
 
 def test_missing_node_fails_naming_it_and_skips_its_other_checks():
@@ -139,6 +139,24 @@ def test_not_ready_node_fails_with_the_condition_found():
     assert check.observed == "Ready=False (KubeletNotReady; PLEG is not healthy)"
     assert "kubectl describe node dgx1-1" in check.message
     assert outcome.node_table[0].ready is False
+
+
+def test_a_node_under_pressure_fails_naming_it_and_the_condition_gpu_node_or_not():
+    pressed = api_node("lab-worker-1", gpus=None, labels={})
+    pressed["status"]["conditions"].append(
+        {"type": "DiskPressure", "status": "True", "message": "kubelet has disk pressure"}
+    )
+    calm = validate_gpu_nodes(
+        [declared("dgx1-1")], [api_node("dgx1-1"), api_node("lab-worker-2", gpus=None, labels={})]
+    )
+    assert by_id(calm)["cluster/node-pressure"].status == "pass"
+    outcome = validate_gpu_nodes([declared("dgx1-1")], [api_node("dgx1-1"), pressed])
+    check = by_id(outcome)["cluster/node-pressure"]
+    assert check.status == "fail"
+    assert check.observed == ["lab-worker-1: DiskPressure (kubelet has disk pressure)"]
+    assert "evictionHard" in check.message
+    # Pressure is the node's, not the GPUs': the declared node's own checks still pass.
+    assert by_id(outcome)["gpu-nodes/dgx1-1/ready"].status == "pass"
 
 
 def test_product_and_memory_labels_are_compared_when_declared():

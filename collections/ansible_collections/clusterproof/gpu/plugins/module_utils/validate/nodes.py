@@ -18,7 +18,10 @@ number, and every GPU node is listed", made per node so that a failure names the
 * ``<node>/gpu-memory``: label ``nvidia.com/gpu.memory`` equals ``gpu_memory_mib`` (when declared);
 * ``<node>/labels``: every declared label has the declared value (when any are declared);
 * ``cluster/gpu-total``: the cluster's total allocatable GPUs equal the sum declared;
-* ``cluster/undeclared-gpu-nodes``: a warning (never a failure) for GPU nodes nobody declared.
+* ``cluster/undeclared-gpu-nodes``: a warning (never a failure) for GPU nodes nobody declared;
+* ``cluster/node-pressure``: no Node of the cluster, GPU node or not, reports memory, disk or process
+  pressure: while it lasts its kubelet evicts pods and the scheduler keeps new ones off it, so
+  what the other checks prove does not hold for long.
 
 With time-slicing (the device layer's ``time_slicing`` for ``nvidia.com/gpu``) each GPU is
 advertised ``replicas`` times, so the expected allocatable count is ``gpu_count`` × ``replicas``.
@@ -57,6 +60,8 @@ SECTION_ID = "gpu-nodes"
 # of its ``type`` device attribute for a whole GPU ("mig" for a MIG device, "vfio" for a GPU bound
 # for passthrough: neither is a GPU the node's pods can have whole).
 DRA_GPU_DRIVER = "gpu.nvidia.com"
+# The kubelet's conditions that say it is short of something and evicting (True is the bad value).
+PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure")
 DRA_WHOLE_GPU_TYPE = "gpu"
 # Where a node's GPU count came from (the node table's ``gpu_source``).
 SOURCE_DEVICE_PLUGIN = "device-plugin"
@@ -132,6 +137,7 @@ class ObservedNode:
     ready: bool
     ready_detail: str
     kubelet: str = ""  # the kubelet's version (status.nodeInfo), which an upgrade moves
+    pressures: tuple[str, ...] = ()  # each pressure condition that is True, with the kubelet's message
 
     @classmethod
     def from_api(cls, node: Mapping[str, Any]) -> ObservedNode:
@@ -147,6 +153,7 @@ class ObservedNode:
             ready=ready,
             ready_detail=ready_detail,
             kubelet=str((status.get("nodeInfo") or {}).get("kubeletVersion") or ""),
+            pressures=_pressures(status.get("conditions") or ()),
         )
 
 
@@ -442,6 +449,7 @@ def validate_gpu_nodes(
         )
     checks.append(_total_check(declared_nodes, expected_total, advertised, observed_nodes, counts))
     checks.append(_undeclared_check(undeclared))
+    checks.append(_pressure_check(observed_nodes))
     return NodeValidation(checks=checks, node_table=rows)
 
 
@@ -687,6 +695,34 @@ def _undeclared_check(undeclared: list[ObservedNode]) -> Check:
             f"{len(names)} GPU node(s) are in the cluster but not in the inventory: {_some(names)}. They are not "
             "validated; add them to the inventory's gpu_nodes group if they belong to this site."
         ),
+    )
+
+
+def _pressure_check(observed: list[ObservedNode]) -> Check:
+    title = "no node reports memory, disk or process pressure"
+    pressed = [f"{node.name}: {', '.join(node.pressures)}" for node in observed if node.pressures]
+    if not pressed:
+        return Check(id="cluster/node-pressure", title=title, status="pass", expected=[], observed=[])
+    return Check(
+        id="cluster/node-pressure",
+        title=title,
+        status="fail",
+        expected=[],
+        observed=pressed,
+        message=(
+            f"{len(pressed)} node(s) report pressure: {_some(pressed)}. Their kubelets evict pods and the scheduler "
+            "keeps new ones off them until it passes; free what the condition names (`kubectl describe node`), "
+            "or set the kubelet's eviction thresholds (clusterproof_kubelet_config.evictionHard) to what the "
+            "hosts really have."
+        ),
+    )
+
+
+def _pressures(conditions: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    return tuple(
+        f"{condition['type']} ({condition.get('message') or condition.get('reason') or 'no message'})"
+        for condition in conditions
+        if condition.get("type") in PRESSURE_CONDITIONS and condition.get("status") == "True"
     )
 
 
