@@ -502,6 +502,29 @@ def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_becom
         remade = site.run("playbooks/monitoring.yml", *extra)
         assert remade.returncode == 0 and remade.recap()["changed"] > 0, remade.output[-3000:]
         assert sorted(monitors()) == sorted(made_monitors)
+
+        # A site whose GPU operator someone else installed elsewhere: one inventory setting moves DCGM's
+        # monitor, and the validation expects it there (the stage and the check read the same setting).
+        elsewhere = {
+            "clusterproof_monitoring_rule_labels": labels,
+            "clusterproof_monitoring_gpu_operator_namespace": "dcgm-elsewhere",
+        }
+        moved = site.run("playbooks/monitoring.yml", "-e", json.dumps(elsewhere))
+        assert moved.returncode == 0 and moved.recap()["changed"] > 0, moved.output[-3000:]
+        dcgm = monitors()["clusterproof-dcgm-exporter"]["spec"]["namespaceSelector"]
+        assert dcgm == {"matchNames": ["dcgm-elsewhere"]}
+        validated = site.run("playbooks/validate.yml", "-e", json.dumps(elsewhere))
+        assert validated.returncode == 0, (_failed_checks(site), validated.output[-3000:])
+        stale = site.run("playbooks/validate.yml", *extra)
+        assert stale.returncode != 0, stale.output[-3000:]
+        assert _failed_checks(site) == [
+            (
+                "monitoring/operator-monitors",
+                "ServiceMonitor clusterproof-monitoring/clusterproof-dcgm-exporter is not as clusterproof makes it",
+            )
+        ]
+        back = site.run("playbooks/monitoring.yml", *extra)
+        assert back.returncode == 0, back.output[-3000:]
     finally:
         for name in names:
             extensions.delete_custom_resource_definition(name)

@@ -289,6 +289,7 @@ INVENTORY_CASES = [
     inv("monitoring-maybe", site_set(clusterproof_monitoring="maybe"), ALL + "clusterproof_monitoring: expected a boolean (true or false)", "found 'maybe'"),
     inv("monitoring-retention-number", site_set(clusterproof_monitoring_retention=15), ALL + "clusterproof_monitoring_retention: expected a Prometheus duration of at least 1h", "found 15"),
     inv("monitoring-retention-word", site_set(clusterproof_monitoring_retention="15 days"), ALL + "clusterproof_monitoring_retention: expected a Prometheus duration of at least 1h", "found '15 days'"),
+    inv("monitoring-gpu-operator-namespace-upper", site_set(clusterproof_monitoring_gpu_operator_namespace="GPU_Operator"), ALL + "clusterproof_monitoring_gpu_operator_namespace: expected a namespace name (a DNS label", "found 'GPU_Operator'"),
     inv("monitoring-retention-short", site_set(clusterproof_monitoring_retention="30m"), ALL + "clusterproof_monitoring_retention: expected a Prometheus duration of at least 1h", "found '30m'"),
     *(
         inv(

@@ -66,6 +66,12 @@ options:
         checked on the objects where the API server serves C(PrometheusRule).
     type: dict
     default: {}
+  gpu_operator_namespace:
+    description:
+      - Where the GPU operator runs DCGM's exporter, as the monitoring stage was given it; the ServiceMonitor
+        C(clusterproof-dcgm-exporter) is expected to scrape there.
+    type: str
+    default: gpu-operator
 """
 
 EXAMPLES = r"""
@@ -133,7 +139,10 @@ def _operator_checks(module, rule_files):
     found = {obj["metadata"]["name"]: applier.get(obj) for obj in wanted}
     made = [operator.rules_check(wanted, found, params["prometheus_url"] or "")]
     if applier.serves(operator.API_VERSION, operator.MONITOR_KIND):
-        targets = operator.monitor_targets(cluster.ClusterMonitoring(params["scheduler"], rule_files))
+        settings = cluster.ClusterMonitoring(
+            params["scheduler"], rule_files, gpu_operator_namespace=params["gpu_operator_namespace"]
+        )
+        targets = operator.monitor_targets(settings)
         monitors = operator.monitor_objects(targets, params["rule_labels"])
         made.append(operator.monitors_check(monitors, {obj["metadata"]["name"]: applier.get(obj) for obj in monitors}))
     return made
@@ -245,6 +254,7 @@ def main():
             "settle_timeout": {"type": "int", "default": config.SETTLE_SECONDS},
             "skipped": {"type": "str"},
             "rule_labels": {"type": "dict", "default": {}},
+            "gpu_operator_namespace": {"type": "str", "default": "gpu-operator"},
             "scheduler": {"type": "str", "default": "none"},
         },
         work=_work,

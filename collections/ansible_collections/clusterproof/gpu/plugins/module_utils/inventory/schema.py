@@ -176,6 +176,7 @@ SITE_JUDGED: dict[str, Callable[[Any], str | None]] = {
     "clusterproof_monitoring_retention": monitoring_settings.retention_problem,
     "clusterproof_monitoring_storage_size": monitoring_settings.storage_size_problem,
     "clusterproof_monitoring_prometheus_url": monitoring_settings.prometheus_url_problem,
+    "clusterproof_monitoring_gpu_operator_namespace": monitoring_settings.namespace_problem,
 }
 OUR_HOST_PREFIXES = ("gpu_", "node_")
 # Variables of the roles that run on the GPU hosts (gpu_benchmark_python, gpu_host_tests_sudo, ...):

@@ -27,7 +27,11 @@ SITE_VARIABLES = {
     "where clusterproof runs none (the sandbox's unless set)",
     "clusterproof_monitoring_storage_size": "the size of Prometheus's claim on the default storage class, on a kubeadm "
     "site (10Gi unless set)",
+    "clusterproof_monitoring_gpu_operator_namespace": "the namespace the GPU operator (and DCGM's exporter) runs in, "
+    "where someone else installed it (gpu-operator unless set, where clusterproof installs it)",
 }
+# Where clusterproof's gpu_device_layer role installs the GPU operator (its release's namespace).
+GPU_OPERATOR_NAMESPACE_DEFAULT = "gpu-operator"
 RETENTION_DEFAULT = "15d"
 # Prometheus's duration syntax (its model.ParseDuration): units from years down, each at most once, in order.
 _DURATION = re.compile(r"(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")
@@ -53,6 +57,11 @@ def retention_problem(value: Any) -> str | None:
     if seconds is None or seconds < RETENTION_LEAST_SECONDS:
         return RETENTION_EXPECTED
     return None
+
+
+def namespace_problem(value: Any) -> str | None:
+    """What was expected, when ``value`` is no Kubernetes namespace name."""
+    return None if names.is_dns_label(value) else "a namespace name (a DNS label: lower-case letters, digits and '-')"
 
 
 def label_problems(labels: Any, field: str, reserved: Collection[str] = ()) -> list[tuple[str, str, Any]]:
