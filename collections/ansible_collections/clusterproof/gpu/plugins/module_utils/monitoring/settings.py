@@ -30,8 +30,6 @@ SITE_VARIABLES = {
     "clusterproof_monitoring_gpu_operator_namespace": "the namespace the GPU operator (and DCGM's exporter) runs in, "
     "where someone else installed it (gpu-operator unless set, where clusterproof installs it)",
 }
-# Where clusterproof's gpu_device_layer role installs the GPU operator (its release's namespace).
-GPU_OPERATOR_NAMESPACE_DEFAULT = "gpu-operator"
 RETENTION_DEFAULT = "15d"
 # Prometheus's duration syntax (its model.ParseDuration): units from years down, each at most once, in order.
 _DURATION = re.compile(r"(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")

@@ -60,9 +60,9 @@ SECTION_ID = "gpu-nodes"
 # of its ``type`` device attribute for a whole GPU ("mig" for a MIG device, "vfio" for a GPU bound
 # for passthrough: neither is a GPU the node's pods can have whole).
 DRA_GPU_DRIVER = "gpu.nvidia.com"
+DRA_WHOLE_GPU_TYPE = "gpu"
 # The kubelet's conditions that say it is short of something and evicting (True is the bad value).
 PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure")
-DRA_WHOLE_GPU_TYPE = "gpu"
 # Where a node's GPU count came from (the node table's ``gpu_source``).
 SOURCE_DEVICE_PLUGIN = "device-plugin"
 SOURCE_DRA = "dra"
