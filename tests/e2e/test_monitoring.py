@@ -341,6 +341,14 @@ def _failed_checks(site: Site) -> list[tuple[str, str]]:
     return [(check["id"], check.get("message", "")) for check in site.section()["checks"] if check["status"] == "fail"]
 
 
+def _validation_fails_on_alone(site: Site, extra: tuple[str, ...], check_id: str, message: str) -> None:
+    """validate.yml with ``extra`` fails, and the one failed check of the monitoring section is
+    ``check_id`` with ``message``."""
+    validated = site.run("playbooks/validate.yml", *extra)
+    assert validated.returncode != 0, validated.output[-3000:]
+    assert _failed_checks(site) == [(check_id, message)]
+
+
 def test_prometheus_stopped_is_a_failed_check_and_the_stage_brings_it_back(site):
     # Prometheus stops while it records a running Job's GPUs, and the Job ends while it is down: the
     # pod's last samples outlive the restart (no scrape marks them stale), which the restarted
@@ -475,14 +483,12 @@ def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_becom
             "clusterproof-rules",
             {"spec": {"groups": kept}},
         )
-        drifted = site.run("playbooks/validate.yml", *extra)
-        assert drifted.returncode != 0, drifted.output[-3000:]
-        assert _failed_checks(site) == [
-            (
-                "monitoring/operator-rules",
-                "PrometheusRule clusterproof-monitoring/clusterproof-rules has no group %s" % dropped["name"],
-            )
-        ]
+        _validation_fails_on_alone(
+            site,
+            extra,
+            "monitoring/operator-rules",
+            "PrometheusRule clusterproof-monitoring/clusterproof-rules has no group %s" % dropped["name"],
+        )
         mended = site.run("playbooks/monitoring.yml", *extra)
         assert mended.returncode == 0 and mended.recap()["changed"] > 0, mended.output[-3000:]
         assert rule()["spec"]["groups"] == shipped
@@ -491,14 +497,12 @@ def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_becom
         custom.delete_namespaced_custom_object(
             "monitoring.coreos.com", "v1", "clusterproof-monitoring", "servicemonitors", "clusterproof-kai-scheduler"
         )
-        unmonitored = site.run("playbooks/validate.yml", *extra)
-        assert unmonitored.returncode != 0, unmonitored.output[-3000:]
-        assert _failed_checks(site) == [
-            (
-                "monitoring/operator-monitors",
-                "ServiceMonitor clusterproof-monitoring/clusterproof-kai-scheduler is missing",
-            )
-        ]
+        _validation_fails_on_alone(
+            site,
+            extra,
+            "monitoring/operator-monitors",
+            "ServiceMonitor clusterproof-monitoring/clusterproof-kai-scheduler is missing",
+        )
         remade = site.run("playbooks/monitoring.yml", *extra)
         assert remade.returncode == 0 and remade.recap()["changed"] > 0, remade.output[-3000:]
         assert sorted(monitors()) == sorted(made_monitors)
@@ -515,14 +519,12 @@ def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_becom
         assert dcgm == {"matchNames": ["dcgm-elsewhere"]}
         validated = site.run("playbooks/validate.yml", "-e", json.dumps(elsewhere))
         assert validated.returncode == 0, (_failed_checks(site), validated.output[-3000:])
-        stale = site.run("playbooks/validate.yml", *extra)
-        assert stale.returncode != 0, stale.output[-3000:]
-        assert _failed_checks(site) == [
-            (
-                "monitoring/operator-monitors",
-                "ServiceMonitor clusterproof-monitoring/clusterproof-dcgm-exporter is not as clusterproof makes it",
-            )
-        ]
+        _validation_fails_on_alone(
+            site,
+            extra,
+            "monitoring/operator-monitors",
+            "ServiceMonitor clusterproof-monitoring/clusterproof-dcgm-exporter is not as clusterproof makes it",
+        )
         back = site.run("playbooks/monitoring.yml", *extra)
         assert back.returncode == 0, back.output[-3000:]
     finally:
