@@ -179,6 +179,37 @@ def test_an_expected_error_with_no_message_says_what_failed_not_module_failed(mo
     assert "raise TimeoutError()" in result["exception"]
 
 
+def test_an_unexpected_error_names_its_type_where_it_was_raised_and_what_it_was_handling(monkeypatch):
+    # The dynamic client's bare ResourceNotFoundError, raised while handling a 404, once ended a
+    # sandbox KAI start as the controller's "Module failed." with nothing after it.
+    monkeypatch.setattr(runner.basic, "AnsibleModule", RecordingModule)
+
+    def bare_while_handling(params, check_mode, tmpdir):
+        try:
+            raise LookupError()
+        except LookupError:
+            raise KeyError()  # noqa: B904 (the context is what the message is to name)
+
+    with pytest.raises(Failed) as failed:
+        runner.run_host_check({}, bare_while_handling, doing="installing KAI scheduler", expected=())
+    result = failed.value.args[0]
+    assert result["msg"] == (
+        "installing KAI scheduler failed with an unexpected KeyError with no message (raised at test_runner.py:%d), "
+        "while handling LookupError with no message (raised at test_runner.py:%d)"
+        % (bare_while_handling.__code__.co_firstlineno + 4, bare_while_handling.__code__.co_firstlineno + 2)
+    )
+    assert "KeyError" in result["exception"]
+
+    def odd(params, check_mode, tmpdir):
+        raise ZeroDivisionError("division by zero\nsecond line")
+
+    with pytest.raises(Failed) as failed:
+        runner.run_host_check({}, odd, doing="", expected=())
+    assert failed.value.args[0]["msg"].startswith(
+        "the module failed with an unexpected ZeroDivisionError: division by zero (raised at test_runner.py:"
+    )
+
+
 @pytest.mark.parametrize(
     ("params", "problem"),
     [

@@ -28,8 +28,8 @@ class FakeApplier:
     def wait_established(self, names, timeout):
         self.waited += names
 
-    def refresh_discovery(self):
-        pass
+    def wait_served(self, kinds, timeout):
+        self.waited += ["%s %s" % kind for kind in kinds]
 
 
 def step(tmp_path: Path, check_mode: bool = False) -> install.InstallStep:
@@ -37,7 +37,11 @@ def step(tmp_path: Path, check_mode: bool = False) -> install.InstallStep:
 
 
 def crd(name: str) -> dict:
-    return {"kind": "CustomResourceDefinition", "metadata": {"name": name, "creationTimestamp": None}}
+    return {
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name, "creationTimestamp": None},
+        "spec": {"group": "x", "names": {"kind": "Queue"}, "versions": [{"name": "v1", "served": True}]},
+    }
 
 
 def test_no_sandbox_and_no_build_are_refused_saying_what_to_run(tmp_path):
@@ -66,7 +70,7 @@ def test_objects_of_new_crds_count_as_applied_in_check_mode(tmp_path):
     assert checking.applier.waited == []
     running = step(tmp_path)
     running.apply_crds([crd("queues.x")], [], timeout=1)
-    assert running.applier.waited == ["queues.x"]
+    assert running.applier.waited == ["queues.x", "x/v1 Queue"]
 
 
 def test_a_file_is_written_once(tmp_path):

@@ -529,3 +529,47 @@ def test_the_storage_probe_reads_back_what_its_reader_printed_or_none_when_its_t
     gone = storage_probe_of(StorageCluster(reader_phases=["Pending"], node_ready=False))
     assert gone._read_back(claim, "claim-a", time.monotonic() + 30) is None
     assert (claim.node_lost, claim.node_lost_why, gone.nodes) == ("w-1", "Ready=Unknown", [])
+
+
+def test_each_served_version_of_a_crd_is_a_kind_to_wait_for_and_one_not_served_is_not():
+    crd = {
+        "spec": {
+            "group": "scheduling.run.ai",
+            "names": {"kind": "Queue"},
+            "versions": [{"name": "v2", "served": True}, {"name": "v1", "served": False}, {"name": "v2alpha2"}],
+        }
+    }
+    assert kube.served_kinds([crd]) == [("scheduling.run.ai/v2", "Queue"), ("scheduling.run.ai/v2alpha2", "Queue")]
+
+
+class Discovery:
+    """An Applier's serves: each kind is listed after ``polls`` asks (a group version served late)."""
+
+    def __init__(self, served, polls=1):
+        self.served, self.polls, self.asked = set(served), polls, []
+
+    def serves(self, api_version, kind):
+        self.asked.append(kind)
+        return (api_version, kind) in self.served and self.asked.count(kind) >= self.polls
+
+
+def test_kinds_are_waited_for_until_discovery_lists_them_and_the_one_never_served_is_named():
+    discovery = Discovery({("x/v1", "Queue"), ("x/v1", "Topology")}, polls=2)
+    kube.Applier.wait_served(discovery, [("x/v1", "Queue"), ("x/v1", "Topology")], timeout=30)
+    assert discovery.asked == ["Queue", "Queue", "Topology", "Topology"]
+    with pytest.raises(kube.KubeError, match="the API server did not serve BindRequest in x/v1 within 0 s"):
+        kube.Applier.wait_served(Discovery(set()), [("x/v1", "BindRequest")], timeout=0)
+
+
+def test_an_object_of_a_kind_not_served_fails_naming_the_kind_not_bare():
+    # The client raises ResourceNotFoundError with no message; a module ended on it said only "Module failed.".
+    from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+    class Resources:
+        def get(self, api_version, kind):
+            raise ResourceNotFoundError
+
+    applier = kube.Applier.__new__(kube.Applier)
+    applier.dynamic = type("Dynamic", (), {"resources": Resources()})()
+    with pytest.raises(kube.KubeError, match="the API server serves no Queue in scheduling.run.ai/v2: is its Cus"):
+        applier.get({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "root"}})

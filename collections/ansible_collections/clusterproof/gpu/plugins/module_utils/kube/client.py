@@ -286,7 +286,16 @@ class Applier:
         self.dynamic = DynamicClient(api)
 
     def _resource(self, manifest: dict[str, Any]) -> Any:
-        return self.dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        api_version, kind = manifest["apiVersion"], manifest["kind"]
+        try:
+            return self.dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError as error:
+            # The client raises it bare (no message), which would end a module as "Module failed.".
+            raise KubeError(
+                f"the API server serves no {kind} in {api_version}: is its CustomResourceDefinition installed?"
+            ) from error
 
     def serves(self, api_version: str, kind: str) -> bool:
         """Whether the API server serves ``kind`` in ``api_version`` (a CRD's kind once established).
@@ -370,6 +379,27 @@ class Applier:
         """Forget the API's resource list, after CRDs were added."""
         self.dynamic.resources.invalidate_cache()
 
+    def wait_served(self, kinds: Iterable[tuple[str, str]], timeout: float) -> None:
+        """Wait until the API server's discovery lists each (apiVersion, kind): a CRD is Established
+        a moment before its group version is served (it answers 404 until then), and an object of
+        it applied in between fails."""
+        deadline = time.monotonic() + timeout
+        for api_version, kind in kinds:
+            left = deadline - time.monotonic()
+            served = wait_until(lambda a=api_version, k=kind: self.serves(a, k), timeout=left, interval=0.2)
+            if served.timed_out:
+                raise KubeError(f"the API server did not serve {kind} in {api_version} within {timeout:.0f} s")
+
+
+def served_kinds(crds: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The (apiVersion, kind) of each version the CustomResourceDefinitions serve."""
+    return [
+        (f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"])
+        for crd in crds
+        for version in crd["spec"].get("versions") or ()
+        if version.get("served", True)
+    ]
+
 
 def name_of(manifest: dict[str, Any]) -> str:
     """How modules name an object they report: kind/name."""
@@ -404,7 +434,7 @@ class Changes:
         self.apply(crds + list(others))
         if not self.check_mode:
             self.applier.wait_established([crd["metadata"]["name"] for crd in crds], timeout)
-            self.applier.refresh_discovery()
+            self.applier.wait_served(served_kinds(crds), timeout)
 
     def apply_custom(self, wanted: Iterable[dict[str, Any]]) -> None:
         """Apply objects of the CRDs just applied. In check mode, where CRDs would be applied the

@@ -278,6 +278,23 @@ def run_simulated_nodes(
     )
 
 
+def unexpected_error_message(error: BaseException, doing: str) -> str:
+    """An error no layer expected, in a line: what was being done, the error's type and message,
+    where it was raised, and what it was raised while handling (each of those as bare)."""
+    parts = [f"{doing or 'the module'} failed with an unexpected {_error_summary(error)}"]
+    cause = error.__cause__ or error.__context__
+    if cause is not None:
+        parts.append(f"while handling {_error_summary(cause)}")
+    return ", ".join(parts)
+
+
+def _error_summary(error: BaseException) -> str:
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (raised at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+    message = str(error).strip().split("\n", 1)[0][:300]  # an API error's str holds its whole body and traceback
+    return f"{type(error).__name__}: {message}{where}" if message else f"{type(error).__name__} with no message{where}"
+
+
 def run_module(
     spec: Mapping[str, Any],
     work: Callable[[AnsibleModule], Mapping[str, Any]],
@@ -312,7 +329,9 @@ def run_module(
     except Exception as error:
         known = isinstance(error, (ModuleError, base.KubeError)) or base.is_api_error(error)
         if not known and not base.unreachable_message(error):
-            raise  # a bug: its traceback says more than a message would
+            # A bug, or a library's error not yet turned into one of ours: its type and where it was
+            # raised, in the message (the controller shows a module's traceback only when told to).
+            module.fail_json(msg=unexpected_error_message(error, doing), exception=traceback.format_exc())
         fail_from_exception(module, error, doing, hint)
     result.setdefault("changed", False)
     module.exit_json(**result)
