@@ -12,7 +12,9 @@ import json
 import os
 import signal
 import ssl
+import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -114,6 +116,55 @@ def api_answers(timeout: float = 2.0) -> bool:
         return False
 
 
+def readyz(url: str, timeout: float = 2.0) -> str:
+    """``url``'s answer in a line: "200", or the status and the checks that failed, or why none came."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url + "?verbose", timeout=timeout, context=context) as answer:  # noqa: S310
+            return str(answer.status)
+    except urllib.error.HTTPError as error:
+        failed = [line for line in error.read().decode(errors="replace").splitlines() if "failed" in line]
+        return "%d %s" % (error.code, "; ".join(failed)[:400])
+    except OSError as error:
+        return "no answer (%s)" % error
+
+
+# What a control plane shows of the endpoint and of etcd: whether it holds the VIP, its keepalived's
+# and haproxy's state and keepalived's last words, and etcd's view of every member.
+_ENDPOINT_STATE = (
+    "ip -o -4 addr show | grep -c ' %s/' ; systemctl is-active keepalived haproxy; "
+    "journalctl -u keepalived -n 6 --no-pager -o cat; "
+    "etcdctl --endpoints https://127.0.0.1:2379 --cacert /etc/kubernetes/pki/etcd/ca.crt "
+    "--cert /etc/kubernetes/pki/etcd/healthcheck-client.crt --key /etc/kubernetes/pki/etcd/healthcheck-client.key "
+    "--command-timeout 5s endpoint status --cluster -w table" % VIP
+)
+
+
+def endpoint_state(lab: HaLab, gone: str) -> str:
+    """What an admin would look at when the API does not answer through the VIP, ``gone`` being the
+    control plane that went: the VIP's neighbour entry here, and for each other control plane its API
+    server's and haproxy's /readyz and ``_ENDPOINT_STATE``."""
+    neighbour = subprocess.run(["ip", "neigh", "show", VIP], capture_output=True, text=True, check=False)
+    lines = [
+        "the VIP here: %s; through it: %s" % (neighbour.stdout.strip() or "no entry", readyz(ENDPOINT + "/readyz"))
+    ]
+    for host, address in CONTROL_PLANE.items():
+        if host == gone:
+            continue
+        lines.append(
+            "%s: API server /readyz %s; haproxy /readyz %s"
+            % (host, readyz("https://%s:6443/readyz" % address), readyz("https://%s:8443/readyz" % address))
+        )
+        try:
+            shown = lab.ssh(host, _ENDPOINT_STATE, timeout=30)
+            lines.append((shown.stdout + shown.stderr).rstrip())
+        except subprocess.TimeoutExpired:
+            lines.append("  no answer over SSH in 30 s")
+    return "\n".join(lines)
+
+
 def vip_holder_other_than_the_first(lab: HaLab) -> str:
     """The VIP's holder, moved off ha-cp-1 first if it holds it: the first control plane runs the
     validation (its report host) and must stay."""
@@ -174,8 +225,22 @@ def failover(lab: HaLab, how: str) -> tuple[str, float]:
         lab.ssh(holder, "systemctl poweroff", timeout=30)  # the connection drops as the host goes
     else:
         lab.crash(holder)
-    wait_for("the API through the VIP", api_answers, timeout=120, interval=0.5)
+    try:
+        wait_for("the API through the VIP", api_answers, timeout=120, interval=0.5)
+    except AssertionError as error:
+        raise FailoverTimeout(
+            holder, gone_at, "%s; %s gone:\n%s" % (error, holder, endpoint_state(lab, holder))
+        ) from None
     return holder, time.monotonic() - gone_at
+
+
+class FailoverTimeout(AssertionError):
+    """The API did not answer through the VIP in time after ``holder`` went (at ``gone_at``, the
+    monotonic clock's); the message says what each other control plane showed then."""
+
+    def __init__(self, holder: str, gone_at: float, message: str) -> None:
+        super().__init__(message)
+        self.holder, self.gone_at = holder, gone_at
 
 
 def power_on_and_settle(lab: HaLab, host: str) -> tuple[float, float, float]:
