@@ -247,9 +247,18 @@ def power_on_and_settle(lab: HaLab, host: str) -> tuple[float, float, float]:
     """Boot ``host`` with its disk and wait, as an admin would before validating again, until its node is
     Ready, its etcd and API server pods are Ready, and every Deployment is available with its own pods
     ready (validated as soon as the node was Ready, KAI's admission webhook timed out). Returns the
-    seconds from the boot to each."""
+    seconds from the boot to each.
+
+    First waits until the host's machine has ended and its node is seen NotReady: ``systemctl
+    poweroff`` takes seconds to stop the host's containers, and the API answers through the VIP
+    before then; ``power_on`` leaves a machine still running alone, and the node stays Ready in the API
+    for the node monitor's grace period. Booted before both, the host was never off, and a next
+    failover took a second control plane with etcd's quorum (ha_bench, 28-29 Nov)."""
+    wait_for("%s's machine to end" % host, lambda: host not in machines.nspawn_processes(lab.layout), 120, 0.5)
+    wait_for("%s NotReady" % host, lambda: host not in nodes_ready(lab), timeout=180)
     started = time.monotonic()
-    lifecycle.power_on(lab.layout, lab.plan, [host], timeout=300)
+    booted = lifecycle.power_on(lab.layout, lab.plan, [host], timeout=300)
+    assert booted == [host], "power_on booted %s, not %s" % (booted, host)
     wait_for("%s Ready again" % host, lambda: host in nodes_ready(lab), timeout=300)
     ready = time.monotonic() - started
     wait_for("etcd and the API server Ready on %s" % host, lambda: static_pods_ready(lab, host), timeout=300)
