@@ -14,15 +14,14 @@ etcd_restore.yml -e snapshot=latest (every control plane stopped, restored and s
 built (or found built) first and not counted. Runs on the HA lab's bridge (cpha0,
 10.223.0.0/24): not beside tests/e2e/test_lab_ha.py. Needs root.
 
-Known problem (28 Nov): in its two runs so far the API did not answer through the VIP within 120 s
-after the first holder was powered off, where test_lab_ha.py, doing the same after its first two
-tests, saw it answer in 0.7-3.4 s in five runs. Those runs polled every 0.1 s, the test every 0.5 s
-(now both 0.5 s, through lab_ha.failover); whether that was the cause is not known. The figures in
-docs/ha.md are the test's. 29 Nov: a third run failed the same way (so not the lab kubelets' disk
-pressure, mended that day); the same steps by hand on a fresh HA lab right after its site.yml
-answered in 1.4 s, then /readyz through the VIP failed again twice in the next 9 s (haproxy still
-sending some requests to the gone API server, or etcd electing a leader): the first answer is not
-yet a settled endpoint.
+Mended 29 Nov: its first runs timed out waiting for the API through the VIP (120 s). What the control
+planes showed then (``lab_ha.endpoint_state``, printed now when a failover times out): two of the three
+were gone, etcd without quorum. The host powered off in the first failover had been "booted again"
+while its ``systemctl poweroff`` was still stopping its containers: ``lifecycle.power_on`` leaves a
+running machine alone, and its node still read Ready in the API, so the bench went on to cut the power
+of the next holder with the first one still on its way down. ``lab_ha.power_on_and_settle`` now waits
+for the machine to end and the node to read NotReady before it boots the host. The test was not hit:
+it waits for NotReady (and validates) before it powers the host on.
 """
 
 from __future__ import annotations
