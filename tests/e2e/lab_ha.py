@@ -22,6 +22,7 @@ import yaml
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import lifecycle, machines
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab.plan import LabHost, LabPlan
+from ansible_collections.clusterproof.gpu.plugins.module_utils.maintenance import etcd
 from tests.e2e import lab_site
 from tests.e2e.conftest import REPO, run_playbook
 
@@ -106,14 +107,7 @@ def wait_for(what: str, check, timeout: float = 300.0, interval: float = 3.0):
 
 def api_answers(timeout: float = 2.0) -> bool:
     """The API server's /readyz through the VIP (anonymous: kubeadm's RBAC lets anyone read it)."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    try:
-        with urllib.request.urlopen(ENDPOINT + "/readyz", timeout=timeout, context=context) as answer:  # noqa: S310
-            return answer.status == 200
-    except OSError:
-        return False
+    return readyz(ENDPOINT + "/readyz", timeout) == "200"
 
 
 def readyz(url: str, timeout: float = 2.0) -> str:
@@ -136,9 +130,8 @@ def readyz(url: str, timeout: float = 2.0) -> str:
 _ENDPOINT_STATE = (
     "ip -o -4 addr show | grep -c ' %s/' ; systemctl is-active keepalived haproxy; "
     "journalctl -u keepalived -n 6 --no-pager -o cat; "
-    "etcdctl --endpoints https://127.0.0.1:2379 --cacert /etc/kubernetes/pki/etcd/ca.crt "
-    "--cert /etc/kubernetes/pki/etcd/healthcheck-client.crt --key /etc/kubernetes/pki/etcd/healthcheck-client.key "
-    "--command-timeout 5s endpoint status --cluster -w table" % VIP
+    "etcdctl --endpoints %s --cacert %s --cert %s --key %s --command-timeout 5s endpoint status --cluster -w table"
+    % (VIP, etcd.ENDPOINT, etcd.CACERT, etcd.CERT, etcd.KEY)
 )
 
 

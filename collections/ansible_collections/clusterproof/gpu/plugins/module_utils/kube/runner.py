@@ -5,7 +5,8 @@ argument spec (its own options plus the shared pieces below), call :func:`run_mo
 function that does the work through module_utils, and return what that function returns. Every
 error on the way goes through :func:`fail_from_exception`, so an API error, an unreachable cluster
 and a bad argument read the same in every module: what was being done, what the API said, and
-where to look.
+where to look. An error no layer expected (a bug) is reported by :func:`unexpected_error_message`,
+with its type and where it was raised.
 
 May import: Ansible's module API, ``kube.base`` and ``common.bounds`` (never the client layer: host-side modules go
 through here too, and their payload stays free of it). Touches nothing itself.
