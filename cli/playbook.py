@@ -40,6 +40,11 @@ class PlaybookRun:
         assert host in table, f"no PLAY RECAP for {host} in:\n{self.output[-3000:]}"
         return table[host]
 
+    def tail(self, chars: int = 5000) -> str:
+        """What a failed test shows of the run: each failed task's whole message, then the last
+        ``chars`` characters of the output (under profile_tasks, mostly the tasks' timings)."""
+        return "\n".join([*progress.failure_messages(self.events), self.output[-chars:]])
+
     def changed_tasks(self) -> dict[str, list[str]]:
         """Host -> the tasks that changed something there."""
         return progress.changed_tasks(self.events)

@@ -132,6 +132,23 @@ def failure_line(event: Event) -> str:
     return "%s %s: %s: %s" % (kind.upper(), data.get("host", ""), data.get("task", ""), message[0] if message else "")
 
 
+def failure_messages(events: Iterable[Event], limit: int = 3000) -> list[str]:
+    """``FAILED host: task: <msg>`` for each failed or unreachable host result that was not ignored,
+    with the whole message (cut to ``limit`` characters): what a failed test shows before the output's
+    tail, which under the profile_tasks callback holds mostly the tasks' timings."""
+    lines = []
+    for event in events:
+        kind = HOST_RESULTS.get(event.get("event", ""))
+        data = event.get("event_data") or {}
+        if kind not in ("failed", "unreachable") or data.get("ignore_errors"):
+            continue
+        message = str((data.get("res") or {}).get("msg", "")).strip()
+        if len(message) > limit:
+            message = message[:limit] + "…"
+        lines.append("%s %s: %s: %s" % (kind.upper(), data.get("host", ""), data.get("task", ""), message))
+    return lines
+
+
 # --- how a run ended ---------------------------------------------------------------------------------
 
 # The exit status of ./clusterproof site (and validate, down): every check passed; some check failed,

@@ -271,16 +271,16 @@ def own_sandbox(inventory: Path, state_dir: Path, scheduler: bool = True) -> Ite
     port_base = free_port_base()
     try:
         up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert up.returncode == 0, up.output[-3000:]
+        assert up.returncode == 0, up.tail(3000)
         if scheduler:
             installed = run_playbook(
                 "playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory
             )
-            assert installed.returncode == 0, installed.output[-3000:]
+            assert installed.returncode == 0, installed.tail(3000)
         yield Sandbox(state_dir, port_base, up)
     finally:
         down = sandbox_down(state_dir, port_base, inventory)
-        assert down.returncode == 0, down.output[-3000:]
+        assert down.returncode == 0, down.tail(3000)
 
 
 def two_team_scenario(name: str, title: str, source: str, steps: str) -> str:
@@ -357,7 +357,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     port_base = free_port_base()
     up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base))
     try:
-        assert up.returncode == 0, up.output[-5000:]
+        assert up.returncode == 0, up.tail(5000)
         yield Sandbox(state_dir, port_base, up)
     finally:
         sandbox_down(state_dir, port_base)
@@ -376,5 +376,5 @@ def api_client(sandbox: Sandbox):
 def kai_site(sandbox: Sandbox) -> PlaybookRun:
     """KAI scheduler and the inventory's projects on the session's sandbox."""
     run = run_playbook("playbooks/scheduler.yml", *sandbox.vars())
-    assert run.returncode == 0, run.output[-5000:]
+    assert run.returncode == 0, run.tail(5000)
     return run

@@ -75,7 +75,7 @@ def backup_delete_restore_validate(
     started = time.monotonic()
     taken = backup(lab, backup_dir)
     figures["backup"] = time.monotonic() - started
-    assert taken.returncode == 0, taken.output[-3000:]
+    assert taken.returncode == 0, taken.tail(3000)
     assert len(snapshots(backup_dir)) == 1, list(backup_dir.iterdir())
     metadata = json.loads((backup_dir / snapshots(backup_dir)[0].replace(".db", ".json")).read_text())
     assert metadata["members"] and metadata["etcd_version"] and metadata["kubernetes_version"], metadata
@@ -91,14 +91,14 @@ def backup_delete_restore_validate(
     started = time.monotonic()
     restored = restore(lab, backup_dir)
     figures["restore"] = time.monotonic() - started
-    assert restored.returncode == 0, restored.output[-5000:]
+    assert restored.returncode == 0, restored.tail(5000)
     assert "restored " + snapshots(backup_dir)[0] in restored.output
     assert project_present(lab, project) == {"namespace": True, "queue": True}
 
     started = time.monotonic()
     validation = validate(lab, backup_dir, *validate_args)
     figures["validate"] = time.monotonic() - started
-    assert validation.returncode == 0, validation.output[-5000:]
+    assert validation.returncode == 0, validation.tail(5000)
     report = lab.report()
     assert report["verdict"] == "pass", report["verdict"]
     section = next(s for s in report["sections"] if s["id"] == "etcd-backup")

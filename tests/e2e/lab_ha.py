@@ -274,7 +274,7 @@ def install(site: HaLab, say=print) -> dict[str, float]:
         started = time.monotonic()
         for playbook in playbooks:
             run = run_playbook(str(PLAYBOOKS / playbook), *args, inventory=site.inventory, timeout=1800)
-            assert run.returncode == 0, "%s: %s" % (playbook, run.output[-5000:])
+            assert run.returncode == 0, "%s: %s" % (playbook, run.tail(5000))
         seconds[label] = time.monotonic() - started
         say("[ha lab] %s: %.0f s" % (label, seconds[label]))
     return seconds
@@ -283,4 +283,4 @@ def install(site: HaLab, say=print) -> dict[str, float]:
 def bring_down(site: HaLab) -> None:
     """The lab's hosts removed (lab.yml with lab_state=down). AssertionError when that fails."""
     down = run_playbook(str(PLAYBOOKS / "lab.yml"), "-e", "lab_state=down", inventory=site.inventory, timeout=600)
-    assert down.returncode == 0, down.output[-3000:]
+    assert down.returncode == 0, down.tail(3000)

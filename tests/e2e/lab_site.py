@@ -6,6 +6,7 @@ tests/e2e/test_lab_site.py and bench/lab_site_bench.py run the site's playbooks 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -143,3 +144,21 @@ def cluster_state(kubectl: Callable[[str], subprocess.CompletedProcess]) -> str:
     events = kubectl("get events -A --field-selector type=Warning --sort-by=.lastTimestamp")
     lines.extend(events.stdout.splitlines()[-20:] if events.returncode == 0 else ["events: " + events.stderr.strip()])
     return "\n".join(lines)
+
+
+def machine_log(log: Path, lines: int = 40) -> str:
+    """The last ``lines`` of a lab machine's console log (nspawn's output and its supervisor's
+    lines): what says why a host did not come back."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError as error:
+        return "\n[lab] no console log at %s: %s" % (log, error)
+    return "\n[lab] the last lines of %s:\n%s" % (log, "\n".join(text.splitlines()[-lines:]))
+
+
+def keep_machine_logs(logs: Path, target: Path) -> None:
+    """Copy the lab's machine console logs (``logs``, in the state directory the lab's down removes)
+    to ``target``, which stays with the test's temporary directory: what a failed run's next reader
+    looks at."""
+    if logs.is_dir():
+        shutil.copytree(logs, target, dirs_exist_ok=True)

@@ -107,9 +107,9 @@ def test_a_bad_inventory_fails_the_run_naming_where_and_changes_nothing(case, tm
         inventory=inventory,
         timeout=120,
     )
-    assert run.returncode != 0, run.output[-3000:]
+    assert run.returncode != 0, run.tail(3000)
     for part in expected:
-        assert part in run.output, f"{part!r} not in:\n{run.output[-3000:]}"
+        assert part in run.output, f"{part!r} not in:\n{run.tail(3000)}"
     assert "nothing was changed" in run.output
     assert run.recap()["changed"] == 0 and run.changed_tasks() == {}
     assert not state.exists() and not reports.exists()

@@ -78,11 +78,11 @@ def lab(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bund
     the_lab = BundleLab(tmp_path_factory.mktemp("bundle-lab"), bundle)
     try:
         up = run_playbook(LAB, inventory=the_lab.inventory, timeout=600)
-        assert up.returncode == 0, up.output[-3000:]
+        assert up.returncode == 0, up.tail(3000)
         yield the_lab
     finally:
         down = run_playbook(LAB, "-e", "lab_state=down", inventory=the_lab.inventory, timeout=600)
-        assert down.returncode == 0, down.output[-3000:]
+        assert down.returncode == 0, down.tail(3000)
 
 
 def _role_default(role: str, variable: str):
@@ -238,7 +238,7 @@ def test_a_pod_pulls_its_image_from_the_bundle_and_runs_through_the_nvidia_runti
 ) -> None:
     assert _listening(8081) and _listening(5000)
     run = run_playbook(NODE_STACK, inventory=lab.inventory, timeout=900)
-    assert run.returncode == 0, run.output[-3000:]
+    assert run.returncode == 0, run.tail(3000)
     assert run.recap(HOST)["failed"] == 0
     # The kubelet starts the static pod: wait for its container to say what it was told to.
     deadline = time.monotonic() + 120
@@ -267,7 +267,7 @@ def test_a_pod_pulls_its_image_from_the_bundle_and_runs_through_the_nvidia_runti
 
 def test_a_second_install_from_the_bundle_changes_nothing(bundle: Path, lab: BundleLab) -> None:
     run = run_playbook(NODE_STACK, inventory=lab.inventory, timeout=900)
-    assert run.returncode == 0, run.output[-3000:]
+    assert run.returncode == 0, run.tail(3000)
     assert run.recap(HOST)["changed"] == 0, run.changed_tasks()
     assert 'default_runtime_name = "nvidia"' in lab.ssh("cat /etc/containerd/config.toml")
 
@@ -308,7 +308,7 @@ def test_down_stops_the_bundle_servers_and_leaves_nothing(bundle: Path, lab: Bun
     record = serve.running(lab.state_dir / "bundle")
     assert record is not None and _servers_of(lab.state_dir)
     down = run_playbook(LAB, "-e", "lab_state=down", inventory=lab.inventory, timeout=600)
-    assert down.returncode == 0, down.output[-3000:]
+    assert down.returncode == 0, down.tail(3000)
     assert _servers_of(lab.state_dir) == []
     assert all(serve._start_time(process["pid"]) != process["start"] for process in record["processes"])
     assert lifecycle.leftovers(lab.layout, BRIDGE, [HOST]) == []

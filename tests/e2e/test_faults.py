@@ -126,7 +126,7 @@ def failed(report: dict) -> dict[str, str]:
 
 def assert_passes(site: Site) -> None:
     run = site.validate()
-    assert run.returncode == 0, run.output[-3000:]
+    assert run.returncode == 0, run.tail(3000)
     report = site.report()
     assert report["verdict"] == "pass", failed(report)
     assert checks(report)["scenario/faults/2/allocated/team-b"]["observed"] == "4"
@@ -218,12 +218,12 @@ def test_faults_end_in_a_report_that_names_the_cause_and_leave_nothing_behind(tm
             os.kill(apiserver, signal.SIGKILL)
         assert wait_for(lambda: control_plane.running_pid(site.layout, "kube-apiserver") is None, timeout=60)
         up = run_playbook("playbooks/sandbox.yml", *sandbox.vars(), inventory=site.inventory)
-        assert up.returncode == 0, up.output[-3000:]
+        assert up.returncode == 0, up.tail(3000)
         # KAI's components may have given up without the API server; `up` restarts the control
         # plane only, and the engine's install (scheduler.yml) restarts what of KAI is not running.
         if any(control_plane.running_pid(site.layout, name) is None for name in KAI_PROCESSES):
             installed = run_playbook("playbooks/scheduler.yml", *sandbox.vars(), inventory=site.inventory)
-            assert installed.returncode == 0, installed.output[-3000:]
+            assert installed.returncode == 0, installed.tail(3000)
         assert_passes(site)
 
         # Ctrl-C to ./clusterproof validate: the report says so, the scenario removes its objects.

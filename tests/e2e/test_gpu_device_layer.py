@@ -205,12 +205,12 @@ def test_the_role_installs_the_device_plugin_on_the_sandbox_once(sandbox, api_cl
     helm = str(sandbox_build.plan().binary("helm"))
     try:
         checked = run_playbook("playbooks/gpu_stack.yml", "--check", *layer, *sandbox.vars())
-        assert checked.returncode == 0, checked.output[-5000:]
+        assert checked.returncode == 0, checked.tail(5000)
         assert checked.recap()["changed"] >= 1
         assert apps.list_namespaced_daemon_set("nvidia-device-plugin").items == []
 
         first = run_playbook("playbooks/gpu_stack.yml", *layer, *sandbox.vars())
-        assert first.returncode == 0, first.output[-5000:]
+        assert first.returncode == 0, first.tail(5000)
         plugin = apps.read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
         assert plugin.status.desired_number_scheduled == 2  # the inventory's two GPU nodes
         # The inventory's time-slicing reached the chart through the site fact and the role.
@@ -221,7 +221,7 @@ def test_the_role_installs_the_device_plugin_on_the_sandbox_once(sandbox, api_cl
         ]
 
         again = run_playbook("playbooks/gpu_stack.yml", *layer, *sandbox.vars())
-        assert again.returncode == 0, again.output[-5000:]
+        assert again.returncode == 0, again.tail(5000)
         assert again.recap()["changed"] == 0, again.changed_tasks()
     finally:
         subprocess.run(

@@ -37,7 +37,7 @@ def test_what_the_gpu_operator_installs_is_left_to_it(tmp_path: Path) -> None:
         )
     )
     run = run_playbook(str(REPO / "playbooks" / "gpu_nodes.yml"), inventory=inventory, timeout=300)
-    assert run.returncode == 0, run.output[-3000:]
+    assert run.returncode == 0, run.tail(3000)
     assert (
         "The GPU operator installs the driver and the toolkit on gpu-host-1 (gpu_operator in "
         "clusterproof_gpu_driver_by, clusterproof_gpu_toolkit_by)" in run.output

@@ -75,7 +75,7 @@ def test_projects_exist_with_their_quota_and_weight(kai_site, api_client, sandbo
     # no project declares CPU or memory: KAI's queues leave them unlimited
     assert by_name["team-a"]["resources"]["cpu"] == {"quota": -1, "overQuotaWeight": 1, "limit": -1}
     again = run_playbook("playbooks/scheduler.yml", *sandbox.vars())
-    assert again.returncode == 0 and again.recap()["changed"] == 0, again.output[-3000:]
+    assert again.returncode == 0 and again.recap()["changed"] == 0, again.tail(3000)
 
 
 def projects_changed(run) -> list[str]:
@@ -114,10 +114,10 @@ def test_cpu_and_memory_quotas_from_the_inventory_reach_the_queue_and_bound_the_
     }
     try:
         first = run_playbook("playbooks/scheduler.yml", *sandbox.vars(), inventory=inventory)
-        assert first.returncode == 0, first.output[-3000:]
-        assert projects_changed(first) == [name], first.output[-3000:]
+        assert first.returncode == 0, first.tail(3000)
+        assert projects_changed(first) == [name], first.tail(3000)
         again = run_playbook("playbooks/scheduler.yml", *sandbox.vars(), inventory=inventory)
-        assert again.returncode == 0 and again.recap()["changed"] == 0, again.output[-3000:]
+        assert again.returncode == 0 and again.recap()["changed"] == 0, again.tail(3000)
 
         # KAI's units: millicpus and megabytes (10^6 bytes; 64 GiB = 68,719.476736 MB), the GPUs'
         # over-quota weight, -1 for the memory limit that is not declared.

@@ -143,7 +143,7 @@ def test_koordinator_runs_the_guides_quota_tree(tmp_path):
     }
     try:
         up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert up.returncode == 0, up.output[-3000:]
+        assert up.returncode == 0, up.tail(3000)
         rc, bad = _module({**scheduler, "delay_evict_seconds": -1})
         assert rc != 0 and "delay_evict_seconds" in bad["msg"] and "found -1" in bad["msg"], bad
         rc, planned = _module(scheduler, "--check")
@@ -193,4 +193,4 @@ def test_koordinator_runs_the_guides_quota_tree(tmp_path):
     finally:
         _module({"state": "absent", "state_dir": str(state_dir)})
         down = sandbox_down(state_dir, port_base, inventory)
-        assert down.returncode == 0, down.output[-3000:]
+        assert down.returncode == 0, down.tail(3000)

@@ -76,7 +76,7 @@ def kubeadm() -> Path:
 def example(tmp_path_factory, kubeadm):
     """The example inventory rendered once, for the tests that read it."""
     run, out = render(tmp_path_factory.mktemp("example"), kubeadm, REPO / "inventories" / "kubeadm-example")
-    assert run.returncode == 0, run.output[-4000:]
+    assert run.returncode == 0, run.tail(4000)
     return out
 
 
@@ -105,7 +105,7 @@ def validate(kubeadm: Path, config: Path) -> subprocess.CompletedProcess:
 @pytest.mark.sandbox
 def test_sandbox_inventory_in_mode_kubeadm(tmp_path, kubeadm):
     run, out = render(tmp_path, kubeadm, REPO / "inventories" / "sandbox", "-e", "clusterproof_cluster_mode=kubeadm")
-    assert run.returncode == 0, run.output[-4000:]
+    assert run.returncode == 0, run.tail(4000)
     init = out / "localhost" / "kubeadm-init.yaml"
     assert validate(kubeadm, init).returncode == 0
     documents = list(yaml.safe_load_all(init.read_text()))

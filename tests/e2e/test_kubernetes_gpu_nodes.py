@@ -39,7 +39,7 @@ def test_gpu_nodes_get_the_declared_labels_and_taint(sandbox: Sandbox, api_clien
         # A taint the inventory does not declare (an admin's), which the role must keep.
         core.patch_node("dgx1-1", {"spec": {"taints": [OTHER_TAINT]}})
         first = run_playbook(str(playbook), *args)
-        assert first.returncode == 0, first.output[-4000:]
+        assert first.returncode == 0, first.tail(4000)
         assert first.recap()["changed"] == 1
         for name in NODES:
             node = core.read_node(name)
@@ -51,7 +51,7 @@ def test_gpu_nodes_get_the_declared_labels_and_taint(sandbox: Sandbox, api_clien
             (t.key, t.value, t.effect) for t in core.read_node("dgx1-1").spec.taints
         ]
         second = run_playbook(str(playbook), *args)
-        assert second.returncode == 0, second.output[-4000:]
+        assert second.returncode == 0, second.tail(4000)
         assert second.recap()["changed"] == 0, second.changed_tasks()
     finally:
         # The session's sandbox is shared: give the nodes back their labels and taints.

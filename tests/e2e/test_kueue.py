@@ -84,9 +84,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     state_dir, port_base = directory / "state", free_port_base()
     try:
         up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert up.returncode == 0, up.output[-5000:]
+        assert up.returncode == 0, up.tail(5000)
         first = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert first.returncode == 0, first.output[-5000:]
+        assert first.returncode == 0, first.tail(5000)
         yield Site(inventory, state_dir, port_base, first)
     finally:
         sandbox_down(state_dir, port_base, inventory)
@@ -225,10 +225,10 @@ def test_interactive_work_ends_at_kueues_maximum_execution_time(site, api):
 def test_second_run_changes_nothing(site):
     assert "kueue" in site.first.output
     run = run_playbook("playbooks/scheduler.yml", *site.vars(), inventory=site.inventory)
-    assert run.returncode == 0, run.output[-4000:]
+    assert run.returncode == 0, run.tail(4000)
     assert run.recap()["changed"] == 0, run.changed_tasks()
     checked = run_playbook("playbooks/scheduler.yml", "--check", *site.vars(), inventory=site.inventory)
-    assert checked.returncode == 0, checked.output[-4000:]
+    assert checked.returncode == 0, checked.tail(4000)
     assert checked.recap()["changed"] == 0, checked.changed_tasks()
 
 

@@ -62,10 +62,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 def test_the_lab_comes_up_and_each_host_runs_systemd_reached_over_ssh(lab):
     run = lab.up()
-    assert run.returncode == 0, run.output[-3000:]
+    assert run.returncode == 0, run.tail(3000)
     assert run.recap()["changed"] == 1
     facts = run_playbook(str(REPO / "tests" / "e2e" / "playbooks" / "lab_facts.yml"), inventory=lab.inventory)
-    assert facts.returncode == 0, facts.output[-3000:]
+    assert facts.returncode == 0, facts.tail(3000)
     for host in HOSTS:
         assert facts.recap(host)["failed"] == 0
     managers = dict(re.findall(r"LAB (\S+) (\w+/\w+)", facts.output))
@@ -74,7 +74,7 @@ def test_the_lab_comes_up_and_each_host_runs_systemd_reached_over_ssh(lab):
 
 def test_a_second_up_changes_nothing(lab):
     run = lab.up()
-    assert run.returncode == 0, run.output[-3000:]
+    assert run.returncode == 0, run.tail(3000)
     assert run.recap()["changed"] == 0
 
 
@@ -82,7 +82,7 @@ def test_a_host_left_half_made_by_a_crash_is_cleaned_up_and_made_again(lab):
     crashed = machines.nspawn_processes(lab.layout)["lab-worker-2"]
     os.kill(crashed, signal.SIGKILL)
     run = lab.up()
-    assert run.returncode == 0, run.output[-3000:]
+    assert run.returncode == 0, run.tail(3000)
     assert run.recap()["changed"] == 1
     states = lifecycle.status(lab.layout, make_plan(BRIDGE, "10.214.0.1/24", HOSTS))
     assert states == dict.fromkeys(HOSTS, "running")
@@ -102,14 +102,14 @@ def test_down_leaves_nothing_and_the_last_lab_down_puts_back_what_a_kubelet_chan
     )
     try:
         up = other.up()
-        assert up.returncode == 0, up.output[-3000:]
+        assert up.returncode == 0, up.tail(3000)
         # Up beside a running lab, it read the kubelets' values and kept the machine's.
         assert machines.load_machine_settings() == machine
         # What a kubelet does on a lab host: these settings are the whole machine's, not the host's.
         Path("/proc/sys/vm/overcommit_memory").write_text("1")
         Path("/proc/sys/kernel/panic_on_oops").write_text("1")
         run = lab.down()
-        assert run.returncode == 0, run.output[-3000:]
+        assert run.returncode == 0, run.tail(3000)
         assert run.recap()["changed"] == 1
         # The other lab's kubelets want these settings and its hosts the raised limits: kept.
         said = re.search(r"kernel settings kept as they are while another lab runs \(([\w., -]+)\)", run.output)
@@ -128,7 +128,7 @@ def test_down_leaves_nothing_and_the_last_lab_down_puts_back_what_a_kubelet_chan
         assert again.returncode == 0 and again.recap()["changed"] == 0
     finally:
         gone = other.down()
-    assert gone.returncode == 0, gone.output[-3000:]
+    assert gone.returncode == 0, gone.tail(3000)
     assert lifecycle.leftovers(other.layout, other_bridge, other_hosts) == []
     # The last lab down puts the machine's values back; in CI a lab of another module may still run,
     # and then the settings wait for it.

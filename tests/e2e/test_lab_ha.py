@@ -78,7 +78,7 @@ def test_three_control_planes_hold_etcd_and_one_of_them_the_vip(lab: HaLab) -> N
 
 def test_a_second_cluster_run_changes_nothing_on_the_endpoint(lab: HaLab) -> None:
     again = run_playbook(str(PLAYBOOKS / "cluster.yml"), inventory=lab.inventory, timeout=900)
-    assert again.returncode == 0, again.output[-4000:]
+    assert again.returncode == 0, again.tail(4000)
     assert again.changed_tasks() == {}
 
 
@@ -119,7 +119,7 @@ def test_the_vip_s_holder_powered_off_the_api_answers_again_and_the_report_names
     again = run_playbook(
         str(PLAYBOOKS / "validate.yml"), *lab_site.quick_validation(), inventory=lab.inventory, timeout=900
     )
-    assert again.returncode == 0, again.output[-4000:]
+    assert again.returncode == 0, again.tail(4000)
     assert lab.report()["verdict"] == "pass"
 
 
@@ -143,10 +143,10 @@ def test_the_vip_s_holder_crashed_for_good_is_removed_by_force_and_the_site_vali
 
     removed = remove()
     print("[ha lab] %s removed by force: %.0f s" % (holder, time.monotonic() - started))
-    assert removed.returncode == 0, removed.output[-4000:]
+    assert removed.returncode == 0, removed.tail(4000)
     assert "is removed by force" in removed.output
     again = remove()
-    assert again.returncode == 0 and again.changed_tasks() == {}, again.output[-3000:]
+    assert again.returncode == 0 and again.changed_tasks() == {}, again.tail(3000)
 
     remaining = {host: address for host, address in CONTROL_PLANE.items() if host != holder}
     without = lab.declare("hosts-without-%s.yml" % holder, remaining)
@@ -155,7 +155,7 @@ def test_the_vip_s_holder_crashed_for_good_is_removed_by_force_and_the_site_vali
         str(PLAYBOOKS / "validate.yml"), *lab_site.quick_validation(), inventory=without, timeout=900
     )
     print("[ha lab] validation with two control planes: %.0f s" % (time.monotonic() - started))
-    assert validated.returncode == 0, validated.output[-5000:]
+    assert validated.returncode == 0, validated.tail(5000)
     report = lab.report()
     assert report["verdict"] == "pass", [c for s in report["sections"] for c in s["checks"] if c["status"] == "fail"]
     # "What changed" names the control plane removed as declared (its etcd member gone, its host out

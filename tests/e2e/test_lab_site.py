@@ -108,30 +108,32 @@ def site(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sit
     lab = SiteLab(tmp_path_factory.mktemp("site-lab"), bundle)
     try:
         up = run_playbook(LAB, inventory=lab.inventory, timeout=600)
-        assert up.returncode == 0, up.output[-3000:]
+        assert up.returncode == 0, up.tail(3000)
         # Bad input first, on the fresh hosts: a worker out of reach stops the install before any change.
         lab.refused = run_playbook(CLUSTER, "-e", "ansible_ssh_timeout=5", inventory=lab.unreachable_inventory)
         lab.kubeadm_before = {address: lab.ssh(address, "dpkg -s kubeadm").returncode for address in ADDRESSES}
         started = time.monotonic()
         lab.gpu_nodes = run_playbook(GPU_NODES, inventory=lab.first_inventory, timeout=900)
-        assert lab.gpu_nodes.returncode == 0, lab.gpu_nodes.output[-5000:]
+        assert lab.gpu_nodes.returncode == 0, lab.gpu_nodes.tail(5000)
         lab.cluster = run_playbook(CLUSTER, inventory=lab.first_inventory, timeout=1200)
-        assert lab.cluster.returncode == 0, lab.cluster.output[-5000:]
+        assert lab.cluster.returncode == 0, lab.cluster.tail(5000)
         print("[lab site] gpu_nodes.yml + cluster.yml, 2 hosts: %.0f s" % (time.monotonic() - started), flush=True)
         started = time.monotonic()
         lab.added = [run_playbook(playbook, inventory=lab.inventory, timeout=900) for playbook in (GPU_NODES, CLUSTER)]
         for run in lab.added:
-            assert run.returncode == 0, run.output[-5000:]
+            assert run.returncode == 0, run.tail(5000)
         print("[lab site] the same with a worker added: %.0f s" % (time.monotonic() - started), flush=True)
         yield lab
     finally:
+        lab_site.keep_machine_logs(lab.layout.state_dir / "logs", lab.state_dir.parent / "machine-logs")
         started = time.monotonic()
         down = run_playbook(LAB, "-e", "lab_state=down", inventory=lab.inventory, timeout=600)
         print("[lab site] lab down after the site: %.0f s" % (time.monotonic() - started), flush=True)
-        assert down.returncode == 0, down.output[-3000:]
+        assert down.returncode == 0, down.tail(3000)
 
 
-def _wait_for(what: str, check, timeout: float = 240.0):
+def _wait_for(what: str, check, timeout: float = 240.0, detail=lambda: ""):
+    """``check()``'s first true answer within ``timeout``; else fail with the last one and ``detail()``."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -139,7 +141,7 @@ def _wait_for(what: str, check, timeout: float = 240.0):
         if last:
             return last
         time.sleep(3)
-    raise AssertionError("timed out after %.0f s waiting for %s (last: %r)" % (timeout, what, last))
+    raise AssertionError("timed out after %.0f s waiting for %s (last: %r)%s" % (timeout, what, last, detail()))
 
 
 def test_a_worker_out_of_reach_stops_the_install_before_any_change(site: SiteLab) -> None:
@@ -269,7 +271,7 @@ def test_coredns_answers_and_a_service_reaches_a_pod_on_another_host(site: SiteL
 def test_a_second_run_changes_nothing_and_keeps_the_nvidia_runtime(site: SiteLab) -> None:
     for playbook in (GPU_NODES, CLUSTER):
         again = run_playbook(playbook, inventory=site.inventory, timeout=900)
-        assert again.returncode == 0, again.output[-5000:]
+        assert again.returncode == 0, again.tail(5000)
         assert again.changed_tasks() == {}, playbook
     for address in WORKERS.values():
         config = site.ssh(address, "cat /etc/containerd/config.toml").stdout
@@ -279,7 +281,7 @@ def test_a_second_run_changes_nothing_and_keeps_the_nvidia_runtime(site: SiteLab
 def test_check_mode_on_the_converged_lab_reports_no_change(site: SiteLab) -> None:
     for playbook in (GPU_NODES, CLUSTER):
         checked = run_playbook(playbook, "--check", "--diff", inventory=site.inventory, timeout=900)
-        assert checked.returncode == 0, checked.output[-5000:]
+        assert checked.returncode == 0, checked.tail(5000)
         assert checked.changed_tasks() == {}, playbook
 
 
@@ -293,7 +295,7 @@ def site_stages(site: SiteLab) -> SiteLab:
     print("[lab site] site.yml on the converged lab: %.0f s" % (time.monotonic() - started), flush=True)
     report = site.reports / "lab-site-test" / "latest" / "report.json"
     # A run that stopped before its report says why (every test of the stages would fail on the file).
-    assert report.exists(), site.site_run.output[-6000:] + lab_site.cluster_state(site.kubectl)
+    assert report.exists(), site.site_run.tail(6000) + lab_site.cluster_state(site.kubectl)
     site.report = json.loads(report.read_text())
     started = time.monotonic()
     site.site_again = run_playbook(
@@ -304,7 +306,7 @@ def site_stages(site: SiteLab) -> SiteLab:
 
 
 def test_kai_and_local_path_run_as_pods_of_their_charts_installed_from_the_bundle(site_stages: SiteLab) -> None:
-    assert site_stages.site_run.returncode == 0, site_stages.site_run.output[-5000:] + lab_site.cluster_state(
+    assert site_stages.site_run.returncode == 0, site_stages.site_run.tail(5000) + lab_site.cluster_state(
         site_stages.kubectl
     )
     # helm on the control-plane host is the bundle's package; the releases are the bundle's charts.
@@ -472,7 +474,7 @@ def test_kai_s_queue_controller_stopped_fails_its_metrics_check_with_the_cause_a
         timeout=300,
     )
     healed, healed_s = _monitoring_validation(site_stages)
-    assert healed.returncode == 0, healed.output[-4000:]
+    assert healed.returncode == 0, healed.tail(4000)
     checks = lab_site.report_checks(_latest_report(site_stages))
     assert checks["monitoring/target/kai-queuecontroller"]["status"] == "pass"
     # Figures, not a test: a validation of the cluster with the monitoring checks, stopped and healthy, and
@@ -488,7 +490,7 @@ def test_kai_s_queue_controller_stopped_fails_its_metrics_check_with_the_cause_a
 
 def test_a_second_site_run_changes_nothing_but_the_report(site_stages: SiteLab) -> None:
     again = site_stages.site_again
-    assert again.returncode == 0, again.output[-5000:]
+    assert again.returncode == 0, again.tail(5000)
     changed = again.changed_tasks()
     assert changed == {"lab-cp-1": ["Write the site validation report"]}, changed
     for address in WORKERS.values():
@@ -500,7 +502,7 @@ def test_site_check_mode_on_the_converged_lab_reports_no_change(site_stages: Sit
     checked = run_playbook(
         SITE, "--check", "--diff", "-e", '{"validate_scenarios_files": []}', inventory=site_stages.inventory
     )
-    assert checked.returncode == 0, checked.output[-5000:]
+    assert checked.returncode == 0, checked.tail(5000)
     # As in the second run: nothing but the report, which a run always writes anew (here it says it would).
     assert checked.changed_tasks() == {"lab-cp-1": ["Write the site validation report"]}, checked.changed_tasks()
 
@@ -613,7 +615,7 @@ def test_a_worker_whose_kubelet_stopped_fails_its_check_with_the_reason_and_the_
         assert site_stages.ssh(WORKERS[worker], "systemctl start kubelet").returncode == 0
     _kubelet_back(site_stages, worker)
     healed, healed_s = _timed_validation(site_stages)
-    assert healed.returncode == 0, healed.output[-4000:]
+    assert healed.returncode == 0, healed.tail(4000)
     assert lab_site.report_checks(_latest_report(site_stages))["gpu-nodes/%s/ready" % worker]["status"] == "pass"
     # A figure, not a test: CPU shared with the other tests moves it by a minute (docs/lab.md).
     print("[lab site] validate with %s's kubelet stopped: %.0f s; healthy: %.0f s" % (worker, broken_s, healed_s))
@@ -662,7 +664,7 @@ def test_a_worker_whose_kubelet_stops_during_the_storage_probe_is_named_and_noth
         assert site_stages.ssh(WORKERS[worker], "systemctl start kubelet").returncode == 0
     _kubelet_back(site_stages, worker)
     healed, healed_s = _timed_validation(site_stages)
-    assert healed.returncode == 0, healed.output[-4000:]
+    assert healed.returncode == 0, healed.tail(4000)
     leftovers = lab_site.report_checks(_latest_report(site_stages))["storage/earlier-leftovers"]
     assert leftovers["status"] == "pass", leftovers
     assert _probe_leftovers(site_stages) == []
@@ -746,7 +748,7 @@ def test_the_kai_scheduler_pod_deleted_during_a_scenario_fails_no_worse_than_a_c
     for check in scenario_checks:
         # A step that could not settle, or that settled otherwise than the model, says why.
         assert check["status"] in ("pass", "warn") or check.get("message"), check
-    assert runs[0].returncode == 0 or report["verdict"] == "fail", runs[0].output[-3000:]
+    assert runs[0].returncode == 0 or report["verdict"] == "fail", runs[0].tail(3000)
     # Scenario namespaces are always removed afterwards.
     assert _scenario_namespaces(site_stages) == []
     # KAI's operator made the scheduler again; the next run is clean.
@@ -756,7 +758,7 @@ def test_the_kai_scheduler_pod_deleted_during_a_scenario_fails_no_worse_than_a_c
         timeout=240,
     )
     again = run_playbook(VALIDATE, *_validate_args(scenario, False), inventory=site_stages.inventory, timeout=900)
-    assert again.returncode == 0, again.output[-4000:]
+    assert again.returncode == 0, again.tail(4000)
     assert _latest_report(site_stages)["verdict"] == "pass"
     assert _scenario_namespaces(site_stages) == []
 
@@ -785,7 +787,7 @@ def test_containerd_restarted_on_a_worker_during_validation_leaves_its_pods_and_
     config = site_stages.ssh(worker, "cat /etc/containerd/config.toml").stdout
     assert runtime_config.containerd_runtimes(config)["default_runtime"] == "nvidia"
     again = run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
-    assert again.returncode == 0, again.output[-4000:]
+    assert again.returncode == 0, again.tail(4000)
     assert _latest_report(site_stages)["verdict"] == "pass"
 
 
@@ -852,7 +854,11 @@ def test_a_lab_host_rebooted_during_validation_fails_no_worse_than_a_check_and_c
     for check in lab_site.report_checks(report).values():
         assert check["status"] != "fail" or check.get("message"), check
     # The host boots again with its disk as it was: kubelet and containerd start, the node is Ready.
-    _wait_for("%s to answer over SSH again" % worker, lambda: site_stages.ssh(WORKERS[worker], "true").returncode == 0)
+    _wait_for(
+        "%s to answer over SSH again" % worker,
+        lambda: site_stages.ssh(WORKERS[worker], "true").returncode == 0,
+        detail=lambda: lab_site.machine_log(site_stages.layout.log_of(worker)),
+    )
     _wait_for("%s Ready again" % worker, ready, timeout=300)
     _wait_for(
         "kubelet and containerd active on %s" % worker,
@@ -879,7 +885,7 @@ def test_a_lab_host_rebooted_during_validation_fails_no_worse_than_a_check_and_c
         timeout=600,
     )
     again = run_playbook(VALIDATE, *_validate_args([], True), inventory=site_stages.inventory, timeout=900)
-    assert again.returncode == 0, again.output[-4000:]
+    assert again.returncode == 0, again.tail(4000)
     assert _latest_report(site_stages)["verdict"] == "pass"
 
 
@@ -913,7 +919,7 @@ def test_renewing_the_certificates_changes_nothing_until_due_and_forced_restarts
 ) -> None:
     before = _apiserver_expiry(site_stages)
     nothing_due = run_playbook(RENEW_CERTIFICATES, inventory=site_stages.inventory, timeout=600)
-    assert nothing_due.returncode == 0, nothing_due.output[-3000:]
+    assert nothing_due.returncode == 0, nothing_due.tail(3000)
     assert nothing_due.changed_tasks() == {}
     assert "lab-cp-1: nothing due" in nothing_due.output
     time.sleep(1)  # the renewed certificates' dates are at the second
@@ -922,7 +928,7 @@ def test_renewing_the_certificates_changes_nothing_until_due_and_forced_restarts
         RENEW_CERTIFICATES, "-e", "clusterproof_certificates_force=true", inventory=site_stages.inventory, timeout=900
     )
     print("[lab site] certificates renewed and the control plane restarted: %.0f s" % (time.monotonic() - started))
-    assert forced.returncode == 0, forced.output[-3000:]
+    assert forced.returncode == 0, forced.tail(3000)
     assert "restarted etcd, kube-apiserver, kube-controller-manager, kube-scheduler" in forced.output
     assert _apiserver_expiry(site_stages) > before
     assert site_stages.kubectl("get nodes").returncode == 0
@@ -941,7 +947,7 @@ def test_a_worker_removed_leaves_a_clean_host_the_validation_says_removed_as_dec
     started = time.monotonic()
     removed = run_playbook(REMOVE_NODE, "-e", "node=" + worker, inventory=site_stages.inventory, timeout=900)
     print("[lab site] remove_node.yml, a worker: %.0f s" % (time.monotonic() - started), flush=True)
-    assert removed.returncode == 0, removed.output[-5000:]
+    assert removed.returncode == 0, removed.tail(5000)
     assert worker not in site_stages.kubectl("get nodes -o name").stdout
     host = site_stages.ssh(
         address,
@@ -954,12 +960,12 @@ def test_a_worker_removed_leaves_a_clean_host_the_validation_says_removed_as_dec
     assert site_stages.ssh(address, "dpkg -s kubeadm >/dev/null && systemctl is-active containerd").returncode == 0
 
     again = run_playbook(REMOVE_NODE, "-e", "node=" + worker, inventory=site_stages.inventory, timeout=600)
-    assert again.returncode == 0, again.output[-3000:]
+    assert again.returncode == 0, again.tail(3000)
     assert again.changed_tasks() == {}
 
     # The inventory without the host: the validation passes and says the node was removed as declared.
     validated = run_playbook(VALIDATE, *_validate_args([], False), inventory=site_stages.first_inventory, timeout=900)
-    assert validated.returncode == 0, validated.output[-4000:]
+    assert validated.returncode == 0, validated.tail(4000)
     report = _latest_report(site_stages)
     assert report["verdict"] == "pass", [c for s in report["sections"] for c in s["checks"] if c["status"] == "fail"]
     assert report["changes"]["nodes_removed"] == [worker] and report["changes"]["nodes_gone"] == []
@@ -967,7 +973,7 @@ def test_a_worker_removed_leaves_a_clean_host_the_validation_says_removed_as_dec
     started = time.monotonic()
     for playbook in (GPU_NODES, CLUSTER):
         rejoined = run_playbook(playbook, inventory=site_stages.inventory, timeout=900)
-        assert rejoined.returncode == 0, rejoined.output[-5000:]
+        assert rejoined.returncode == 0, rejoined.tail(5000)
     print("[lab site] the removed worker joined again: %.0f s" % (time.monotonic() - started), flush=True)
     _wait_for("%s Ready again" % worker, lambda: _node_ready(site_stages, worker) == "True", timeout=300)
 
@@ -984,13 +990,13 @@ def test_a_worker_out_of_reach_is_removed_by_force_and_reset_once_it_answers(
     forced = run_playbook(
         REMOVE_NODE, "-e", "node=" + worker, "-e", "ansible_ssh_timeout=5", inventory=unreachable, timeout=600
     )
-    assert forced.returncode == 0, forced.output[-4000:]
+    assert forced.returncode == 0, forced.tail(4000)
     assert "is removed by force: its host did not answer" in forced.output
     assert worker not in site_stages.kubectl("get nodes -o name").stdout
     # Nothing ran on the host: its kubelet still has its kubeconfig until it is reset.
     assert site_stages.ssh(WORKERS[worker], "test -e /etc/kubernetes/kubelet.conf").returncode == 0
     reset = run_playbook(REMOVE_NODE, "-e", "node=" + worker, inventory=site_stages.inventory, timeout=600)
-    assert reset.returncode == 0, reset.output[-4000:]
+    assert reset.returncode == 0, reset.tail(4000)
     assert site_stages.ssh(WORKERS[worker], "test -e /etc/kubernetes/kubelet.conf").returncode == 1
 
 
@@ -1002,7 +1008,7 @@ def test_kueue_by_the_inventory_switch_installs_from_the_bundle_and_runs_the_sce
     installed = run_playbook(
         str(REPO / "playbooks" / "scheduler.yml"), *switch, inventory=site_stages.first_inventory, timeout=900
     )
-    assert installed.returncode == 0, installed.output[-5000:]
+    assert installed.returncode == 0, installed.tail(5000)
     releases = json.loads(
         site_stages.ssh(
             CONTROL_PLANE["lab-cp-1"], "helm list -A -o json --kubeconfig /etc/kubernetes/admin.conf"
@@ -1017,7 +1023,7 @@ def test_kueue_by_the_inventory_switch_installs_from_the_bundle_and_runs_the_sce
     validated = run_playbook(
         VALIDATE, *switch, *_validate_args(scenario, True), inventory=site_stages.first_inventory, timeout=900
     )
-    assert validated.returncode == 0, validated.output[-5000:]
+    assert validated.returncode == 0, validated.tail(5000)
     report = _latest_report(site_stages)
     checks = lab_site.report_checks(report)
     scenario_checks = {k: v for k, v in checks.items() if k.startswith("scenario/")}

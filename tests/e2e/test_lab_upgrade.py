@@ -88,22 +88,23 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpgradeLab]:
     site = UpgradeLab(tmp_path_factory.mktemp("upgrade-lab"), layout.out)
     try:
         up = run_playbook(str(PLAYBOOKS / "lab.yml"), inventory=site.previous, timeout=600)
-        assert up.returncode == 0, up.output[-3000:]
+        assert up.returncode == 0, up.tail(3000)
         started = time.monotonic()
         for playbook in ("gpu_nodes.yml", "cluster.yml"):
             run = run_playbook(str(PLAYBOOKS / playbook), inventory=site.previous, timeout=1200)
-            assert run.returncode == 0, run.output[-5000:]
+            assert run.returncode == 0, run.tail(5000)
         print("[upgrade lab] installed at %s, 3 hosts: %.0f s" % (PREVIOUS, time.monotonic() - started), flush=True)
         started = time.monotonic()
         staged = run_playbook(
             str(PLAYBOOKS / "site.yml"), *lab_site.quick_validation(), inventory=site.previous, timeout=1800
         )
-        assert staged.returncode == 0, staged.output[-5000:] + lab_site.cluster_state(site.kubectl)
+        assert staged.returncode == 0, staged.tail(5000) + lab_site.cluster_state(site.kubectl)
         print("[upgrade lab] site.yml at %s: %.0f s" % (PREVIOUS, time.monotonic() - started), flush=True)
         yield site
     finally:
+        lab_site.keep_machine_logs(site.layout.state_dir / "logs", site.base / "machine-logs")
         down = run_playbook(str(PLAYBOOKS / "lab.yml"), "-e", "lab_state=down", inventory=site.previous, timeout=600)
-        assert down.returncode == 0, down.output[-3000:]
+        assert down.returncode == 0, down.tail(3000)
 
 
 def _project() -> str:
@@ -210,7 +211,7 @@ def test_an_upgrade_interrupted_while_a_worker_is_drained_completes_when_run_aga
     )
     elapsed = time.monotonic() - started
     print("[upgrade lab] upgrade.yml run again to its end (with the validation): %.0f s" % elapsed, flush=True)
-    assert resumed.returncode == 0, resumed.output[-6000:]
+    assert resumed.returncode == 0, resumed.tail(6000)
     # The hosts done before the interruption were not upgraded again.
     assert "upg-cp-1" not in resumed.changed_tasks() or not any(
         "kubeadm upgrade apply" in task for task in resumed.changed_tasks().get("upg-cp-1", [])
@@ -253,7 +254,7 @@ def test_a_second_upgrade_run_has_nothing_to_do(lab: UpgradeLab) -> None:
     again = run_playbook(
         str(PLAYBOOKS / "upgrade.yml"), "-e", "clusterproof_upgrade_validate=false", inventory=lab.pinned, timeout=600
     )
-    assert again.returncode == 0, again.output[-3000:]
+    assert again.returncode == 0, again.tail(3000)
     assert "nothing to upgrade: every host runs %s" % PINNED in again.output
     assert again.changed_tasks() == {}
 

@@ -107,11 +107,11 @@ def site(request, tmp_path_factory):
         yield found
     finally:
         down = sandbox_down(found.state_dir, found.port_base, found.inventory)
-        assert down.returncode == 0, down.output[-3000:]
+        assert down.returncode == 0, down.tail(3000)
 
 
 def test_site_with_monitoring_passes_its_monitoring_checks(site):
-    assert site.first.returncode == 0, site.first.output[-5000:]
+    assert site.first.returncode == 0, site.first.tail(5000)
     section = site.section()
     statuses = {check["id"]: check["status"] for check in section["checks"]}
     assert statuses == {
@@ -147,14 +147,14 @@ def test_site_with_monitoring_passes_its_monitoring_checks(site):
 
 def test_monitoring_again_changes_nothing_and_check_mode_works(site):
     again = site.run("playbooks/monitoring.yml")
-    assert again.returncode == 0, again.output[-3000:]
+    assert again.returncode == 0, again.tail(3000)
     assert again.recap()["changed"] == 0, again.changed_tasks()
     checked = site.run("playbooks/monitoring.yml", "--check")
-    assert checked.returncode == 0, checked.output[-3000:]
+    assert checked.returncode == 0, checked.tail(3000)
     assert checked.recap()["changed"] == 0, checked.changed_tasks()
     longer = site.run("playbooks/monitoring.yml", "--check", "-e", "clusterproof_monitoring_retention=3h")
-    assert longer.returncode == 0, longer.output[-3000:]
-    assert any("Run Prometheus" in task for task in longer.changed_tasks().get("localhost", [])), longer.output[-3000:]
+    assert longer.returncode == 0, longer.tail(3000)
+    assert any("Run Prometheus" in task for task in longer.changed_tasks().get("localhost", [])), longer.tail(3000)
 
 
 def test_the_monitoring_listens_on_loopback_only_and_its_token_reads_metrics_only(site):
@@ -200,7 +200,7 @@ def test_gpus_held_by_running_work_are_what_prometheus_records(site):
 
         assert wait_for(running, timeout=90)
         again = site.run("playbooks/validate.yml")
-        assert again.returncode == 0, again.output[-5000:]
+        assert again.returncode == 0, again.tail(5000)
         section = site.section()
         checks = {check["id"]: check for check in section["checks"]}
         assert checks["monitoring/allocation/team-a"]["status"] == "pass"
@@ -246,7 +246,7 @@ def test_each_scenario_step_is_what_prometheus_records_and_the_run_is_charted_fr
     run = run_playbook(
         "playbooks/validate.yml", *site.vars(validate_scenarios_files=[str(scenario)]), inventory=site.inventory
     )
-    assert run.returncode == 0, run.output[-5000:]
+    assert run.returncode == 0, run.tail(5000)
     (section,) = [s for s in site.report()["sections"] if s["id"] == "scenario-monitoring-two-steps"]
     checks = {check["id"]: check for check in section["checks"]}
     # After each step, Prometheus's allocation of the run's projects (its namespaces) is the pods'.
@@ -308,7 +308,7 @@ def test_a_stopped_scheduler_metrics_endpoint_fails_the_validation_with_the_caus
     assert control_plane.stop(layout, stopped)
     try:
         run = site.run("playbooks/validate.yml")
-        assert run.returncode != 0, run.output[-3000:]
+        assert run.returncode != 0, run.tail(3000)
         checks = {check["id"]: check for check in site.section()["checks"]}
         failed = sorted(name for name, check in checks.items() if check["status"] == "fail")
         assert failed == ["monitoring/target/%s" % stopped]
@@ -323,10 +323,10 @@ def test_a_stopped_scheduler_metrics_endpoint_fails_the_validation_with_the_caus
         # Stopped on purpose, the process has no run record for the sandbox's up to heal: the
         # scheduler stage starts it again, and the next validation passes.
         healed = site.run("playbooks/scheduler.yml")
-        assert healed.returncode == 0, healed.output[-3000:]
+        assert healed.returncode == 0, healed.tail(3000)
     assert control_plane.running_pid(layout, stopped) is not None
     again = site.run("playbooks/validate.yml")
-    assert again.returncode == 0, again.output[-3000:]
+    assert again.returncode == 0, again.tail(3000)
     assert all(check["status"] == "pass" for check in site.section()["checks"])
 
 
@@ -345,7 +345,7 @@ def _validation_fails_on_alone(site: Site, extra: tuple[str, ...], check_id: str
     """validate.yml with ``extra`` fails, and the one failed check of the monitoring section is
     ``check_id`` with ``message``."""
     validated = site.run("playbooks/validate.yml", *extra)
-    assert validated.returncode != 0, validated.output[-3000:]
+    assert validated.returncode != 0, validated.tail(3000)
     assert _failed_checks(site) == [(check_id, message)]
 
 
@@ -366,7 +366,7 @@ def test_prometheus_stopped_is_a_failed_check_and_the_stage_brings_it_back(site)
     assert wait_for(lambda: not core.list_namespaced_pod("team-a").items, timeout=90)
     api.close()
     run = site.run("playbooks/validate.yml")
-    assert run.returncode != 0, run.output[-3000:]
+    assert run.returncode != 0, run.tail(3000)
     (check,) = site.section()["checks"]
     assert (check["id"], check["status"]) == ("monitoring/prometheus", "fail")
     assert check["message"].startswith(
@@ -376,10 +376,10 @@ def test_prometheus_stopped_is_a_failed_check_and_the_stage_brings_it_back(site)
     # The validation went on past it: the report has the sections after the monitoring's.
     assert len(site.report()["sections"]) > 2
     again = site.run("playbooks/monitoring.yml")
-    assert again.returncode == 0, again.output[-3000:]
+    assert again.returncode == 0, again.tail(3000)
     assert control_plane.running_pid(layout, monitoring.PROMETHEUS) is not None
     passed = site.run("playbooks/validate.yml")
-    assert passed.returncode == 0, (_failed_checks(site), passed.output[-3000:])
+    assert passed.returncode == 0, (_failed_checks(site), passed.tail(3000))
 
 
 def _operator_crds() -> list[dict]:
@@ -431,13 +431,13 @@ def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_becom
     bad = site.run(
         "playbooks/monitoring.yml", "-e", json.dumps({"clusterproof_monitoring_rule_labels": {"release": "a b"}})
     )
-    assert bad.returncode != 0 and "clusterproof_monitoring_rule_labels.release" in bad.output, bad.output[-3000:]
+    assert bad.returncode != 0 and "clusterproof_monitoring_rule_labels.release" in bad.output, bad.tail(3000)
     for crd in crds:
         extensions.create_custom_resource_definition(crd)
     try:
         assert wait_for(lambda: all(_established(extensions, name) for name in names), timeout=60)
         made = site.run("playbooks/monitoring.yml", *extra)
-        assert made.returncode == 0, made.output[-3000:]
+        assert made.returncode == 0, made.tail(3000)
         assert rule()["spec"]["groups"] == shipped
         assert rule()["metadata"]["labels"]["release"] == "kube-prometheus-stack"
         # What the rules need scraped, as the operator's ServiceMonitors the API server admitted (its
@@ -462,11 +462,11 @@ def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_becom
             site.run("playbooks/monitoring.yml", *extra),
             site.run("playbooks/monitoring.yml", "--check", *extra),
         ):
-            assert again.returncode == 0, again.output[-3000:]
+            assert again.returncode == 0, again.tail(3000)
             assert again.recap()["changed"] == 0, again.changed_tasks()
 
         validated = site.run("playbooks/validate.yml", *extra)
-        assert validated.returncode == 0, (_failed_checks(site), validated.output[-3000:])
+        assert validated.returncode == 0, (_failed_checks(site), validated.tail(3000))
         checks = {check["id"]: check for check in site.section()["checks"]}
         assert checks["monitoring/operator-rules"]["status"] == "pass"
         assert checks["monitoring/operator-monitors"]["status"] == "pass"
@@ -490,7 +490,7 @@ def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_becom
             "PrometheusRule clusterproof-monitoring/clusterproof-rules has no group %s" % dropped["name"],
         )
         mended = site.run("playbooks/monitoring.yml", *extra)
-        assert mended.returncode == 0 and mended.recap()["changed"] > 0, mended.output[-3000:]
+        assert mended.returncode == 0 and mended.recap()["changed"] > 0, mended.tail(3000)
         assert rule()["spec"]["groups"] == shipped
 
         # A ServiceMonitor deleted behind clusterproof's back: the same, naming it.
@@ -504,7 +504,7 @@ def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_becom
             "ServiceMonitor clusterproof-monitoring/clusterproof-kai-scheduler is missing",
         )
         remade = site.run("playbooks/monitoring.yml", *extra)
-        assert remade.returncode == 0 and remade.recap()["changed"] > 0, remade.output[-3000:]
+        assert remade.returncode == 0 and remade.recap()["changed"] > 0, remade.tail(3000)
         assert sorted(monitors()) == sorted(made_monitors)
 
         # A site whose GPU operator someone else installed elsewhere: one inventory setting moves DCGM's
@@ -514,11 +514,11 @@ def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_becom
             "clusterproof_monitoring_gpu_operator_namespace": "dcgm-elsewhere",
         }
         moved = site.run("playbooks/monitoring.yml", "-e", json.dumps(elsewhere))
-        assert moved.returncode == 0 and moved.recap()["changed"] > 0, moved.output[-3000:]
+        assert moved.returncode == 0 and moved.recap()["changed"] > 0, moved.tail(3000)
         dcgm = monitors()["clusterproof-dcgm-exporter"]["spec"]["namespaceSelector"]
         assert dcgm == {"matchNames": ["dcgm-elsewhere"]}
         validated = site.run("playbooks/validate.yml", "-e", json.dumps(elsewhere))
-        assert validated.returncode == 0, (_failed_checks(site), validated.output[-3000:])
+        assert validated.returncode == 0, (_failed_checks(site), validated.tail(3000))
         _validation_fails_on_alone(
             site,
             extra,
@@ -526,7 +526,7 @@ def test_where_the_site_serves_the_operator_s_kinds_the_rules_and_monitors_becom
             "ServiceMonitor clusterproof-monitoring/clusterproof-dcgm-exporter is not as clusterproof makes it",
         )
         back = site.run("playbooks/monitoring.yml", *extra)
-        assert back.returncode == 0, back.output[-3000:]
+        assert back.returncode == 0, back.tail(3000)
     finally:
         for name in names:
             extensions.delete_custom_resource_definition(name)

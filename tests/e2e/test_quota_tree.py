@@ -45,9 +45,9 @@ def test_the_guides_tree_from_the_inventory_caps_a_leaf_at_its_max_and_shows_it(
     )
     with own_sandbox(inventory, tmp_path / "state", scheduler=False) as site:
         first = run_playbook("playbooks/scheduler.yml", *site.vars(), inventory=inventory)
-        assert first.returncode == 0, first.output[-3000:]
+        assert first.returncode == 0, first.tail(3000)
         again = run_playbook("playbooks/scheduler.yml", *site.vars(), inventory=inventory)
-        assert again.returncode == 0 and again.recap()["changed"] == 0, again.output[-3000:]
+        assert again.returncode == 0 and again.recap()["changed"] == 0, again.tail(3000)
 
         api = config.new_client_from_config(config_file=str(site.kubeconfig))
         custom = client.CustomObjectsApi(api)

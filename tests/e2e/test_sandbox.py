@@ -132,13 +132,13 @@ def test_the_control_plane_reader_reads_the_sandbox_s_etcd_and_api_server(sandbo
 def test_second_up_reports_no_change(sandbox):
     assert sandbox.first_up.recap()["changed"] >= 1
     again = run_playbook("playbooks/sandbox.yml", *sandbox.vars())
-    assert again.returncode == 0, again.output[-3000:]
+    assert again.returncode == 0, again.tail(3000)
     assert again.recap()["changed"] == 0, again.changed_tasks()
 
 
 def test_status_reports_every_process_running(sandbox):
     run = run_playbook("playbooks/sandbox.yml", "-e", "sandbox_cluster_state=status", "-v", *sandbox.vars())
-    assert run.returncode == 0, run.output[-3000:]
+    assert run.returncode == 0, run.tail(3000)
     assert run.recap()["changed"] == 0
     for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
         assert f"'name': '{name}'" in run.output or f'"name": "{name}"' in run.output or f"name: {name}" in run.output
@@ -260,17 +260,17 @@ def test_down_stops_every_process_and_removes_the_state(tmp_path):
 
     try:
         up = run_playbook("playbooks/sandbox.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert up.returncode == 0, up.output[-3000:]
+        assert up.returncode == 0, up.tail(3000)
         assert len(_our_processes(state_dir)) == 5
         # KAI scheduler's components and the sandbox GPU agent are the sandbox's too.
         kai = run_playbook("playbooks/scheduler.yml", *sandbox_vars(state_dir, port_base), inventory=inventory)
-        assert kai.returncode == 0, kai.output[-3000:]
+        assert kai.returncode == 0, kai.tail(3000)
         assert len(_our_processes(state_dir)) == 10
     except BaseException:
         down()  # a failed assertion above must not leave its sandbox running
         raise
     stopped = down()
-    assert stopped.returncode == 0, stopped.output[-3000:]
+    assert stopped.returncode == 0, stopped.tail(3000)
     assert stopped.recap()["changed"] == 1
     assert _our_processes(state_dir) == []
     assert not state_dir.exists()
@@ -307,7 +307,7 @@ def test_up_heals_a_sandbox_whose_api_server_and_gpu_agent_went(tmp_path):
         os.kill(before["sandbox-gpu-agent"]["pid"], signal.SIGKILL)
 
         healed = run_playbook("playbooks/sandbox.yml", *site.vars())
-        assert healed.returncode == 0, healed.output[-3000:]
+        assert healed.returncode == 0, healed.tail(3000)
         after = _sandbox_status(site)
         assert set(after) == set(before)
         assert all(c["running"] and c["ready"] for c in after.values()), after

@@ -29,7 +29,7 @@ def changed_tasks(output: str) -> list[str]:
 def test_site_writes_a_passing_report_and_a_second_run_changes_nothing_but_the_report(sandbox, tmp_path):
     reports = tmp_path / "reports"
     first = run_playbook("playbooks/site.yml", *sandbox.vars(), "-e", "clusterproof_reports_dir=%s" % reports)
-    assert first.returncode == 0, first.output[-4000:]
+    assert first.returncode == 0, first.tail(4000)
     latest = reports / "netapp-sandbox" / "latest"
     first_report = json.loads((latest / "report.json").read_text())
     assert first_report["verdict"] == "pass"
@@ -46,10 +46,10 @@ def test_site_writes_a_passing_report_and_a_second_run_changes_nothing_but_the_r
         "-e",
         '{"validate_scenarios_files": []}',
     )
-    assert run.returncode == 0, run.output[-4000:]
+    assert run.returncode == 0, run.tail(4000)
     # The report is a new artefact of each run; nothing else changes on the second run.
-    assert run.recap()["changed"] == 1, run.output[-4000:]
-    assert changed_tasks(run.output) == ["site_report : Write the site validation report"], run.output[-4000:]
+    assert run.recap()["changed"] == 1, run.tail(4000)
+    assert changed_tasks(run.output) == ["site_report : Write the site validation report"], run.tail(4000)
 
     assert latest.is_symlink()
     report = json.loads((latest / "report.json").read_text())
@@ -121,7 +121,7 @@ def test_bad_inventory_stops_before_anything_runs(tmp_path, host_vars, message):
 
 def test_check_mode_on_a_running_sandbox_reports_no_change(sandbox):
     run = run_playbook("playbooks/sandbox.yml", "--check", *sandbox.vars())
-    assert run.returncode == 0, run.output[-3000:]
+    assert run.returncode == 0, run.tail(3000)
     assert run.recap()["changed"] == 0
 
 

@@ -44,9 +44,9 @@ def sandbox_classes() -> list[storage.StorageClassDeclaration]:
 def storage_site(sandbox):
     """The storage playbook run on the session's sandbox (twice: the second run changes nothing)."""
     first = run_playbook("playbooks/storage.yml", *sandbox.vars())
-    assert first.returncode == 0, first.output[-5000:]
+    assert first.returncode == 0, first.tail(5000)
     second = run_playbook("playbooks/storage.yml", *sandbox.vars())
-    assert second.returncode == 0, second.output[-5000:]
+    assert second.returncode == 0, second.tail(5000)
     assert second.recap()["changed"] == 0, second.changed_tasks()
     return first
 
@@ -319,11 +319,11 @@ def test_cluster_path_installs_the_local_path_chart_with_helm(storage_site, sand
     helm = sandbox_build.plan().binary("helm")
     try:
         first = run_playbook("playbooks/storage.yml", *sandbox.vars(), *extra)
-        assert first.returncode == 0, first.output[-5000:]
+        assert first.returncode == 0, first.tail(5000)
         # The release; clusterproof's helper pod template in its ConfigMap; the provisioner restarted for it.
-        assert first.recap()["changed"] == 3, first.output[-5000:]
+        assert first.recap()["changed"] == 3, first.tail(5000)
         second = run_playbook("playbooks/storage.yml", *sandbox.vars(), *extra)
-        assert second.returncode == 0 and second.recap()["changed"] == 0, second.output[-5000:]
+        assert second.returncode == 0 and second.recap()["changed"] == 0, second.tail(5000)
         deployment = client.AppsV1Api(api_client).read_namespaced_deployment("local-path-provisioner", "lp-chart")
         assert deployment.status.ready_replicas == 1
         configmap = client.CoreV1Api(api_client).read_namespaced_config_map("local-path-config", "lp-chart")
@@ -374,7 +374,7 @@ def test_another_default_class_is_unset_so_exactly_one_default_remains(storage_s
         before = validate(sandbox, sandbox_classes(), timeout=30)
         assert statuses(before)["storage/default-class"] == "fail"
         run = run_playbook("playbooks/storage.yml", *sandbox.vars())
-        assert run.returncode == 0 and run.recap()["changed"] == 1, run.output[-5000:]
+        assert run.returncode == 0 and run.recap()["changed"] == 1, run.tail(5000)
         annotations = storage_api.read_storage_class("foreign-default").metadata.annotations
         assert annotations[storage.DEFAULT_CLASS_ANNOTATION] == "false"
         after = validate(sandbox, sandbox_classes(), timeout=30)

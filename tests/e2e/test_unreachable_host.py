@@ -49,9 +49,9 @@ def test_unreachable_and_failing_gpu_hosts_become_failed_checks_in_a_written_rep
 
     # site_report fails the run, after writing the report; nothing before it ended the playbook.
     assert run.returncode != 0
-    assert "Write the site validation report" in run.output, run.output[-4000:]
+    assert "Write the site validation report" in run.output, run.tail(4000)
     assert run.recap("dgx1-1")["unreachable"] == 0, "the unreachable host must be recorded, not dropped"
-    assert run.recap("dgx1-1")["rescued"] == 3, run.output[-4000:]
+    assert run.recap("dgx1-1")["rescued"] == 3, run.tail(4000)
     report = json.loads((reports / "unreachable-site" / "latest" / "report.json").read_text())
     assert report["verdict"] == "fail"
 

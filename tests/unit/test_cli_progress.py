@@ -169,3 +169,17 @@ def test_gathered_sections_and_facts_come_from_the_results_in_order():
     assert progress.gathered_sections(events)[1]["checks"] == [{"id": "c"}]
     assert progress.run_facts(events) == {"clusterproof_site": {"site_name": "a"}, "clusterproof_reports_dir": "/r"}
     assert progress.playbook_pid([{"event": "x"}, {"event": "y", "pid": 42}]) == 42
+
+
+def test_the_failure_messages_keep_every_line_of_each_message_and_leave_ignored_ones_out():
+    events = [
+        result("ok", "localhost", "Read"),
+        result("failed", "localhost", "Run KAI scheduler on the sandbox", res={"msg": "first line\nsecond line"}),
+        result("failed", "localhost", "Probe", ignore_errors=True, res={"msg": "ignored"}),
+        result("unreachable", "gpu-9", "Gathering Facts", res={"msg": "x" * 50}),
+    ]
+    assert progress.failure_messages(events, limit=10) == [
+        "FAILED localhost: Run KAI scheduler on the sandbox: first line…",
+        "UNREACHABLE gpu-9: Gathering Facts: " + "x" * 10 + "…",
+    ]
+    assert progress.failure_messages(events)[0].endswith("first line\nsecond line")
