@@ -123,6 +123,38 @@ def test_a_machine_that_reboots_is_booted_again_in_its_cgroups_and_one_that_powe
     assert (tmp_path / "failed-boots").read_text().count("boot") == 1
 
 
+def test_a_boot_after_a_reboot_that_fails_at_once_is_tried_again_in_cgroups_made_again(tmp_path):
+    # Boot 1 reboots; boots 2 and 3 fail at once (what the machine that ended still held); boot 4
+    # powers off. The machine's cgroup went with its end: each boot makes it again.
+    boots, cgroup = tmp_path / "boots", tmp_path / "pids" / "lab-worker-1"
+    cgroup.mkdir(parents=True)
+    machine = tmp_path / "machine"
+    machine.write_text(
+        'echo $$ >> "%s"; n=$(wc -l < "%s"); rm -r "%s"; [ "$n" -eq 1 ] && exit 133; [ "$n" -le 3 ] && exit 1; exit 0\n'
+        % (boots, boots, cgroup)
+    )
+    done = subprocess.run(
+        machines.supervised(["sh", str(machine)], [cgroup / "cgroup.procs"], retry_delay_s=0),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stdout
+    assert len(boots.read_text().split()) == 4
+    assert done.stdout.count("made again the cgroup") == 3
+    assert "booting again in 0 s (2 of %d)" % machines.BOOT_RETRIES in done.stdout
+    assert "exited with status 133" in done.stdout and done.stdout.count("exited with status 1 ") == 2
+
+
+def test_a_machine_that_keeps_failing_after_a_reboot_ends_with_its_status_after_the_retries(tmp_path):
+    boots = tmp_path / "boots"
+    machine = tmp_path / "machine"
+    machine.write_text('echo boot >> "%s"; [ "$(wc -l < "%s")" -eq 1 ] && exit 133; exit 1\n' % (boots, boots))
+    done = subprocess.run(machines.supervised(["sh", str(machine)], retry_delay_s=0), capture_output=True, timeout=30)
+    assert done.returncode == 1
+    assert len(boots.read_text().split()) == 2 + machines.BOOT_RETRIES
+
+
 def _sleeper() -> subprocess.Popen:
     return subprocess.Popen(["sleep", "60"])
 

@@ -513,14 +513,40 @@ def nspawn_processes(layout: Layout) -> dict[str, int]:
 REBOOT_EXIT_STATUS = 133
 
 
+# How often, and how soon after its start, a boot that follows a reboot and fails is tried again:
+# the machine that just ended may still hold what the next one needs for a moment (its network
+# namespace, its veth's name, a cgroup), most under load.
+BOOT_RETRIES, BOOT_FAILED_WITHIN_S, BOOT_RETRY_DELAY_S = 5, 30, 3
+
+
 # The machine's supervisor: boots it (nspawn, in the host's cgroups) and boots it again each time it
-# exits with REBOOT_EXIT_STATUS; any other exit ends it with that status. It stays in the caller's
-# cgroups: a process of its own inside the machine's cgroup root upsets the systemd in there.
-_SUPERVISOR = (
-    """
-import os, sys
-procs, command = [path for path in sys.argv[1].split("\\n") if path], sys.argv[2:]
+# exits with REBOOT_EXIT_STATUS; any other exit ends it with that status, unless it is a boot after
+# a reboot that failed within BOOT_FAILED_WITHIN_S (tried again, BOOT_RETRIES times). It says each
+# exit in the machine's log (its standard output). It stays in the caller's cgroups: a process of its
+# own inside the machine's cgroup root upsets the systemd in there. Before each boot it makes the
+# machine's cgroups again where they went (a new cpuset cgroup takes its parent's CPUs and memory).
+_SUPERVISOR = """
+import os, sys, time
+procs, delay, command = [path for path in sys.argv[1].split("\\n") if path], float(sys.argv[2]), sys.argv[3:]
+reboot, retries, failed_within = %d, %d, %d
+def say(message):
+    print("[lab supervisor] " + message, flush=True)
+def make_cgroups():
+    for path in procs:
+        directory = os.path.dirname(path)
+        if os.path.isdir(directory):
+            continue
+        say("made again the cgroup %%s" %% directory)
+        os.makedirs(directory, exist_ok=True)
+        for setting in ("cpuset.cpus", "cpuset.mems"):
+            own, inherited = os.path.join(directory, setting), os.path.join(os.path.dirname(directory), setting)
+            if os.path.exists(own) and os.path.exists(inherited):
+                with open(inherited) as source, open(own, "w") as target:
+                    target.write(source.read().strip())
+rebooted, failed = False, 0
 while True:
+    make_cgroups()
+    started = time.monotonic()
     child = os.fork()
     if child == 0:
         for path in procs:
@@ -528,18 +554,30 @@ while True:
                 file.write(str(os.getpid()))
         os.execvp(command[0], command)
     code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
-    if code != %d:
-        sys.exit(code if code >= 0 else 128 - code)
-"""
-    % REBOOT_EXIT_STATUS
-)
+    code = code if code >= 0 else 128 - code
+    lasted = time.monotonic() - started
+    say("the machine exited with status %%d after %%.0f s" %% (code, lasted))
+    if code == reboot:
+        rebooted, failed = True, 0
+        continue
+    if rebooted and code != 0 and lasted < failed_within and failed < retries:
+        failed += 1
+        say("a boot after a reboot failed: booting again in %%.0f s (%%d of %%d)" %% (delay, failed, retries))
+        time.sleep(delay)
+        continue
+    sys.exit(code)
+""" % (REBOOT_EXIT_STATUS, BOOT_RETRIES, BOOT_FAILED_WITHIN_S)
 
 
-def supervised(command: Sequence[str], cgroup_procs: Sequence[Path] = ()) -> list[str]:
+def supervised(
+    command: Sequence[str], cgroup_procs: Sequence[Path] = (), retry_delay_s: float = BOOT_RETRY_DELAY_S
+) -> list[str]:
     """``command`` run in the cgroups whose ``cgroup.procs`` files are given, again each time it
-    exits with REBOOT_EXIT_STATUS, as a host that reboots comes back with its disk as it was; any
-    other exit (a poweroff, SIGKILL) ends it, with that status. Pure."""
-    return [sys.executable, "-c", _SUPERVISOR, "\n".join(str(path) for path in cgroup_procs), *command]
+    exits with REBOOT_EXIT_STATUS, as a host that reboots comes back with its disk as it was; a boot
+    after a reboot that fails at once is tried again (BOOT_RETRIES); any other exit (a poweroff,
+    SIGKILL) ends it, with that status. Pure."""
+    procs = "\n".join(str(path) for path in cgroup_procs)
+    return [sys.executable, "-c", _SUPERVISOR, procs, str(retry_delay_s), *command]
 
 
 def boot(layout: Layout, plan: LabPlan, host: LabHost, parents: Sequence[Path]) -> int:
