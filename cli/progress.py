@@ -122,31 +122,27 @@ def report_paths(events: Iterable[Event]) -> dict[str, str]:
     return paths
 
 
-def failure_line(event: Event) -> str:
-    """``FAILED localhost: Start kube-apiserver: <msg>`` for a failed or unreachable host, else ``""``."""
+def failure_line(event: Event, whole: bool = False, limit: int = 3000) -> str:
+    """``FAILED localhost: Start kube-apiserver: <msg>`` for a failed or unreachable host, else ``""``:
+    the message's first line, or with ``whole`` all of it (cut to ``limit`` characters)."""
     kind = HOST_RESULTS.get(event.get("event", ""))
     data = event.get("event_data") or {}
     if kind not in ("failed", "unreachable") or data.get("ignore_errors"):
         return ""
-    message = str((data.get("res") or {}).get("msg", "")).strip().splitlines()
-    return "%s %s: %s: %s" % (kind.upper(), data.get("host", ""), data.get("task", ""), message[0] if message else "")
+    message = str((data.get("res") or {}).get("msg", "")).strip()
+    if not whole:
+        lines = message.splitlines()
+        message = lines[0] if lines else ""
+    elif len(message) > limit:
+        message = message[:limit] + "…"
+    return "%s %s: %s: %s" % (kind.upper(), data.get("host", ""), data.get("task", ""), message)
 
 
 def failure_messages(events: Iterable[Event], limit: int = 3000) -> list[str]:
-    """``FAILED host: task: <msg>`` for each failed or unreachable host result that was not ignored,
-    with the whole message (cut to ``limit`` characters): what a failed test shows before the output's
-    tail, which under the profile_tasks callback holds mostly the tasks' timings."""
-    lines = []
-    for event in events:
-        kind = HOST_RESULTS.get(event.get("event", ""))
-        data = event.get("event_data") or {}
-        if kind not in ("failed", "unreachable") or data.get("ignore_errors"):
-            continue
-        message = str((data.get("res") or {}).get("msg", "")).strip()
-        if len(message) > limit:
-            message = message[:limit] + "…"
-        lines.append("%s %s: %s: %s" % (kind.upper(), data.get("host", ""), data.get("task", ""), message))
-    return lines
+    """Each failed or unreachable host result that was not ignored, with its whole message (cut to
+    ``limit`` characters): what a failed test shows before the output's tail, which under the
+    profile_tasks callback holds mostly the tasks' timings."""
+    return [line for line in (failure_line(event, whole=True, limit=limit) for event in events) if line]
 
 
 # --- how a run ended ---------------------------------------------------------------------------------

@@ -524,7 +524,8 @@ BOOT_RETRIES, BOOT_FAILED_WITHIN_S, BOOT_RETRY_DELAY_S = 5, 30, 3
 # a reboot that failed within BOOT_FAILED_WITHIN_S (tried again, BOOT_RETRIES times). It says each
 # exit in the machine's log (its standard output). It stays in the caller's cgroups: a process of its
 # own inside the machine's cgroup root upsets the systemd in there. Before each boot it makes the
-# machine's cgroups again where they went (a new cpuset cgroup takes its parent's CPUs and memory).
+# machine's cgroups again where they went, as make_cgroup does (the script has no module_utils to
+# import): a new cpuset cgroup takes its parent's CPUs and memory nodes.
 _SUPERVISOR = """
 import os, sys, time
 procs, delay, command = [path for path in sys.argv[1].split("\\n") if path], float(sys.argv[2]), sys.argv[3:]
