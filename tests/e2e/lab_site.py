@@ -146,16 +146,6 @@ def cluster_state(kubectl: Callable[[str], subprocess.CompletedProcess]) -> str:
     return "\n".join(lines)
 
 
-def machine_log(log: Path, lines: int = 40) -> str:
-    """The last ``lines`` of a lab machine's console log (nspawn's output and its supervisor's
-    lines): what says why a host did not come back."""
-    try:
-        text = log.read_text(errors="replace")
-    except OSError as error:
-        return "\n[lab] no console log at %s: %s" % (log, error)
-    return "\n[lab] the last lines of %s:\n%s" % (log, "\n".join(text.splitlines()[-lines:]))
-
-
 def keep_machine_logs(logs: Path, target: Path) -> None:
     """Copy the lab's machine console logs (``logs``, in the state directory the lab's down removes)
     to ``target``, which stays with the test's temporary directory: what a failed run's next reader

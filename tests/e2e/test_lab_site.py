@@ -31,6 +31,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import runtime_config
 from ansible_collections.clusterproof.gpu.plugins.module_utils.lab import machines
+from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
 from tests.e2e import lab_site
 from tests.e2e.conftest import REPO, run_playbook
@@ -857,7 +858,9 @@ def test_a_lab_host_rebooted_during_validation_fails_no_worse_than_a_check_and_c
     _wait_for(
         "%s to answer over SSH again" % worker,
         lambda: site_stages.ssh(WORKERS[worker], "true").returncode == 0,
-        detail=lambda: lab_site.machine_log(site_stages.layout.log_of(worker)),
+        detail=lambda: (
+            "\nthe last lines of its console log:\n" + control_plane.tail(site_stages.layout.log_of(worker), 40)
+        ),
     )
     _wait_for("%s Ready again" % worker, ready, timeout=300)
     _wait_for(
