@@ -23,6 +23,7 @@ import pytest
 import yaml
 from kubernetes import dynamic
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube_client
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import control_plane
 from cli import playbook as runner
@@ -228,10 +229,16 @@ def render_role_chart(role: str, chart_ref: Path, release: str, namespace: str, 
     return helm_template(args)
 
 
+def dynamic_client(api) -> dynamic.DynamicClient:
+    """A dynamic client with the discovery cache of this process's own (kube.client's), not the
+    one file per server URL that every test run reaching the same port would share."""
+    return dynamic.DynamicClient(api, cache_file=kube_client.discovery_cache_file(api.configuration.host))
+
+
 def dry_run_apply(api, objects: list[dict], namespace: str, **options) -> None:
     """Server-side apply every object as a dry run, so the API server validates it (a namespaced
     object without a namespace goes to ``namespace``)."""
-    resources = dynamic.DynamicClient(api).resources
+    resources = dynamic_client(api).resources
     for obj in objects:
         resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
         resource.server_side_apply(

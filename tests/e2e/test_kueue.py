@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import client, config, dynamic
+from kubernetes import client, config
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
@@ -22,6 +22,7 @@ from .conftest import (
     PlaybookRun,
     ad_hoc,
     dry_run_apply,
+    dynamic_client,
     free_port_base,
     module_result,
     render_role_chart,
@@ -282,7 +283,7 @@ def site_projects(site: Site) -> list[projects.Project]:
 
 
 def resources_named(api, api_version: str, kind: str) -> set[str]:
-    resource = dynamic.DynamicClient(api).resources.get(api_version=api_version, kind=kind)
+    resource = dynamic_client(api).resources.get(api_version=api_version, kind=kind)
     return {item.metadata.name for item in resource.get().items}
 
 

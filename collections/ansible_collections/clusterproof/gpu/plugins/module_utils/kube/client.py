@@ -9,8 +9,13 @@ away) is a function or a name here.
 
 from __future__ import annotations
 
+import atexit
+import functools
+import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -270,6 +275,22 @@ def _list_pages(list_page: Any, doing: str, request_timeout: int) -> list[dict[s
             return items
 
 
+@functools.cache
+def _discovery_dir() -> str:
+    path = tempfile.mkdtemp(prefix="clusterproof-discovery-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def discovery_cache_file(host: str) -> str:
+    """Where this process keeps what it discovered of the API server at ``host``: a directory of its
+    own, removed when it exits. The dynamic client's default is one file per server URL in the
+    shared temporary directory, read by every later process that reaches the same
+    ``https://127.0.0.1:PORT``: a test sandbox on a port an earlier sandbox had would be told the
+    kinds that one served."""
+    return os.path.join(_discovery_dir(), hashlib.sha256(host.encode()).hexdigest()[:16] + ".json")
+
+
 class Applier:
     """Makes objects exist as given, with server-side apply, changing only what differs.
 
@@ -283,7 +304,7 @@ class Applier:
         self.api = api
         self.check_mode = check_mode
         self.field_manager = field_manager
-        self.dynamic = DynamicClient(api)
+        self.dynamic = DynamicClient(api, cache_file=discovery_cache_file(api.configuration.host))
 
     def _resource(self, manifest: dict[str, Any]) -> Any:
         from kubernetes.dynamic.exceptions import ResourceNotFoundError
