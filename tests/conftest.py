@@ -16,6 +16,9 @@ for path in (COLLECTIONS, REPO):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+# Where a run's time goes, recorded when CLUSTERPROOF_TEST_TIMES names a file (bench/suite_profile.py).
+pytest_plugins = ["tests.timings"]
+
 
 def run_module_file(module: Path, arguments: dict[str, Any], timeout: int = 120) -> dict[str, Any]:
     """Run a module file directly, as Ansible runs it on a host, and return its JSON result."""

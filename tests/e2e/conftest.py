@@ -58,8 +58,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # Modules by the measured wall time of their longest group, longest first (--durations of a full
-# run: the lab's group, the longest, about 45 minutes: test_lab, test_lab_site and the bundle on one
-# worker; the upgrade's lab is ``LAST``, below. Then the site test twice through site.yml; the
+# run: the lab's group, the longest, 54 minutes on 2 Dec: test_lab, test_lab_site and the bundle on one
+# worker; the upgrade's lab is ``LAST``, below. Then the monitoring's two module sandboxes (KAI's
+# about 22 minutes, Kueue's 16, measured 2 Dec with bench/suite_profile.py: they had been spread
+# over the workers, each bringing its own up, until their groups were named right) and the
+# differential's (15); the site test twice through site.yml; the
 # scenarios on KAI and on Kueue's sandbox; the faults on a sandbox of their own; Kueue's module
 # sandbox; Koordinator's tree; the molecule scenarios; storage; the quota trees).
 LONGEST_FIRST = {
@@ -67,6 +70,8 @@ LONGEST_FIRST = {
     for rank, name in enumerate(
         (
             "test_lab",
+            "test_monitoring",
+            "test_differential",
             "test_site",
             "test_scenarios",
             "test_faults",
@@ -104,7 +109,10 @@ def sandbox_group(item: pytest.Item) -> str | None:
         definitions = item._fixtureinfo.name2fixturedefs.get(name, ())  # type: ignore[attr-defined]
         if any(definition.scope in ("module", "package", "class") for definition in definitions):
             param = callspec.params.get(name) if callspec else None
-            return "%s::%s%s" % (item.module.__name__, name, "" if param is None else "[%s]" % param)
+            # Never "[param]" at the end: pytest-xdist takes a test id whose last "]" comes after its
+            # "@group" for a parametrized test of no group, and spreads the tests over the workers
+            # (each then brought the module's sandbox up for itself).
+            return "%s::%s%s" % (item.module.__name__, name, "" if param is None else "(%s)" % param)
     return None
 
 

@@ -44,6 +44,12 @@ def sandbox():
 def site():
     record(setup="site")
     yield
+
+
+@pytest.fixture(scope="module", params=["kai", "kueue"])
+def engine_site(request):
+    record(setup="engine_site[%s]" % request.param)
+    yield request.param
 """
 
 MODULE = """
@@ -70,6 +76,12 @@ def test_alone(number):
 def test_on_sandbox(sandbox, number):
     time.sleep(0.3)
     record(test="{name}/sandbox")
+
+
+@pytest.mark.parametrize("number", range(3))
+def test_on_engine_site(engine_site, number):
+    time.sleep(0.3)
+    record(test="{name}/engine_site[%s]" % engine_site)
 """
 
 
@@ -92,10 +104,17 @@ def test_a_groups_tests_run_on_one_worker_and_its_fixture_is_set_up_once(tmp_pat
     for entry in log:
         if "test" in entry:
             workers_of.setdefault(entry["test"], set()).add(entry["worker"])
-    assert len(workers_of) == 6, log
-    for group in ("test_one/site", "test_two/site", "test_one/sandbox", "test_two/sandbox"):
+    assert len(workers_of) == 10, log
+    engine_groups = [
+        f"{name}/engine_site[{engine}]" for name in ("test_one", "test_two") for engine in ("kai", "kueue")
+    ]
+    for group in ("test_one/site", "test_two/site", "test_one/sandbox", "test_two/sandbox", *engine_groups):
         assert len(workers_of[group]) == 1, "the tests of %s ran on %s" % (group, sorted(workers_of[group]))
     # Each module's site once; the session sandbox once per worker that ran a sandbox group.
     assert sum(1 for entry in log if entry.get("setup") == "site") == 2, log
+    # A parametrized module fixture: once per module and parameter (a group name that ends in "]"
+    # is not a group to pytest-xdist, which then spread its tests over the workers).
+    for engine in ("kai", "kueue"):
+        assert sum(1 for entry in log if entry.get("setup") == f"engine_site[{engine}]") == 2, log
     sandbox_workers = workers_of["test_one/sandbox"] | workers_of["test_two/sandbox"]
     assert sum(1 for entry in log if entry.get("setup") == "sandbox") == len(sandbox_workers), log
