@@ -266,3 +266,15 @@ def test_another_lab_s_running_hosts_are_found_by_their_cgroups_processes(tmp_pa
     finally:
         theirs.kill()
         theirs.wait()
+
+
+def test_the_lab_s_cgroup_weighs_eight_processes_in_the_cpu_hierarchy_and_nothing_is_written_elsewhere(tmp_path):
+    cpu, memory = tmp_path / "cpu" / machines.CGROUP_NAME, tmp_path / "memory" / machines.CGROUP_NAME
+    cpu.mkdir(parents=True)
+    memory.mkdir(parents=True)
+    (cpu / "cpu.shares").write_text("1024\n")  # what the kernel gives a new cgroup
+    assert machines.weigh_lab_cgroup(cpu) is True
+    assert (cpu / "cpu.shares").read_text() == "8192"
+    assert machines.weigh_lab_cgroup(cpu) is False  # a second host's boot changes nothing
+    assert machines.weigh_lab_cgroup(memory) is False
+    assert list(memory.iterdir()) == []
