@@ -328,6 +328,9 @@ def test_a_pod_reads_back_what_another_wrote_where_pods_run():
     assert (check.id, check.status, check.observed) == ("storage/default-readback", "pass", "default-consumer")
     empty = storage_validation.readback_check(default, probe(""), True, 60)
     assert empty.status == "fail" and "expected the line each writer wrote (default-consumer)" in empty.message
+    assert empty.message.endswith(
+        "(volume pvc-1; default-consumer Running on lab-worker-1, default-claim-reader Succeeded on lab-worker-1)"
+    )
     unread = storage_validation.readback_check(default, probe(None), True, 60)
     assert unread.status == "fail" and "the reader did not finish within 60 s" in unread.message
     sandbox = storage_validation.readback_check(default, probe(None), False, 60)

@@ -377,6 +377,9 @@ def readback_check(
         )
     lines = probe.read_back.split()
     if not writers or any(writer not in lines for writer in writers):
+        placed = ", ".join(
+            "%s %s on %s" % (name, phase, node or "no node") for name, (phase, node) in probe.pods.items()
+        )
         message = (
             "the reader found %r in %s, expected the line each writer wrote (%s): the volume a second pod "
             % (
@@ -385,6 +388,7 @@ def readback_check(
                 ", ".join(writers),
             )
             + "mounts is not the one the first wrote to; look at the provisioner's volume paths on the node"
+            + " (volume %s; %s)" % (probe.volume or "none", placed)
         )
         return Check(check_id, title, "fail", expected, probe.read_back.strip(), message)
     return Check(check_id, title, "pass", expected, probe.read_back.strip())
