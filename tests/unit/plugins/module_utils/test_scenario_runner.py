@@ -257,3 +257,14 @@ def test_a_step_still_changing_at_its_timeout_fails_saying_so_and_the_bench_coun
         "%s: the allocation settles: engine still changing after 180 s, model no change for 6 s"
         % scenario.steps[0].name
     ]
+
+
+def test_a_step_that_never_settles_says_what_changed_last():
+    before = sr.scenarios.Observation({"q1": 8.0, "q4": 0.0}, ("j1",), ("j5",))
+    after = sr.scenarios.Observation({"q1": 4.0, "q4": 4.0}, ("j5",), ("j1",))
+    assert sr.change_between(before, after) == "j1 running -> waiting; j5 waiting -> running; q1 8 -> 4; q4 0 -> 4"
+    assert sr.change_between(None, after) == "the first observation"
+    assert sr.change_between(after, after) == "no change"
+    scenario = sr.load(REPO / "scenarios" / "fractional-gpus.yml")
+    check = sr.unsettled_check(scenario, 0, sr.RunOptions(step_timeout=180), "at 179 s, j1 running -> waiting")
+    assert check["observed"] == "still changing after 180 s; the last change at 179 s, j1 running -> waiting"

@@ -240,17 +240,53 @@ def stopped_check(scenario: scenarios.Scenario, where: str, message: str) -> dic
     }
 
 
-def unsettled_check(scenario: scenarios.Scenario, index: int, options: RunOptions) -> dict[str, Any]:
+def change_between(before: scenarios.Observation | None, after: scenarios.Observation) -> str:
+    """What differs from ``before`` to ``after``, in words ("j1 running -> waiting; q4 8 -> 0 GPUs"),
+    so that a step that never settles says what kept moving."""
+    if before is None:
+        return "the first observation"
+    parts = []
+    for name in sorted(set(before.running) | set(before.pending) | set(after.running) | set(after.pending)):
+        was, now = _where(name, before), _where(name, after)
+        if was != now:
+            parts.append("%s %s -> %s" % (name, was, now))
+    for project in sorted(set(before.allocated) | set(after.allocated)):
+        was_amount, now_amount = before.allocated.get(project, 0.0), after.allocated.get(project, 0.0)
+        if was_amount != now_amount:
+            parts.append("%s %g -> %g" % (project, was_amount, now_amount))
+    if before.shared_gpus != after.shared_gpus:
+        parts.append("shared GPUs %s -> %s" % (list(before.shared_gpus), list(after.shared_gpus)))
+    if before.replicas != after.replicas:
+        parts.append("replicas %s -> %s" % (before.replicas, after.replicas))
+    return "; ".join(parts) or "no change"
+
+
+def _state(observed: scenarios.Observation) -> tuple[Any, ...]:
+    """What a step waits on to stop changing (what ``change_between`` describes)."""
+    return (observed.allocated, observed.running, observed.pending, observed.shared_gpus, observed.replicas)
+
+
+def _where(name: str, observed: scenarios.Observation) -> str:
+    if name in observed.running:
+        return "running"
+    return "waiting" if name in observed.pending else "absent"
+
+
+def unsettled_check(
+    scenario: scenarios.Scenario, index: int, options: RunOptions, last_change: str = ""
+) -> dict[str, Any]:
     """The failed check of a step whose allocation still changed when ``step_timeout`` ran out: the
     engine moves workloads back and forth (or more slowly than the timeout allows), so what the
-    step's other checks saw is a passing moment, not a settled state."""
+    step's other checks saw is a passing moment, not a settled state. ``last_change``: the last
+    change seen, at what second of the step (from ``change_between``)."""
     step = scenario.steps[index].name
     return {
         "id": "scenario/%s/%d/settled" % (scenario.name, index + 1),
         "title": "%s: the allocation settles" % step,
         "status": "fail",
         "expected": "no change for %g s" % options.settle_seconds,
-        "observed": "still changing after %d s" % options.step_timeout,
+        "observed": "still changing after %d s" % options.step_timeout
+        + ("; the last change %s" % last_change if last_change else ""),
         "message": "%s of scenario %s did not settle within step_timeout (%d s): the engine still placed or "
         "evicted workloads; the step's timeline in the report shows how" % (step, scenario.name, options.step_timeout),
     }
@@ -354,6 +390,7 @@ class _Run:
         self.applier = kube.Applier(api)
         self.api = api
         self.timeline: list[Any] = []
+        self.last_change = ""  # the last change a step's polls saw (said when a step does not settle)
         self.started = time.monotonic()
         self.started_wall = time.time()
         self.created: dict[str, tuple[scenarios.ScenarioJob, list[dict[str, Any]]]] = {}
@@ -522,7 +559,7 @@ class _Run:
             observed, settled = self._settle([job.name for job in scenario.jobs_after(index)])
             states.append(observed)
             if not (settled and freed_settled):
-                self.section["checks"].append(unsettled_check(scenario, index, self.options))
+                self.section["checks"].append(unsettled_check(scenario, index, self.options, self.last_change))
             self._judge(index, observed, model[index], written_model[index], round(time.monotonic() - step_started, 1))
             if self.options.after_step is not None and scenario.resource == "gpu":
                 self.where = "checking what was recorded of step %d (%s)" % (index + 1, step.name)
@@ -663,21 +700,31 @@ class _Run:
         changed for ``settle_seconds`` (then: the state and True), or ``step_timeout`` has passed
         (the last state seen and False)."""
         pods_first = self.backend.waiting_workloads_have_pods
-        deadline = time.monotonic() + self.options.step_timeout
-        last, since = None, time.monotonic()
+        began = time.monotonic()
+        deadline = began + self.options.step_timeout
+        since = began
+        previous: scenarios.Observation | None = None  # the last poll's state, where it moved
         while True:
             observed = self._observe(() if pods_first else expected_names)
             if self.gangs:
                 self._recreate_gang_pods()
             self.timeline.append([round(time.monotonic() - self.started, 1), dict(observed.allocated)])
-            complete = not pods_first or set(expected_names) <= set(observed.running) | set(observed.pending)
-            key = (observed.allocated, observed.running, observed.pending, observed.shared_gpus, observed.replicas)
-            moved = key != last
-            if moved or not complete:
-                last, since = key, time.monotonic()
-            elif time.monotonic() - since >= self.options.settle_seconds:
+            missing = set(expected_names) - set(observed.running) - set(observed.pending) if pods_first else set()
+            moved = previous is None or _state(observed) != _state(previous)
+            now = time.monotonic()
+            if moved:
+                self.last_change = "at %.0f s, %s" % (now - began, change_between(previous, observed))
+                previous = observed
+            elif missing:
+                self.last_change = "at %.0f s, still waiting for a pod of %s" % (
+                    now - began,
+                    ", ".join(sorted(missing)),
+                )
+            if moved or missing:
+                since = now
+            elif now - since >= self.options.settle_seconds:
                 return observed, True
-            if time.monotonic() > deadline:
+            if now > deadline:
                 return observed, False
             if not moved:
                 # Nothing moved since the last poll: make sure it is not because a node or the engine
