@@ -17,12 +17,11 @@ import subprocess
 import pytest
 import yaml
 from kubernetes import client as k8s
-from kubernetes import dynamic
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
-from .conftest import ad_hoc, helm_render, run_playbook, wait_for
+from .conftest import ad_hoc, dynamic_client, helm_render, run_playbook, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -44,7 +43,7 @@ def render(release: dict, values: dict) -> list[dict]:
 def apply(api_client, objects: list[dict], namespace: str) -> None:
     """CRDs for real (the custom resources need them), then every other object as a server-side dry run."""
     crds = [obj for obj in objects if obj["kind"] == "CustomResourceDefinition"]
-    client = dynamic.DynamicClient(api_client)
+    client = dynamic_client(api_client)
     crd_api = client.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     for crd in crds:
         crd_api.server_side_apply(body=crd, name=crd["metadata"]["name"], field_manager=FIELD_MANAGER)
@@ -60,7 +59,7 @@ def apply(api_client, objects: list[dict], namespace: str) -> None:
     assert wait_for(established, timeout=60), "the charts' CRDs did not become established"
     ensure_namespace(api_client, namespace)
     # A fresh client: discovery must see the kinds the CRDs just added.
-    client = dynamic.DynamicClient(api_client)
+    client = dynamic_client(api_client)
     for obj in objects:
         if obj["kind"] == "CustomResourceDefinition":
             continue
