@@ -304,6 +304,14 @@ def test_a_member_cannot_escape_kueue_s_quota_and_the_validator_tries_each_escap
         for attempt in (*attempts, "other-namespace", "network-policy"):
             check = checks["isolation/%s/%s" % (project, attempt)]
             assert check["status"] == "pass", check
+    # Every row of the threat model that applies to Kueue, tried as the member: none gets through.
+    for project in ("team-a", "team-b"):
+        tried = {key: check for key, check in checks.items() if key.startswith("isolation/%s/" % project)}
+        assert not {key: check["message"] for key, check in tried.items() if check["status"] == "fail"}
+        rows = ("node-name", "priority-class", "priority-label", "gpu-deployment", "device-env", "device-object")
+        rows += ("resume-held-job",)
+        assert {"isolation/%s/%s" % (project, row) for row in rows} <= set(tried)
+        assert tried["isolation/%s/engine-objects-workloads" % project]["status"] == "pass"
     # Kueue has no scheduler of its own to bypass: that attempt is KAI's alone.
     assert not [key for key in checks if key.endswith("/bypass-scheduler")]
     assert checks["isolation/team-c/member"]["status"] == "skip"

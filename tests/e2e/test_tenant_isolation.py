@@ -13,7 +13,8 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation
+from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, threats
 
 from .conftest import REPO, ansible_module, module_result, run_playbook, wait_for
 
@@ -82,6 +83,57 @@ def test_a_member_of_team_a_cannot_escape_team_a_s_quota_or_namespace(as_alice, 
     client.CoreV1Api(api_client).delete_namespaced_pod(own["metadata"]["name"], "team-a", grace_period_seconds=0)
 
 
+def gpu_nodes(api_client) -> list[str]:
+    nodes = client.CoreV1Api(api_client).list_node().items
+    return sorted(node.metadata.name for node in nodes if int((node.status.allocatable or {}).get("nvidia.com/gpu", 0)))
+
+
+def escape_pod(node: str, gpus: int = 8) -> dict:
+    """What a member of team-a did before the node-name rule: bind its own non-preemptible pod."""
+    return gpu_pod("team-a", "team-a", gpus=gpus, nodeName=node, priorityClassName="build")
+
+
+def test_a_member_cannot_hold_gpus_past_its_quota_that_kai_cannot_take_back(as_alice, api_client):
+    """Issue 45's escape, as alice (team-a, quota 4 of 16): pods that name their node, or a priority
+    KAI does not give, are refused by the policy naming the field; non-preemptible work through KAI
+    stops at the quota (KAI's own rule), and what KAI placed is taken back no further."""
+    for node in gpu_nodes(api_client)[:2]:
+        message = refusal(as_alice, escape_pod(node))
+        assert "project team-a: where a pod runs is the quota scheduler's decision" in message
+        assert message.endswith("spec.nodeName must not be set, found %s" % node)
+    message = refusal(as_alice, gpu_pod("team-a", "team-a", priorityClassName="system-node-critical"))
+    assert "spec.priorityClassName must be one of the site's" in message
+    message = refusal(
+        as_alice,
+        gpu_pod(
+            "team-a",
+            None,
+            gpus=0,
+            containers=[{"name": "c", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}],
+        ),
+    )
+    assert "a container must not set NVIDIA_VISIBLE_DEVICES" in message
+
+    core = client.CoreV1Api(api_client)
+    made = [gpu_pod("team-a", "team-a", priorityClassName="build") for _ in range(6)]
+    try:
+        for manifest in made:
+            client.CoreV1Api(as_alice).create_namespaced_pod("team-a", manifest)
+
+        def bound() -> list[str]:
+            pods = [core.read_namespaced_pod(m["metadata"]["name"], "team-a") for m in made]
+            return [pod.metadata.name for pod in pods if pod.spec.node_name]
+
+        assert wait_for(lambda: len(bound()) >= 4, 60), "KAI placed %s of team-a's in-quota build pods" % bound()
+        # KAI's cycle is about a second: ten seconds on, the pods past the quota still wait.
+        assert not wait_for(lambda: len(bound()) > 4, 10), (
+            "KAI placed non-preemptible pods past the quota: %s" % bound()
+        )
+    finally:
+        for manifest in made:
+            core.delete_namespaced_pod(manifest["metadata"]["name"], "team-a", grace_period_seconds=0)
+
+
 def validate(sandbox, scheduler: str = "kai") -> dict:
     done = ansible_module(
         "clusterproof.gpu.validate_isolation", {"projects": PROJECTS, "scheduler": scheduler}, sandbox
@@ -90,7 +142,9 @@ def validate(sandbox, scheduler: str = "kai") -> dict:
     return {check["id"]: check for check in module_result(done)["section"]["checks"]}
 
 
-def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is_gone(sandbox, kai_site, api_client):
+def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is_gone(
+    sandbox, kai_site, api_client, as_alice
+):
     checks = validate(sandbox)
     statuses = {check_id: check["status"] for check_id, check in checks.items()}
     # Every project has a member (team-d through its group): each escape is tried for each.
@@ -99,6 +153,17 @@ def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is
             assert statuses["isolation/%s/%s" % (project, attempt)] == "pass", checks[
                 "isolation/%s/%s" % (project, attempt)
             ]
+        # Every row of the threat model that has an attempt, tried as the member: none gets through.
+        tried = {key: check for key, check in checks.items() if key.startswith("isolation/%s/" % project)}
+        assert not {key: check["message"] for key, check in tried.items() if check["status"] == "fail"}
+        declared = next(data for data in PROJECTS if data["name"] == project)
+        interactive_nodes = (declared.get("node_affinity") or {}).get("interactive")
+        for row in threats.applicable(registry.backend("kai").admission_rules):
+            if row.probe is not None and (interactive_nodes or not row.probe.interactive):
+                assert any(key.startswith("isolation/%s/%s" % (project, row.key)) for key in tried), row.key
+        # The node-affinity attempt where the project declares nodes for its interactive work.
+        assert ("isolation/%s/node-affinity" % project in tried) == bool(interactive_nodes)
+        assert statuses["isolation/%s/held-past-quota" % project] == "pass"
         assert statuses["isolation/%s/other-namespace" % project] == "pass"
         assert statuses["isolation/%s/network-policy" % project] == "pass"
         assert statuses["isolation/%s/network-reach" % project] == "skip"
@@ -109,14 +174,36 @@ def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is
     registration = client.AdmissionregistrationV1Api(api_client)
     core = client.CoreV1Api(api_client)
     namespace = core.read_namespace("team-a")
+    escapes: list[str] = []
     try:
         # The policy's binding gone, and team-a's namespace without Pod Security: the escapes get in.
         registration.delete_validating_admission_policy_binding(admission.POLICY_NAME)
         labels = {key: None for key in namespace.metadata.labels if key.startswith(isolation.POD_SECURITY_PREFIX)}
         core.patch_namespace("team-a", {"metadata": {"labels": labels}})
+        # Without the binding the escape gets in: alice's own pods on two nodes, all 16 GPUs.
+        for node in gpu_nodes(api_client)[:2]:
+            escaped = escape_pod(node)
+
+            def admitted(manifest: dict = escaped) -> bool:
+                # The API server drops the binding from its policy cache a moment after the delete.
+                try:
+                    client.CoreV1Api(as_alice).create_namespaced_pod("team-a", manifest)
+                except ApiException as refused:
+                    assert refused.status == 403, refused.body
+                    return False
+                return True
+
+            assert wait_for(admitted, 30), "the escape was still refused 30 s after the binding was deleted"
+            escapes.append(escaped["metadata"]["name"])
         broken = validate(sandbox)
+        held = broken["isolation/team-a/held-past-quota"]
+        assert held["status"] == "fail" and held["category"] == "security", held
+        assert held["observed"] == "16 GPUs in 2 non-preemptible pods"
+        assert "holds 16 GPUs that KAI scheduler will never take back, past its quota of 4" in held["message"]
+        assert broken["isolation/team-a/node-name"]["status"] == "fail"
         policy = broken["isolation/admission-policy"]
-        assert policy["status"] == "fail" and policy["observed"] == "ValidatingAdmissionPolicyBinding missing"
+        assert policy["status"] == "fail"
+        assert policy["observed"] == "ValidatingAdmissionPolicyBinding/%s missing" % admission.POLICY_NAME
         for attempt in ("other-queue", "bypass-scheduler"):
             check = broken["isolation/team-b/%s" % attempt]
             assert check["status"] == "fail" and check["category"] == "security", check
@@ -128,6 +215,8 @@ def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is
         assert broken["isolation/team-b/privileged-pod"]["status"] == "pass"
         assert broken["isolation/team-a/own-queue"]["status"] == "pass"
     finally:
+        for name in escapes:
+            core.delete_namespaced_pod(name, "team-a", grace_period_seconds=0)
         restored = ansible_module("clusterproof.gpu.tenant_admission", {}, sandbox)
         core.patch_namespace("team-a", {"metadata": {"labels": namespace.metadata.labels}})
     assert restored.returncode == 0, restored.stdout + restored.stderr
@@ -156,7 +245,10 @@ def test_a_declared_exception_is_admitted_and_shown_as_one(sandbox, kai_site, ap
     assert privileged["status"] == "pass" and privileged["expected"] == "admitted"
     assert "declared exception privileged: profiles the GPUs" in privileged["message"]
     assert checks["isolation/team-a/privileged-pod"]["expected"].startswith("refused")
-    assert section["tables"][0]["rows"] == [["team-c", isolation.EXCEPTIONS["privileged"], "profiles the GPUs"]]
+    tables = {table["id"]: table for table in section["tables"]}
+    assert tables["isolation/exceptions"]["rows"] == [
+        ["team-c", isolation.EXCEPTIONS["privileged"], "profiles the GPUs"]
+    ]
 
 
 def test_a_rerun_changes_nothing_and_removing_a_project_removes_its_boundary(sandbox, kai_site, api_client):

@@ -185,11 +185,11 @@ def tenant_isolation() -> rp.Report:
                                isolation_checks.Outcome(False, 403, 'pods is forbidden: User "alice" cannot')),
     ]  # fmt: skip
     wanted = admission.policy_manifests(kai.admission_rules)
-    checks.append(isolation_checks.policy_check(wanted, [None, wanted[1]]))
+    checks.append(isolation_checks.policy_check(wanted, [None, *wanted[1:]]))
     network = projects.network_policy_manifest(projects.Project("team-a", 1, 1), "kai-scheduler")
     checks.append(isolation_checks.network_policy_check("team-a", network, None))
     checks.append(isolation_checks.gpu_visibility_check())
-    section = rp.section_from_dict(isolation_checks.section(checks, settings))
+    section = rp.section_from_dict(isolation_checks.section(checks, settings, kai.admission_rules))
     return rp.Report("netapp-sandbox", "sandbox", "2025-03-04T05:00:00+00:00", "2025-03-04T05:06:07+00:00", [section])
 
 

@@ -16,7 +16,7 @@ from celpy import celtypes
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import schema
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, projects
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, projects, threats
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import isolation as checks
 
 KAI = registry.backend("kai")
@@ -24,13 +24,25 @@ KUEUE = registry.backend("kueue")
 ENV = celpy.Environment()
 
 
-def admit(backend, obj, queue="team-a", username="alice") -> list[str]:
-    """The messages of the policy's validations that deny ``obj`` in namespace ``queue`` (none: admitted)."""
-    policy = admission.policy_manifests(backend.admission_rules)[0]["spec"]
+WORKLOAD_KINDS = {"Pod", "Job", "CronJob", "Deployment", "StatefulSet", "ReplicaSet"}
+
+
+def admit(
+    backend, obj, queue="team-a", username="alice", groups=(), operation="CREATE", old=None, annotations=None
+) -> list[str]:
+    """The messages of the validations that deny ``obj`` in namespace ``queue`` (none: admitted), of
+    the policy that matches its kind (the workloads' or the other objects')."""
+    manifests = admission.policy_manifests(backend.admission_rules)
+    policy = manifests[0 if obj["kind"] in WORKLOAD_KINDS else 2]["spec"]
     activation = {
         "object": celpy.json_to_cel(obj),
-        "namespaceObject": celpy.json_to_cel({"metadata": {"labels": {isolation.QUEUE_NAMESPACE_LABEL: queue}}}),
-        "request": celpy.json_to_cel({"userInfo": {"username": username}, "operation": "CREATE"}),
+        "namespaceObject": celpy.json_to_cel(
+            {"metadata": {"labels": {isolation.QUEUE_NAMESPACE_LABEL: queue}, "annotations": annotations or {}}}
+        ),
+        "request": celpy.json_to_cel(
+            {"userInfo": {"username": username, "groups": list(groups)}, "operation": operation}
+        ),
+        "oldObject": celpy.json_to_cel(old),
     }
     variables: dict = {}
     for variable in policy["variables"]:
@@ -314,11 +326,13 @@ def by_key(attempts):
 
 def test_the_attempts_follow_the_engine():
     # Every engine's: the control, a queue not one's own, the pod boundary, another namespace.
-    common = {"own-queue", "other-queue", "privileged-pod", "host-network-pod", "other-namespace"}
+    common = {"own-queue", "other-queue", "privileged-pod", "host-network-pod", "other-namespace", "node-name"}
     kai = by_key(checks.attempts("team-a", "team-b", KAI.admission_rules, SETTINGS))
-    assert set(kai) == common | {"bypass-scheduler"}
+    assert common | {"bypass-scheduler", "fraction-annotation", "engine-objects-podgroups"} <= set(kai)
+    assert not {"no-queue", "bare-gpu-pod", "gpu-deployment"} & set(kai)
     kueue = by_key(checks.attempts("team-a", "team-b", KUEUE.admission_rules, SETTINGS))
-    assert set(kueue) == common | {"no-queue", "bare-gpu-pod"}
+    assert common | {"no-queue", "bare-gpu-pod", "gpu-deployment", "engine-objects-workloads"} <= set(kueue)
+    assert not {"bypass-scheduler", "fraction-annotation"} & set(kueue)
     assert kueue["own-queue"].manifest["kind"] == "Job" and kai["own-queue"].manifest["kind"] == "Pod"
     assert kai["other-namespace"].namespace == "team-b"
     # With one project there is no other namespace to try.
@@ -326,12 +340,25 @@ def test_the_attempts_follow_the_engine():
 
 
 def test_each_attempt_s_own_policy_verdict_is_what_the_attempt_expects():
-    """The attempts the validator sends, through the policy's CEL: the control is admitted, each
-    escape the policy guards is refused (the others are refused by Pod Security or RBAC)."""
+    """The attempts the validator sends, through the policies' CEL: the control is admitted, each
+    escape a policy guards is refused by that policy (the others are refused by Pod Security or RBAC,
+    so the policies must let them through for the right guard to answer)."""
+    declared = {projects.INTERACTIVE_NODES_ANNOTATION: "dgx1-2"}
     for backend in (KAI, KUEUE):
-        for attempt in checks.attempts("team-a", "team-b", backend.admission_rules, SETTINGS):
-            denied = admit(backend, attempt.manifest, queue=attempt.namespace)
-            assert bool(denied) == (attempt.refused_by == checks.BY_POLICY), (backend.name, attempt.key, denied)
+        for attempt in checks.attempts("team-a", "team-b", backend.admission_rules, SETTINGS, ("dgx1-2",)):
+            if attempt.manifest["kind"] == "SubjectAccessReview":
+                assert attempt.refused_by == checks.BY_ACCESS
+                continue
+            if attempt.resume:
+                # The validator makes the held Job; the member's change is what the policy judges.
+                assert admit(backend, attempt.manifest, username="clusterproof-admin", groups=["system:masters"]) == []
+                denied = admit(backend, resumed(attempt.manifest), operation="UPDATE", old=attempt.manifest)
+                assert len(denied) == 1 and "spec.suspend may be set false by Kueue alone" in denied[0], denied
+                continue
+            denied = admit(backend, attempt.manifest, queue=attempt.namespace, annotations=declared)
+            by_a_policy = attempt.refused_by in (checks.BY_POLICY, checks.BY_OBJECTS_POLICY)
+            assert bool(denied) == by_a_policy, (backend.name, attempt.key, denied)
+            assert all(message.startswith("project %s: " % attempt.namespace) for message in denied)
 
 
 def test_an_escape_that_is_admitted_fails_as_a_security_check_with_what_to_do():
@@ -366,7 +393,7 @@ def test_a_declared_privileged_exception_expects_admission_and_says_why():
     assert not attempt.expect_refused
     check = checks.judge(attempt, ALICE, checks.Outcome(True))
     assert check.status == "pass" and "declared exception privileged: profiling" in check.message
-    table = checks.section([check], settings)["tables"][0]
+    table = checks.section([check], settings, KAI.admission_rules)["tables"][1]
     assert table["rows"] == [["team-a", isolation.EXCEPTIONS["privileged"], "profiling"]]
 
 
@@ -379,10 +406,13 @@ def test_a_member_is_a_user_or_a_stand_in_in_a_group():
 def test_the_policy_and_network_policy_checks_fail_when_missing_or_changed():
     wanted = admission.policy_manifests(KAI.admission_rules)
     assert checks.policy_check(wanted, [copy.deepcopy(m) for m in wanted]).status == "pass"
-    assert checks.policy_check(wanted, [None, wanted[1]]).observed == "ValidatingAdmissionPolicy missing"
-    loosened = copy.deepcopy(wanted[1])
+    missing = checks.policy_check(wanted, [None, *wanted[1:]])
+    assert missing.observed == "ValidatingAdmissionPolicy/%s missing" % admission.POLICY_NAME
+    loosened = copy.deepcopy(wanted[3])
     loosened["spec"]["validationActions"] = ["Audit"]
-    assert checks.policy_check(wanted, [wanted[0], loosened]).status == "fail"
+    changed = checks.policy_check(wanted, [*wanted[:3], loosened, *wanted[4:]])
+    assert changed.status == "fail"
+    assert changed.observed == "ValidatingAdmissionPolicyBinding/%s changed" % admission.OBJECTS_POLICY_NAME
     network = projects.network_policy_manifest(projects.Project("team-a", 1, 1), "kai-scheduler")
     assert checks.network_policy_check("team-a", network, None).status == "fail"
     opened = copy.deepcopy(network)
@@ -455,3 +485,414 @@ def test_reach_check_passes_only_when_the_project_s_own_pod_connects_and_the_oth
     assert unknown.status == "fail" and "did not finish: still Pending" in unknown.message
     assert checks.reach_check("team-b", False).status == "skip"
     assert checks.reach_check("team-b", True).status == "skip"
+
+
+# --- The threat model (issue 45): every row has its guard, and every refusable row its attempt ---
+
+
+def test_every_row_of_the_threat_model_is_complete_and_each_refusable_one_is_tried_on_each_engine():
+    keys = [threat.key for threat in threats.THREATS]
+    assert len(keys) == len(set(keys))
+    for threat in threats.THREATS:
+        assert threat.harm in threats.HARMS and threat.guard in threats.GUARDS, threat.key
+        assert threat.surface and threat.could and threat.rule, threat.key
+        # A guard that refuses is tried by a probe; a row nobody refuses has none.
+        assert (threat.probe is not None) == (threat.guard in threats.PROBED), threat.key
+    for backend in (KAI, KUEUE):
+        tried = checks.attempts("team-a", "team-b", backend.admission_rules, SETTINGS, ("dgx1-2",))
+        tried = {attempt.key for attempt in tried}
+        for threat in threats.applicable(backend.admission_rules):
+            if threat.probe is not None:
+                assert any(key == threat.key or key.startswith(threat.key + "-") for key in tried), threat.key
+
+
+def test_the_threat_model_in_docs_tenancy_md_is_the_table_the_validator_tries():
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[4] / "docs/tenancy.md").read_text()
+    assert threats.markdown({"KAI": KAI.admission_rules, "Kueue": KUEUE.admission_rules}) in docs
+
+
+def test_the_report_shows_every_row_with_how_it_was_tried():
+    table = checks.section([], SETTINGS, KAI.admission_rules)["tables"][0]
+    assert table["id"] == "isolation/threat-model"
+    rows = {row[0]: row for row in table["rows"]}
+    assert rows["node-name"][4] == "attempt isolation/<project>/node-name"
+    assert rows["image-env"][4] == "attempt isolation/<project>/image-env"
+    assert rows["runtime-visibility"][4] == "needs hardware: isolation/gpu-visibility"
+    assert rows["network-reach"][4] == "check isolation/<project>/network-reach"
+    assert rows["non-preemptible"][4] == "check isolation/<project>/held-past-quota"
+    assert rows["cpu-pods"][3] == threats.OPEN
+    assert [status for status in table["row_status"] if status] == ["warn"] * sum(
+        1 for threat in threats.applicable(KAI.admission_rules) if threat.guard == threats.OPEN
+    )
+    assert "no-queue" not in rows  # Kueue's row
+
+
+@pytest.mark.parametrize("backend", [KAI, KUEUE], ids=["kai", "kueue"])
+def test_a_pod_that_names_its_own_node_is_refused_but_a_bound_pod_may_be_updated(backend):
+    bound = pod(scheduler=backend.admission_rules.scheduler_name or "default-scheduler", gpus=0)
+    bound["spec"]["nodeName"] = "node-1"
+    denied = admit(backend, bound)
+    assert len(denied) == 1 and "spec.nodeName must not be set, found node-1" in denied[0]
+    # A scheduler binds through pods/binding; later updates (KAI's pod grouper labels it) carry the node.
+    assert admit(backend, bound, operation="UPDATE") == []
+    assert admit(backend, wrapped("Job", bound), operation="UPDATE")
+
+
+def test_kai_admits_its_own_priority_classes_only():
+    for name in ("train", "build-preemptible", "build", "inference"):
+        classed = pod()
+        classed["spec"]["priorityClassName"] = name
+        assert admit(KAI, classed) == [], name
+        assert admit(KAI, pod(label="priorityClassName", queue=name)) == [], name
+    critical = pod()
+    critical["spec"]["priorityClassName"] = "system-node-critical"
+    denied = admit(KAI, critical)
+    assert len(denied) == 1 and denied[0].endswith(
+        "one of the site's (train, build-preemptible, build, inference), found system-node-critical"
+    )
+    labelled = pod()
+    labelled["metadata"]["labels"]["priorityClassName"] = "system-cluster-critical"
+    assert "found priorityClassName=system-cluster-critical" in admit(KAI, labelled)[0]
+
+
+def test_kueue_pods_name_no_priority_class_and_only_the_site_s_workload_priorities():
+    job = kueue_job()
+    job["spec"]["template"]["spec"]["priorityClassName"] = "train"
+    assert "found train" in admit(KUEUE, job)[0]
+    for value in ("clusterproof-training", "clusterproof-interactive"):
+        assert (
+            admit(
+                KUEUE,
+                wrapped(
+                    "Job",
+                    pod(queue=None, scheduler=None),
+                    labels={QUEUE_NAME: "team-a", "kueue.x-k8s.io/priority-class": value},
+                ),
+            )
+            == []
+        )
+    high = wrapped(
+        "Job", pod(queue=None, scheduler=None), labels={QUEUE_NAME: "team-a", "kueue.x-k8s.io/priority-class": "urgent"}
+    )
+    assert "found kueue.x-k8s.io/priority-class=urgent" in admit(KUEUE, high)[0]
+
+
+def test_kai_charges_the_project_label_like_a_queue_label():
+    # KAI's pod grouper takes the queue from a "project" label when the pod has no queue label.
+    assert "found team-b" in admit(KAI, pod(queue="team-b", label="project"))[0]
+    assert admit(KAI, pod(queue="team-a", label="project")) == []
+
+
+@pytest.mark.parametrize("resource", ["nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"])
+def test_every_nvidia_resource_is_gpu_work(resource):
+    sliced = pod(gpus=0, scheduler="default-scheduler")
+    sliced["spec"]["containers"][0]["resources"] = {"limits": {resource: "1"}}
+    assert "must be scheduled by KAI scheduler" in admit(KAI, sliced)[0]
+    assert any("not be created directly" in message for message in admit(KUEUE, copy.deepcopy(sliced)))
+
+
+def test_a_gpu_memory_annotation_is_a_fraction_and_dra_claims_are_refused():
+    assert (
+        "must be scheduled by KAI"
+        in admit(KAI, pod(gpus=0, scheduler="default-scheduler", annotations={"gpu-memory": "1024"}))[0]
+    )
+    claimed = pod()
+    claimed["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "any"}]
+    assert "spec.resourceClaims" in admit(KAI, claimed)[0]
+    assert "spec.resourceClaims" in admit(KUEUE, wrapped("Job", claimed, labels={QUEUE_NAME: "team-a"}))[0]
+
+
+def with_env(target, *, env=None, env_from=None, init=False):
+    container = {"name": "c", "image": "x"}
+    if env is not None:
+        container["env"] = env
+    if env_from is not None:
+        container["envFrom"] = env_from
+    target["spec"]["initContainers" if init else "containers"] = [container]
+    return target
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
+        [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "0,1"}],
+        [
+            {
+                "name": "NVIDIA_VISIBLE_DEVICES",
+                "valueFrom": {"configMapKeyRef": {"name": "mine", "key": "NVIDIA_VISIBLE_DEVICES"}},
+            }
+        ],
+        [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"secretKeyRef": {"name": "mine", "key": "x"}}}],
+        [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['d']"}}}],
+        [{"name": "NVIDIA_MIG_CONFIG_DEVICES", "value": "all"}],
+    ],
+)
+def test_a_container_that_names_devices_itself_is_refused_on_both_engines(env):
+    for backend in (KAI, KUEUE):
+        denied = admit(backend, with_env(pod(gpus=0), env=env))
+        assert len(denied) == 1 and "a container must not set NVIDIA_VISIBLE_DEVICES" in denied[0], denied
+        assert admit(backend, with_env(pod(gpus=0), env=env, init=True))
+
+
+def test_hiding_devices_an_env_from_without_prefix_and_other_variables_are_admitted():
+    for value in ("void", "none"):
+        assert admit(KAI, with_env(pod(gpus=0), env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}])) == []
+    assert admit(KAI, with_env(pod(gpus=0), env=[{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}])) == []
+    assert admit(KAI, with_env(pod(gpus=0), env_from=[{"configMapRef": {"name": "settings"}}])) == []
+    assert admit(KAI, with_env(pod(gpus=0), env_from=[{"prefix": "APP_", "configMapRef": {"name": "settings"}}])) == []
+
+
+@pytest.mark.parametrize("prefix", ["NVIDIA_", "N", "NVIDIA_VISIBLE_", "NVIDIA_MIG_"])
+def test_an_env_from_prefix_that_could_spell_a_device_variable_is_refused(prefix):
+    denied = admit(KAI, with_env(pod(gpus=0), env_from=[{"prefix": prefix, "secretRef": {"name": "s"}}]))
+    assert len(denied) == 1 and "envFrom prefix" in denied[0]
+
+
+def kai_fraction_pod(configmap="train-abc1234-shared-gpu"):
+    """A fractional pod as KAI's admission webhook leaves it (gpusharing.Mutate at the pin): the
+    device variable from the GPU-sharing ConfigMap its annotation names, and the -evar envFrom."""
+    fraction = pod(gpus=0, annotations={"gpu-fraction": "0.5", "runai/shared-gpu-configmap": configmap})
+    env = [
+        {"name": name, "valueFrom": {"configMapKeyRef": {"name": configmap + "-0", "key": name}}}
+        for name in ("NVIDIA_VISIBLE_DEVICES", "RUNAI_NUM_OF_GPUS", "GPU_PORTION")
+    ]
+    return with_env(fraction, env=env, env_from=[{"configMapRef": {"name": configmap + "-0-evar", "optional": False}}])
+
+
+def test_kai_s_own_fraction_pods_get_their_gpu_from_its_configmap_and_nobody_else_does():
+    assert admit(KAI, kai_fraction_pod()) == []
+    # The same env in a pod that asks for no fraction: a sibling's GPU, seen without asking.
+    borrowed = kai_fraction_pod()
+    del borrowed["metadata"]["annotations"]["gpu-fraction"]
+    assert "must not set NVIDIA_VISIBLE_DEVICES" in admit(KAI, borrowed)[0]
+    # A fraction pod that reads its variable from a ConfigMap of its own choosing.
+    elsewhere = kai_fraction_pod()
+    elsewhere["spec"]["containers"][0]["env"][0]["valueFrom"]["configMapKeyRef"]["name"] = "mine"
+    assert "must not set NVIDIA_VISIBLE_DEVICES" in admit(KAI, elsewhere)[0]
+    # Kueue hands out no fractions: the same pod is the member's own.
+    assert any("NVIDIA_VISIBLE_DEVICES" in message for message in admit(KUEUE, kai_fraction_pod()))
+
+
+def test_a_cdi_annotation_is_refused():
+    denied = admit(KAI, pod(gpus=0, annotations={"cdi.k8s.io/x": "nvidia.com/gpu=all"}))
+    assert len(denied) == 1 and denied[0].endswith("found cdi.k8s.io/x")
+
+
+def config_map(data=None, kind="ConfigMap", field="data"):
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": "c", "namespace": "team-a"}, field: data or {}}
+
+
+@pytest.mark.parametrize(
+    "kind, field", [("ConfigMap", "data"), ("ConfigMap", "binaryData"), ("Secret", "data"), ("Secret", "stringData")]
+)
+def test_only_the_engine_and_the_site_s_admins_write_a_device_variable_into_an_object(kind, field):
+    carrying = config_map({"NVIDIA_VISIBLE_DEVICES": "all", "other": "x"}, kind, field)
+    denied = admit(KAI, carrying)
+    assert len(denied) == 1 and denied[0].endswith("found key NVIDIA_VISIBLE_DEVICES"), denied
+    assert admit(KAI, carrying, operation="UPDATE")
+    assert admit(KAI, carrying, username="system:serviceaccount:kai-scheduler:binder") == []
+    assert admit(KAI, carrying, username="kubernetes-admin", groups=["kubeadm:cluster-admins"]) == []
+    assert admit(KAI, carrying, username="system:serviceaccount:team-a:default")
+    assert admit(KAI, config_map({"other": "x"}, kind, field)) == []
+    # Kueue's components write no device variable: only the site's admins do.
+    assert admit(KUEUE, carrying, username="system:serviceaccount:kai-scheduler:binder")
+
+
+def service(**spec):
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s", "namespace": "team-a"},
+        "spec": {"ports": [{"port": 80}], **spec},
+    }
+
+
+def test_a_service_stays_inside_the_cluster_network():
+    assert admit(KAI, service()) == [] and admit(KAI, service(type="ClusterIP")) == []
+    assert admit(KAI, service(type="ExternalName", externalName="example.org")) == []
+    assert "externalIPs" in admit(KUEUE, service(externalIPs=["192.0.2.1"]))[0]
+    for exposed in ("NodePort", "LoadBalancer"):
+        denied = admit(KAI, service(type=exposed))
+        assert len(denied) == 1 and denied[0].endswith("found " + exposed)
+
+
+def bound_pod(name, gpus, priority=None, labels=None, phase="Running"):
+    spec = {"nodeName": "n1", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if priority is not None:
+        spec["priority"] = priority
+    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_gpus_held_past_the_quota_that_kai_cannot_take_back_fail_the_project():
+    rules = KAI.admission_rules
+    # team-a's escape before the node-name rule: 16 GPUs of build (100) pods bound by their author.
+    escaped = [bound_pod("escape-%d" % index, 8, priority=100) for index in range(2)]
+    check = checks.held_check("team-a", 4, escaped, rules)
+    assert check.status == "fail" and check.category == "security"
+    assert check.observed == "16 GPUs in 2 non-preemptible pods"
+    assert "holds 16 GPUs that KAI scheduler will never take back, past its quota of 4" in check.message
+    # Preemptible work past the quota is KAI's to reclaim; non-preemptible work within it is the quota.
+    borrowing = [bound_pod("train", 12, priority=50), bound_pod("build", 4, priority=100)]
+    assert checks.held_check("team-a", 4, borrowing, rules).status == "pass"
+    # KAI's label makes a pod non-preemptible whatever its priority; a finished pod holds nothing.
+    labelled = [bound_pod("l", 5, priority=50, labels={"kai.scheduler/preemptibility": "non-preemptible"})]
+    assert checks.held_check("team-a", 4, labelled, rules).status == "fail"
+    assert checks.held_check("team-a", 4, [bound_pod("done", 8, 100, phase="Succeeded")], rules).status == "pass"
+    # Kueue takes back what it lent whatever the priority: not judged so.
+    assert checks.held_check("team-a", 4, escaped, KUEUE.admission_rules).status == "skip"
+
+
+def hides_devices(backend, obj) -> bool:
+    """Whether the mutating policy's match condition takes ``obj`` (a pod): a container of it asks
+    for no device and names none, in a pod with no fraction."""
+    policy = admission.policy_manifests(backend.admission_rules)[4]
+    assert policy["kind"] == "MutatingAdmissionPolicy"
+    (condition,) = policy["spec"]["matchConditions"]
+    program = ENV.program(ENV.compile(condition["expression"]))
+    return bool(program.evaluate({"object": celpy.json_to_cel(obj)}))
+
+
+def test_every_container_that_asks_for_no_gpu_is_given_none_whatever_its_image_sets():
+    # A CUDA image sets NVIDIA_VISIBLE_DEVICES=all; the policy's void comes after it and wins.
+    for backend in (KAI, KUEUE):
+        assert hides_devices(backend, pod(gpus=0))
+        assert not hides_devices(backend, pod(gpus=1))
+        sidecar = pod(gpus=1)
+        sidecar["spec"]["containers"].append({"name": "sidecar", "image": "x"})
+        assert hides_devices(backend, sidecar)
+        assert not hides_devices(
+            backend, with_env(pod(gpus=0), env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}])
+        )
+        init = pod(gpus=1)
+        init["spec"]["initContainers"] = [{"name": "setup", "image": "x"}]
+        assert hides_devices(backend, init)
+    # A fractional pod is KAI's to give its GPU (its webhook's env, from the GPU-sharing ConfigMap).
+    assert not hides_devices(KAI, pod(gpus=0, annotations={"gpu-fraction": "0.5"}))
+    assert hides_devices(KUEUE, pod(gpus=0, annotations={"gpu-fraction": "0.5"}))
+    policy, binding = admission.policy_manifests(KAI.admission_rules)[4:]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"] == admission.DEVICES_POLICY_NAME
+    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE"]
+
+
+def test_the_image_env_attempt_passes_only_when_every_container_came_back_hiding_its_devices():
+    attempt = by_key(checks.attempts("team-a", "team-b", KAI.admission_rules, SETTINGS))["image-env"]
+    assert attempt.expect_hidden and not attempt.expect_refused
+    hidden = copy.deepcopy(attempt.manifest)
+    hidden["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    assert checks.judge(attempt, ALICE, checks.Outcome(True, admitted_as=hidden)).status == "pass"
+    check = checks.judge(attempt, ALICE, checks.Outcome(True, admitted_as=attempt.manifest))
+    assert check.status == "fail" and check.category == "security"
+    assert "admitted without NVIDIA_VISIBLE_DEVICES=void in container probe" in check.message
+    assert checks.judge(attempt, ALICE, checks.Outcome(False, 403, "cannot create resource")).status == "fail"
+
+
+def test_a_server_without_mutating_admission_policies_gets_the_validating_ones_and_a_warning():
+    # Kubernetes 1.35 (the previous minor the lab upgrades from) serves MutatingAdmissionPolicy in no v1.
+    wanted = admission.policy_manifests(KAI.admission_rules)
+    kept, left = admission.served(wanted, lambda version, kind: not kind.startswith("Mutating"))
+    assert [m["kind"] for m in kept] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2
+    assert left == [
+        "MutatingAdmissionPolicy/" + admission.DEVICES_POLICY_NAME,
+        "MutatingAdmissionPolicyBinding/" + admission.DEVICES_POLICY_NAME,
+    ]
+    assert checks.policy_check(kept, kept).status == "pass"
+    attempt = by_key(checks.attempts("team-a", "team-b", KAI.admission_rules, SETTINGS))["image-env"]
+    check = checks.judge(attempt, ALICE, checks.Outcome(True, admitted_as=attempt.manifest), left)
+    assert check.status == "warn" and "serves no MutatingAdmissionPolicy" in check.message
+    assert checks.judge(attempt, ALICE, checks.Outcome(True, admitted_as=attempt.manifest)).status == "fail"
+
+
+def resumed(job):
+    changed = copy.deepcopy(job)
+    changed["spec"]["suspend"] = False
+    return changed
+
+
+def test_only_kueue_resumes_a_job_it_holds():
+    held = kueue_job()
+    held["spec"]["suspend"] = True
+    denied = admit(KUEUE, resumed(held), operation="UPDATE", old=held)
+    assert denied == ["project team-a: a Job runs when Kueue admits it: spec.suspend may be set false by Kueue alone"]
+    kueue = "system:serviceaccount:kueue-system:kueue-controller-manager"
+    assert admit(KUEUE, resumed(held), operation="UPDATE", old=held, username=kueue) == []
+    assert admit(KUEUE, resumed(held), operation="UPDATE", old=held, groups=["system:masters"]) == []
+    # Suspending, other changes, and creating a Job with suspend false (Kueue's webhook suspends it) pass.
+    assert admit(KUEUE, held, operation="UPDATE", old=resumed(held)) == []
+    assert admit(KUEUE, held, operation="UPDATE", old=held) == []
+    assert admit(KUEUE, resumed(held)) == []
+    # KAI holds no Job: a member may suspend and resume its own.
+    kai_job = wrapped("Job", pod())
+    kai_job["spec"]["suspend"] = True
+    assert admit(KAI, resumed(kai_job), operation="UPDATE", old=kai_job) == []
+
+
+def affined(target, *hostnames, operator="In", key="kubernetes.io/hostname"):
+    term = {"matchExpressions": [{"key": key, "operator": operator, "values": list(hostnames)}]}
+    target["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    return target
+
+
+INTERACTIVE_ON_DGX1_2 = {projects.INTERACTIVE_NODES_ANNOTATION: "dgx1-2", projects.TRAINING_NODES_ANNOTATION: ""}
+
+
+def interactive_pod():
+    built = pod()
+    built["spec"]["priorityClassName"] = "build"
+    return built
+
+
+def test_gpu_work_keeps_to_the_project_s_declared_nodes():
+    # team-b's interactive work runs on dgx1-2 (NetApp 4.8's figure): on dgx1-1 it takes team-c's GPUs.
+    denied = admit(KAI, affined(interactive_pod(), "dgx1-1"), annotations=INTERACTIVE_ON_DGX1_2)
+    assert denied == [
+        "project team-a: the project's GPU work runs on its declared nodes: a required node affinity (or node "
+        "selector) on kubernetes.io/hostname among them (dgx1-2)"
+    ]
+    assert admit(KAI, interactive_pod(), annotations=INTERACTIVE_ON_DGX1_2)  # no affinity at all
+    assert admit(KAI, affined(interactive_pod(), "dgx1-2", "dgx1-1"), annotations=INTERACTIVE_ON_DGX1_2)
+    assert admit(KAI, affined(interactive_pod(), "dgx1-2", operator="NotIn"), annotations=INTERACTIVE_ON_DGX1_2)
+    assert admit(KAI, affined(interactive_pod(), "dgx1-2"), annotations=INTERACTIVE_ON_DGX1_2) == []
+    selected = interactive_pod()
+    selected["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "dgx1-2"}
+    assert admit(KAI, selected, annotations=INTERACTIVE_ON_DGX1_2) == []
+    # A prefix of a declared name is not that name.
+    assert admit(KAI, affined(interactive_pod(), "dgx1-"), annotations=INTERACTIVE_ON_DGX1_2)
+    # Training work, CPU work and an undeclared kind are free; inference is interactive too, and a
+    # Deployment naming no class is what KAI's pod grouper makes it (inference).
+    assert admit(KAI, pod(), annotations=INTERACTIVE_ON_DGX1_2) == []
+    assert admit(KAI, pod(gpus=0), annotations=INTERACTIVE_ON_DGX1_2) == []
+    inference = pod()
+    inference["spec"]["priorityClassName"] = "inference"
+    assert admit(KAI, inference, annotations=INTERACTIVE_ON_DGX1_2)
+    assert admit(KAI, wrapped("Deployment", pod()), annotations=INTERACTIVE_ON_DGX1_2)
+    assert admit(KAI, wrapped("Job", pod()), annotations=INTERACTIVE_ON_DGX1_2) == []
+    # Kueue tells interactive work by its workload priority class.
+    job = wrapped(
+        "Job",
+        pod(queue=None, scheduler=None),
+        labels={QUEUE_NAME: "team-a", "kueue.x-k8s.io/priority-class": "clusterproof-interactive"},
+    )
+    assert admit(KUEUE, job, annotations=INTERACTIVE_ON_DGX1_2)
+    assert admit(KUEUE, affined(job["spec"]["template"], "dgx1-2") and job, annotations=INTERACTIVE_ON_DGX1_2) == []
+
+
+def test_the_node_affinity_attempt_is_made_only_where_the_project_declares_nodes():
+    rules = KAI.admission_rules
+    assert "node-affinity" not in by_key(checks.attempts("team-a", "team-b", rules, SETTINGS))
+    attempt = by_key(checks.attempts("team-b", "team-c", rules, SETTINGS, ("dgx1-2",)))["node-affinity"]
+    assert attempt.manifest["spec"]["priorityClassName"] == "build" and attempt.expect_refused
+
+
+def test_clusterproof_s_own_interactive_workloads_keep_to_the_declared_nodes():
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
+
+    settings = workloads.ProjectSettings("team-a", interactive_nodes=("dgx1-2",))
+    for backend in (KAI, KUEUE):
+        workload = workloads.Workload("w", "team-a", workloads.INTERACTIVE, 1)
+        job = backend.workload_manifests(workload, settings, None, "gpu")[0]
+        assert admit(backend, job, annotations=INTERACTIVE_ON_DGX1_2) == [], backend.name

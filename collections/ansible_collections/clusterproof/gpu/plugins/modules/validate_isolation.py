@@ -9,10 +9,15 @@ author:
   - clusterproof developers
 description:
   - For each project with a declared user or group, sends as that member (impersonated, server-side dry run,
-    so nothing is created) a GPU workload in its own queue (must be admitted), one charged to another
-    project's queue, one that bypasses the quota scheduler, a privileged pod, a pod on the host's network and
-    a workload in another project's namespace (each must be refused, by the guard that the check names).
-  - Reads back the admission policy and each project's NetworkPolicy.
+    so nothing is created) a GPU workload in its own queue (must be admitted), then each row of the threat
+    model (docs/tenancy.md) that applies to the engine, each must be refused by the guard that its check
+    names - another project's queue, the default scheduler, a pod that names its node or a priority class
+    the engine does not give, GPUs through a DRA claim or a MIG resource, a container that names its own
+    devices (env, envFrom prefix, CDI annotation, a ConfigMap key), a privileged, host-network or hostPath
+    pod, an exposed Service, a workload in another project's namespace - and asks the API server's
+    authorizers (SubjectAccessReview) whether the member may write what RBAC keeps from it (its namespace,
+    NetworkPolicies, RoleBindings, EndpointSlices, ephemeral containers, the engine's objects).
+  - Reads back the admission policies and each project's NetworkPolicy.
   - Where pods really run, tries a connection to each isolated project's Service (busybox's httpd) from a pod of
     another project (must be refused) and from one of its own (must connect, by the Service's DNS name), with
     real pods on the real nodes Ready at the start, labelled C(clusterproof.io/probe=network) and removed at the
@@ -107,7 +112,7 @@ def _work(module):
     try:
         api = kube.api_client(params["kubeconfig"], params["context"])
         applier = kube.Applier(api)
-        policy = admission.policy_manifests(backend.admission_rules)
+        policy, not_served = admission.served(admission.policy_manifests(backend.admission_rules), applier.serves)
         checks.append(isolation_validation.policy_check(policy, [applier.get(manifest) for manifest in policy]))
         reached = _reach(api, params, declared)
         for index, data in enumerate(declared):
@@ -118,22 +123,26 @@ def _work(module):
             checks.append(isolation_validation.network_policy_check(name, wanted[0] if wanted else None, found))
             if project.network_isolation:
                 checks.append(isolation_validation.reach_check(name, params["pods_run"], reached.get(name)))
+            held = kube.list_pods(api, name)
+            checks.append(isolation_validation.held_check(name, project.gpu_quota, held, backend.admission_rules))
             member = isolation_validation.member_of(data)
             if member is None:
                 checks.append(isolation_validation.no_member_check(name))
                 continue
             target = names[(index + 1) % len(names)] if len(names) > 1 else None
-            for attempt in isolation_validation.attempts(name, target, backend.admission_rules, settings):
-                outcome = isolation_validation.Outcome(
-                    *kube.create_as(api, member.user, member.groups, attempt.manifest)
-                )
-                checks.append(isolation_validation.judge(attempt, member, outcome))
+            tried = isolation_validation.attempts(
+                name, target, backend.admission_rules, settings, project.interactive_nodes
+            )
+            for attempt in tried:
+                send = kube.resume_as if attempt.resume else kube.create_as
+                outcome = isolation_validation.Outcome(*send(api, member.user, member.groups, attempt.manifest))
+                checks.append(isolation_validation.judge(attempt, member, outcome, not_served))
     except kube.ApiException as error:
         runner.fail_from_exception(module, error, "trying the tenants' escapes", backend.hint)
     checks.append(isolation_validation.gpu_visibility_check())
     return {
         "changed": False,
-        "section": isolation_validation.section(checks, settings),
+        "section": isolation_validation.section(checks, settings, backend.admission_rules),
         "failed_checks": sum(1 for check in checks if check.status == "fail"),
     }
 

@@ -181,42 +181,126 @@ def wait_for_default_service_account(api: Any, namespace: str, timeout_s: float 
 _CREATORS = {
     "Pod": lambda api: k8s_client.CoreV1Api(api).create_namespaced_pod,
     "Job": lambda api: k8s_client.BatchV1Api(api).create_namespaced_job,
+    "Deployment": lambda api: k8s_client.AppsV1Api(api).create_namespaced_deployment,
+    "Service": lambda api: k8s_client.CoreV1Api(api).create_namespaced_service,
+    "ConfigMap": lambda api: k8s_client.CoreV1Api(api).create_namespaced_config_map,
 }
 
 
-def create_as(api: Any, user: str, groups: tuple[str, ...], manifest: dict[str, Any]) -> tuple[bool, int | None, str]:
-    """Send ``manifest`` (a Pod or a Job) as ``user`` in ``groups`` (impersonated; the caller's
-    credentials must allow it), as a server-side dry run: authorization and every admission step
-    run, nothing is created. Returns (admitted, status, message): a refusal (any 4xx: forbidden,
-    invalid, not found) is an answer, a server error raises."""
-    if manifest["kind"] not in _CREATORS:
-        raise KubeError("create_as sends %s only, not %s" % (", ".join(_CREATORS), manifest["kind"]))
+def _impersonated(api: Any, user: str, groups: tuple[str, ...]) -> Any:
+    """A client on ``api``'s configuration that acts as ``user`` in ``groups`` (the caller's
+    credentials must allow impersonation), its requests bounded as every client's are."""
     impersonated = k8s_client.ApiClient(api.configuration)
     impersonated.set_default_header("Impersonate-User", user)
     # The generated client keeps one value per header: one group is impersonated at most.
     for group in groups[:1]:
         impersonated.set_default_header("Impersonate-Group", group)
     _bound_requests(impersonated.rest_client)
+    return impersonated
+
+
+def create_as(
+    api: Any, user: str, groups: tuple[str, ...], manifest: dict[str, Any]
+) -> tuple[bool, int | None, str, dict[str, Any] | None]:
+    """Send ``manifest`` (one of ``_CREATORS``' kinds) as ``user`` in ``groups`` (impersonated; the
+    caller's credentials must allow it), as a server-side dry run: authorization and every admission
+    step run, nothing is created. Returns (admitted, status, message, the object as admitted): a
+    refusal (any 4xx: forbidden, invalid, not found) is an answer, a server error raises. A
+    SubjectAccessReview is asked for ``user`` instead (``review_access``)."""
+    if manifest["kind"] == "SubjectAccessReview":
+        return review_access(api, user, groups, manifest)
+    if manifest["kind"] not in _CREATORS:
+        raise KubeError("create_as sends %s only, not %s" % (", ".join(_CREATORS), manifest["kind"]))
+    impersonated = _impersonated(api, user, groups)
     try:
         create = _CREATORS[manifest["kind"]](impersonated)
-        create(manifest["metadata"]["namespace"], manifest, dry_run="All")
-        return True, None, ""
+        admitted = create(manifest["metadata"]["namespace"], manifest, dry_run="All")
+        return True, None, "", impersonated.sanitize_for_serialization(admitted)
     except ApiException as error:
         if error.status is None or not 400 <= error.status < 500:
             raise
-        try:
-            message = json.loads(error.body or "{}").get("message") or error.reason
-        except ValueError:
-            message = error.reason
-        return False, error.status, str(message)
+        return False, error.status, _refusal(error), None
     finally:
         impersonated.close()
+
+
+def resume_as(
+    api: Any, user: str, groups: tuple[str, ...], job: dict[str, Any]
+) -> tuple[bool, int | None, str, dict[str, Any] | None]:
+    """Make ``job`` (suspended) with the caller's credentials, then ask, as ``user`` in ``groups``
+    and as a server-side dry run, to resume it (``spec.suspend: false``); the Job is deleted after.
+    Returns what ``create_as`` returns, for the patch."""
+    batch = k8s_client.BatchV1Api(api)
+    namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    try:
+        batch.create_namespaced_job(namespace, job)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    impersonated = _impersonated(api, user, groups)
+    try:
+        patched = k8s_client.BatchV1Api(impersonated).patch_namespaced_job(
+            name, namespace, {"spec": {"suspend": False}}, dry_run="All"
+        )
+        return True, None, "", impersonated.sanitize_for_serialization(patched)
+    except ApiException as error:
+        if error.status is None or not 400 <= error.status < 500:
+            raise
+        return False, error.status, _refusal(error), None
+    finally:
+        impersonated.close()
+        try:
+            batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def _refusal(error: Any) -> str:
+    """The API server's message in a refusal (4xx), or its reason."""
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except ValueError:
+        return str(error.reason)
+
+
+def review_access(api: Any, user: str, groups: tuple[str, ...], review: dict[str, Any]) -> tuple[bool, int | None, str]:
+    """Whether ``user`` in ``groups`` may do what ``review`` (a SubjectAccessReview) asks, as
+    (allowed, status, message) like ``create_as``: the API server's authorizers answer, nothing is
+    done. Denied, the message says "RBAC does not allow" with the request and the authorizer's reason."""
+    body = {**review, "spec": {**review["spec"], "user": user, "groups": list(groups)}}
+    body.pop("metadata", None)
+    answer = k8s_client.AuthorizationV1Api(api).create_subject_access_review(body)
+    attributes = review["spec"]["resourceAttributes"]
+    asked = "%s %s%s%s" % (
+        attributes["verb"],
+        attributes["resource"],
+        "/" + attributes["subresource"] if attributes.get("subresource") else "",
+        " (%s)" % attributes["group"] if attributes.get("group") else "",
+    )
+    if answer.status.allowed:
+        return True, None, "", None
+    reason = answer.status.reason or answer.status.evaluation_error or "no rule allows it"
+    return (
+        False,
+        403,
+        "RBAC does not allow %s to %s in %s: %s" % (user, asked, review["metadata"]["namespace"], reason),
+        None,
+    )
 
 
 def list_nodes(api: Any, request_timeout: int = 30) -> list[dict[str, Any]]:
     """Every Node as a plain dict (the API's JSON field names), paging through large clusters."""
     core = core_v1(api)
     return _list_pages(lambda **page: core.list_node(**page), "listing nodes", request_timeout)
+
+
+def list_pods(api: Any, namespace: str, request_timeout: int = 30) -> list[dict[str, Any]]:
+    """Every pod of ``namespace`` as a plain dict (the API's JSON field names), paging."""
+    core = core_v1(api)
+    return _list_pages(
+        lambda **page: core.list_namespaced_pod(namespace, **page), "listing pods in %s" % namespace, request_timeout
+    )
 
 
 def list_resource_slices(api: Any, driver: str, request_timeout: int = 30) -> list[dict[str, Any]] | None:

@@ -366,3 +366,10 @@ def _quota_fields(project: projects.Project) -> dict[str, Any]:
         "interactive_time_limit_seconds": project.interactive_time_limit_seconds,
         **{field: getattr(project, field) for field in projects.RESOURCE_FIELDS},
     }
+
+
+def read_only_objects(member_rules: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """Each (API group, resource) an engine's member rules let members read: its own objects."""
+    return tuple(
+        (group, resource) for rule in member_rules for group in rule["apiGroups"] for resource in rule["resources"]
+    )

@@ -51,6 +51,8 @@ QUEUE_LABEL = "kai.scheduler/queue"
 # The label KAI's pod grouper also takes a queue from (Run:AI's, kept by KAI for old workloads).
 LEGACY_QUEUE_LABEL = "runai/queue"
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
+# A part of a GPU asked by its memory (MiB): a fraction too.
+GPU_MEMORY_ANNOTATION = "gpu-memory"
 # Where KAI's binder puts the GPU-sharing configuration of a fractional pod: a ConfigMap name
 # prefix that KAI's admission webhook annotates the pod with.
 SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
@@ -70,6 +72,24 @@ DEPARTMENT_QUEUE = "clusterproof"
 # Priority classes KAI ships: training is preemptible, build (interactive) is not.
 TRAIN_PRIORITY = "train"
 INTERACTIVE_PRIORITY = "build"
+# Every class KAI's chart installs (deployments/kai-scheduler/templates/priorityclasses: train 50,
+# build-preemptible 75, build 100, inference 125). KAI holds a non-preemptible one (100 and above)
+# within its queue's deserved quota (proportion/capacity_policy/quota_check.go); a class of any
+# other name (system-node-critical) KAI would neither hold so nor be the only one to decide on.
+PRIORITY_CLASSES = (TRAIN_PRIORITY, "build-preemptible", INTERACTIVE_PRIORITY, "inference")
+# From this priority on KAI never preempts nor reclaims a job (common/podgroup/preemptible.go), and
+# the label that makes a job so whatever its priority.
+NON_PREEMPTIBLE_PRIORITY = 100
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+# The pod grouper takes a pod's priority from this label of its top owner or itself before its
+# spec.priorityClassName (podgrouper/.../defaultgrouper).
+PRIORITY_LABEL = "priorityClassName"
+# Without a queue label the pod grouper charges the queue named by this label (podgrouper's
+# default grouper at the pin): a queue label like the others.
+PROJECT_QUEUE_LABEL = "project"
+# KAI's binder acts as its service account in KAI's namespace; it writes a fractional pod's
+# GPU-sharing ConfigMaps (NVIDIA_VISIBLE_DEVICES) in the pod's namespace.
+ENGINE_WRITERS = ("system:serviceaccount:%s:" % SYSTEM_NAMESPACE,)
 
 # The configuration KAI's operator writes for its default shard with GPU bin-packing.
 SCHEDULER_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
@@ -613,11 +633,22 @@ class KaiBackend(base.Backend):
     # holds a project's work to its own queue, and GPU work to KAI's scheduler name.
     admission_rules = admission.AdmissionRules(
         engine="KAI scheduler",
-        queue_labels=(QUEUE_LABEL, LEGACY_QUEUE_LABEL),
+        queue_labels=(QUEUE_LABEL, LEGACY_QUEUE_LABEL, PROJECT_QUEUE_LABEL),
         scheduler_name=SCHEDULER_NAME,
         queue_required=False,
         gpu_kinds=("Pod", "Job", "CronJob", "Deployment", "StatefulSet", "ReplicaSet"),
-        fraction_annotation=GPU_FRACTION_ANNOTATION,
+        fraction_annotations=(GPU_FRACTION_ANNOTATION, GPU_MEMORY_ANNOTATION),
+        priority_classes=PRIORITY_CLASSES,
+        priority_labels=((PRIORITY_LABEL, PRIORITY_CLASSES),),
+        engine_writers=ENGINE_WRITERS,
+        shared_device_configmap_annotation=SHARED_GPU_CONFIGMAP_ANNOTATION,
+        # What members may read of the engine they may not write.
+        engine_objects=base.read_only_objects(MEMBER_RULES),
+        non_preemptible_priority=NON_PREEMPTIBLE_PRIORITY,
+        preemptibility_label=(PREEMPTIBILITY_LABEL, "non-preemptible"),
+        # Interactive work is KAI's non-preemptible classes; a Deployment naming none gets inference.
+        interactive_classes=(INTERACTIVE_PRIORITY, "inference"),
+        interactive_kinds_by_default=("Deployment", "StatefulSet", "ReplicaSet"),
     )
     quota_table = base.QuotaTable(
         "GPU quota per project: declared, configured in the scheduler, held now",

@@ -653,6 +653,16 @@ class KueueBackend(base.Backend):
         queue_required=True,
         gpu_kinds=("Pod", "Job", "CronJob"),
         gpu_pods_from_controllers_only=True,
+        # A pod's PriorityClass would be Kueue's priority for its workload and the default
+        # scheduler's for preemption: a member names Kueue's workload priority classes instead.
+        priority_classes=(),
+        priority_labels=((PRIORITY_CLASS_LABEL, tuple(PRIORITY_VALUES)),),
+        # What members may read of the engine they may not write.
+        engine_objects=base.read_only_objects(MEMBER_RULES),
+        # Kueue's controller, in its namespace, resumes (unsuspends) the Jobs it admits.
+        engine_writers=("system:serviceaccount:%s:" % SYSTEM_NAMESPACE,),
+        resumed_by_engine_only=True,
+        interactive_labels=((PRIORITY_CLASS_LABEL, (INTERACTIVE_PRIORITY,)),),
     )
     quota_table = base.QuotaTable(
         "GPU quota per project: declared, configured in Kueue, held now",

@@ -2,39 +2,39 @@
 what the site did with it. Pure.
 
 For every project with a declared member (a user, or a group), the validator sends each
-:class:`Attempt` to the API server as that member (impersonated, server-side dry run: admission
-runs in full, nothing is created) and judges the answer:
+:class:`Attempt` to the API server as that member and judges the answer. The first is the control,
+``own-queue``: a GPU workload in the project's own queue, through the engine, must be admitted (so
+that the refusals are the guards', not a member who can do nothing). The others are the rows of the
+threat model (``tenancy/threats.py``) that apply to the engine and have a probe, each built from its
+row and nothing else: a variation of that workload, another object in the project's namespace (a
+Service, a ConfigMap), both sent impersonated as a server-side dry run (admission runs in full,
+nothing is created), or a question to the API server's authorizers (a SubjectAccessReview: may the
+member write the namespace, a NetworkPolicy, ephemeral containers, the engine's objects). Each must
+be refused by the guard its row names (the admission policies, Pod Security, RBAC), or admitted
+where the site declared an exception for it, shown as such.
 
-- ``own-queue``: a GPU workload in the project's own queue, through the engine: admitted (the
-  control: the refusals below are the policy's, not a member who can do nothing);
-- ``other-queue``: the same charged to another project's queue: refused by the admission policy;
-- ``bypass-scheduler`` (an engine with a scheduler name: KAI): GPUs through the default
-  scheduler: refused;
-- ``no-queue`` (an engine that gates admission: Kueue): a GPU Job naming no queue: refused;
-- ``bare-gpu-pod`` (Kueue): a GPU pod made directly, which Kueue never sees: refused;
-- ``privileged-pod``, ``host-network-pod``: refused by Pod Security (admitted where the site
-  declared a ``privileged`` exception, shown as such);
-- ``other-namespace``: a workload in another project's namespace: refused by RBAC.
-
-Beside them, read back: the admission policy and its binding as clusterproof installs them, and
-each project's NetworkPolicy. Where pods really run, real pods try a connection to each project's
-Service from another project's namespace and from its own (``validate.reach_probe`` runs them; the
-manifests and the verdict are here). What only running pods can show (that connection, a GPU seen
-through ``NVIDIA_VISIBLE_DEVICES``) is said as such where pods do not run.
+Beside them, read back: the admission policies and their bindings as clusterproof installs them,
+and each project's NetworkPolicy. Where pods really run, real pods try a connection to each
+project's Service from another project's namespace and from its own (``validate.reach_probe`` runs
+them; the manifests and the verdict are here). What only running pods can show (that connection, a
+GPU seen through an image's ``NVIDIA_VISIBLE_DEVICES``) is said as such where pods do not run. The
+section's first table is the threat model with how each row was tried.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
+from ansible_collections.clusterproof.gpu.plugins.module_utils.common import pods as common_pods
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.objects import is_subset
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, threats
 
 SECTION_ID = "isolation"
 SECTION_TITLE = "Tenant isolation: each escape tried as a member of the project"
@@ -42,6 +42,9 @@ SECTION_TITLE = "Tenant isolation: each escape tried as a member of the project"
 BY_POLICY = "ValidatingAdmissionPolicy '%s'" % admission.POLICY_NAME
 BY_POD_SECURITY = "violates PodSecurity"
 BY_RBAC = "cannot create resource"
+BY_OBJECTS_POLICY = "ValidatingAdmissionPolicy '%s'" % admission.OBJECTS_POLICY_NAME
+# An access review's denial, as kube.client.review_access words it.
+BY_ACCESS = "RBAC does not allow"
 # The attempts are dry runs: no image is pulled. The pinned pause is the one a site's mirror holds.
 PROBE_IMAGE = versions.PAUSE.image
 ATTEMPT_NAME = "clusterproof-isolation-probe"
@@ -91,6 +94,10 @@ class Attempt:
     refused_by: str
     action: str
     exception: isolation.IsolationException | None = None
+    # Admitted, with every container hiding its devices (the devices policy's change).
+    expect_hidden: bool = False
+    # ``manifest`` is a Job the validator makes and the engine holds; the member tries to resume it.
+    resume: bool = False
 
     @property
     def namespace(self) -> str:
@@ -104,67 +111,92 @@ class Outcome:
     admitted: bool
     status: int | None = None
     message: str = ""
+    # The object as admitted (a dry run's answer), where one came back.
+    admitted_as: Mapping[str, Any] | None = None
 
 
-def _pod_spec(
-    rules: admission.AdmissionRules, gpus: int, scheduler: str | None = None, **security: Any
-) -> dict[str, Any]:
+def _pod_spec(rules: admission.AdmissionRules, probe: threats.Probe) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "probe",
         "image": PROBE_IMAGE,
         "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
     }
-    if gpus:
-        container["resources"] = {"limits": {admission.GPU_RESOURCE: str(gpus)}}
-    if security.get("privileged"):
-        container["securityContext"] = {"privileged": True}
+    if probe.gpus:
+        container["resources"] = {"limits": {admission.GPU_RESOURCE: str(probe.gpus)}}
+    container.update(copy.deepcopy(dict(probe.container)))
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "securityContext": dict(RESTRICTED_POD_SECURITY),
         "containers": [container],
     }
-    if security.get("host_network"):
-        spec["hostNetwork"] = True
-    name = scheduler if scheduler is not None else rules.scheduler_name
+    spec.update(copy.deepcopy(dict(probe.pod_spec)))
+    if probe.interactive and rules.interactive_classes:
+        spec["priorityClassName"] = rules.interactive_classes[0]
+    name = probe.scheduler if probe.scheduler is not None else rules.scheduler_name
     if name:
         spec["schedulerName"] = name
     return spec
 
 
 def _workload(
-    rules: admission.AdmissionRules,
-    namespace: str,
-    queue: str | None,
-    gpus: int = 1,
-    kind: str | None = None,
-    scheduler: str | None = None,
-    **security: Any,
+    rules: admission.AdmissionRules, probe: threats.Probe, namespace: str, queue: str | None
 ) -> dict[str, Any]:
-    """A workload as the engine takes it: a pod where the engine takes pods, else a Job (whose
-    pods a controller makes); labelled with ``queue`` unless None."""
+    """A workload as the engine takes it, changed as ``probe`` says: a pod where the engine takes
+    pods, else a Job (whose pods a controller makes); labelled with ``queue`` unless None."""
     labels = {rules.queue_labels[0]: queue} if queue is not None else {}
-    spec = _pod_spec(rules, gpus, scheduler, **security)
-    kind = kind or ("Job" if rules.gpu_pods_from_controllers_only else "Pod")
-    metadata = {"name": ATTEMPT_NAME, "namespace": namespace, "labels": labels}
+    if probe.interactive:
+        labels.update({label: values[0] for label, values in rules.interactive_labels[:1]})
+    if probe.priority_labels:
+        labels.update({label: threats.NOWHERE for label, _ in rules.priority_labels})
+    annotations = dict(probe.annotations)
+    if probe.fraction_annotations:
+        annotations.update({annotation: "1" for annotation in rules.fraction_annotations})
+    spec = _pod_spec(rules, probe)
+    kind = probe.kind or ("Job" if rules.gpu_pods_from_controllers_only else "Pod")
+    metadata = {"name": ATTEMPT_NAME, "namespace": namespace, "labels": labels, "annotations": annotations}
     if kind == "Pod":
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    template = {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": spec}
+    if kind == "Deployment":
+        spec.pop("restartPolicy")
+        template["metadata"]["labels"]["app.kubernetes.io/name"] = ATTEMPT_NAME
+        selector = {"matchLabels": {"app.kubernetes.io/name": ATTEMPT_NAME}}
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": metadata,
+            "spec": {"replicas": 1, "selector": selector, "template": template},
+        }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": metadata,
-        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": dict(labels)}, "spec": spec}},
+        "spec": {"backoffLimit": 0, "template": template},
     }
 
 
 FIX_POLICY = (
-    "run the scheduler stage again (it installs the admission policy %s and its binding); a workload "
-    "admitted here is charged where the tenant chose, not where the site declared" % admission.POLICY_NAME
+    "run the scheduler stage again (it installs the admission policies %s and %s and their bindings); a "
+    "workload admitted here decides what the site declared it may not"
+    % (admission.POLICY_NAME, admission.OBJECTS_POLICY_NAME)
 )
 FIX_POD_SECURITY = (
     "label the namespace with Pod Security baseline or restricted (the scheduler stage does), or "
     "declare the exception in clusterproof_tenancy.exceptions if the project really needs it"
 )
 FIX_RBAC = "remove the RoleBinding or ClusterRoleBinding that gives this member rights outside its project"
+FIX_ACCESS = (
+    "remove the Role, RoleBinding or ClusterRoleBinding that gives this member the right; the member Role "
+    "(clusterproof-project-member) does not"
+)
+# What in a refusal says which guard refused it, and what to do when another answered.
+_REFUSED_BY = {
+    threats.POLICY: (BY_POLICY, FIX_POLICY),
+    threats.OBJECTS_POLICY: (BY_OBJECTS_POLICY, FIX_POLICY),
+    threats.POD_SECURITY: (BY_POD_SECURITY, FIX_POD_SECURITY),
+    threats.RBAC: (BY_RBAC, FIX_RBAC),
+    threats.DEVICES_POLICY: ("", FIX_POLICY),
+}
 
 
 def attempts(
@@ -172,105 +204,116 @@ def attempts(
     target: str | None,
     rules: admission.AdmissionRules,
     settings: isolation.TenancySettings,
+    interactive_nodes: Sequence[str] = (),
 ) -> list[Attempt]:
     """What a member of ``project`` tries, against ``target`` (another project; None when the site
-    has one project only, and the attempts on another are left out)."""
-    other = target or "clusterproof-another-queue"
-    privileged = settings.allows(project, "privileged")
+    has one project only, and the attempts on another are left out): the control (its own GPU work,
+    admitted), then each row of the threat model that applies to the engine and has a probe (the
+    interactive one where the project declares ``interactive_nodes``)."""
     found = [
         Attempt(
             project,
             "own-queue",
             "a GPU workload in the project's own queue is admitted",
-            _workload(rules, project, project),
+            _workload(rules, threats.Probe(threats.WORKLOAD), project, project),
             False,
             "",
             "give the project's members the clusterproof-project-member role (the scheduler stage does); if the "
             "admission policy refused it, its message says which rule",
-        ),
-        Attempt(
-            project,
-            "other-queue",
-            "a GPU workload charged to another project's queue (%s) is refused" % other,
-            _workload(rules, project, other),
-            True,
-            BY_POLICY,
-            FIX_POLICY,
-        ),
+        )
     ]
-    if rules.scheduler_name:
-        found.append(
-            Attempt(
-                project,
-                "bypass-scheduler",
-                "a GPU pod on the default scheduler, outside %s, is refused" % rules.engine,
-                _workload(rules, project, project, kind="Pod", scheduler="default-scheduler"),
-                True,
-                BY_POLICY,
-                FIX_POLICY,
-            )
-        )
-    if rules.queue_required:
-        found.append(
-            Attempt(
-                project,
-                "no-queue",
-                "a GPU Job that names no queue is refused",
-                _workload(rules, project, None, kind="Job"),
-                True,
-                BY_POLICY,
-                FIX_POLICY,
-            )
-        )
-    if rules.gpu_pods_from_controllers_only:
-        found.append(
-            Attempt(
-                project,
-                "bare-gpu-pod",
-                "a GPU pod made directly, which %s never sees, is refused" % rules.engine,
-                _workload(rules, project, project, kind="Pod"),
-                True,
-                BY_POLICY,
-                FIX_POLICY,
-            )
-        )
-    for key, title, security in (
-        ("privileged-pod", "a privileged pod", {"privileged": True}),
-        ("host-network-pod", "a pod on the host's network", {"host_network": True}),
-    ):
-        found.append(
-            Attempt(
-                project,
-                key,
-                "%s is %s" % (title, "admitted (declared exception)" if privileged else "refused"),
-                _workload(rules, project, project, gpus=0, kind="Pod", **security),
-                not privileged,
-                BY_POD_SECURITY,
-                FIX_POD_SECURITY,
-                privileged,
-            )
-        )
-    if target is not None:
-        found.append(
-            Attempt(
-                project,
-                "other-namespace",
-                "a workload in %s's namespace is refused" % target,
-                _workload(rules, target, target),
-                True,
-                BY_RBAC,
-                FIX_RBAC,
-            )
-        )
+    for threat in threats.applicable(rules):
+        if threat.probe is not None and (interactive_nodes or not threat.probe.interactive):
+            found.extend(_attempts_of(threat, threat.probe, project, target, rules, settings))
     return found
+
+
+def _attempts_of(
+    threat: threats.Threat,
+    probe: threats.Probe,
+    project: str,
+    target: str | None,
+    rules: admission.AdmissionRules,
+    settings: isolation.TenancySettings,
+) -> list[Attempt]:
+    other = target or "clusterproof-another-queue"
+    if probe.namespace == threats.OTHER and target is None:
+        return []
+    exception = settings.allows(project, probe.exception) if probe.exception else None
+    refused_by, action = _REFUSED_BY[threat.guard]
+    title = "%s (%s) is %s" % (
+        threat.could,
+        threat.surface,
+        "admitted (declared exception)" if exception else "refused",
+    )
+
+    hidden = threat.guard == threats.DEVICES_POLICY
+    if hidden:
+        title = "%s (%s): every container is admitted with %s=void" % (
+            threat.could,
+            threat.surface,
+            admission.DEVICE_ENV[0],
+        )
+
+    def attempt(manifest: dict[str, Any], key: str = threat.key, by: str = refused_by, fix: str = action) -> Attempt:
+        expect_refused = exception is None and not hidden
+        resume = probe.sends == threats.RESUME
+        return Attempt(project, key, title, manifest, expect_refused, by, fix, exception, hidden, resume)
+
+    if probe.sends == threats.RESUME:
+        return [attempt(manifest=held_job(rules, project))]
+    if probe.sends == threats.ACCESS:
+        wanted = [probe.access] if not probe.engine_objects else [("create", g, r, "") for g, r in rules.engine_objects]
+        return [
+            attempt(
+                manifest=access_review(project, *access),
+                key="%s-%s" % (threat.key, access[2]) if probe.engine_objects else threat.key,
+                by=BY_ACCESS,
+                fix=FIX_ACCESS,
+            )
+            for access in wanted
+        ]
+    if probe.sends == threats.OBJECT:
+        manifest = copy.deepcopy(dict(probe.manifest))
+        manifest["metadata"] = {"name": ATTEMPT_NAME, "namespace": project}
+        return [attempt(manifest=manifest)]
+    namespace = target if probe.namespace == threats.OTHER else project
+    queue = {threats.OWN: project, threats.OTHER: other, threats.NONE: None}[probe.queue]
+    return [attempt(manifest=_workload(rules, probe, str(namespace), queue))]
+
+
+def held_job(rules: admission.AdmissionRules, namespace: str) -> dict[str, Any]:
+    """A Job the engine holds and never admits: suspended, naming no queue, asking for no GPU."""
+    job = _workload(rules, threats.Probe(threats.WORKLOAD, gpus=0, kind="Job"), namespace, None)
+    job["metadata"]["name"] = ATTEMPT_NAME + "-held"
+    job["spec"]["suspend"] = True
+    return job
+
+
+def access_review(namespace: str, verb: str, group: str, resource: str, subresource: str) -> dict[str, Any]:
+    """What an access attempt asks: may the member ``verb`` ``resource`` (``subresource``) in ``namespace``
+    (a cluster-wide resource: the project's namespace object itself)."""
+    attributes = {"verb": verb, "group": group, "resource": resource, "namespace": namespace}
+    if resource == "namespaces":
+        attributes = {"verb": verb, "group": group, "resource": resource, "name": namespace}
+    if subresource:
+        attributes["subresource"] = subresource
+    return {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "metadata": {"namespace": namespace},
+        "spec": {"resourceAttributes": attributes},
+    }
 
 
 def _short(message: str, most: int = 400) -> str:
     return message if len(message) <= most else message[: most - 1] + "…"
 
 
-def judge(attempt: Attempt, member: Member, outcome: Outcome) -> Check:
-    """The check of one attempt: expected against observed, with what to do when it failed."""
+def judge(attempt: Attempt, member: Member, outcome: Outcome, not_served: Sequence[str] = ()) -> Check:
+    """The check of one attempt: expected against observed, with what to do when it failed.
+    ``not_served``: the policies the API server does not serve (``admission.served``); an attempt
+    whose guard is one of them is a warning that says so, not a failure."""
     check_id = "%s/%s/%s" % (SECTION_ID, attempt.project, attempt.key)
     title = "%s: %s" % (attempt.project, attempt.title)
     expected = "refused (%s)" % attempt.refused_by if attempt.expect_refused else "admitted"
@@ -282,6 +325,46 @@ def judge(attempt: Attempt, member: Member, outcome: Outcome) -> Check:
     if attempt.expect_refused and attempt.refused_by not in outcome.message:
         message = as_whom + "refused, but not by %s: the guard this attempt tests did not answer" % attempt.refused_by
         return Check(check_id, title, "fail", expected, observed, message, category="security", action=attempt.action)
+    if attempt.expect_hidden and any(name.endswith("/" + admission.DEVICES_POLICY_NAME) for name in not_served):
+        return Check(
+            check_id,
+            title,
+            "warn",
+            "admitted, each container with %s=void" % admission.DEVICE_ENV[0],
+            "admitted as is" if outcome.admitted else "refused (%s)" % outcome.status,
+            as_whom + "the API server serves no MutatingAdmissionPolicy (Kubernetes 1.36 and newer): an image's own "
+            "%s reaches the runtime, and only the NVIDIA toolkit set to volume mounts keeps it from showing the "
+            "host's GPUs" % admission.DEVICE_ENV[0],
+            category="security",
+            action="upgrade the cluster to Kubernetes 1.36 or newer and run the scheduler stage again, or set "
+            "nvidia_container_toolkit_gpus_only_by_volume_mounts: true for the GPU hosts (KAI's fractions then see "
+            "no GPU)",
+        )
+    if attempt.expect_hidden and outcome.admitted:
+        shown = [
+            container["name"]
+            for container in ((outcome.admitted_as or {}).get("spec") or {}).get("containers") or ()
+            if {"name": admission.DEVICE_ENV[0], "value": admission.NO_DEVICE_VALUES[0]}
+            not in (container.get("env") or ())
+        ]
+        expected = "admitted, each container with %s=void" % admission.DEVICE_ENV[0]
+        if shown or outcome.admitted_as is None:
+            message = (
+                as_whom + "admitted without %s=void in container %s: an image that sets the variable shows "
+                "every GPU of its host where the toolkit reads it"
+                % (admission.DEVICE_ENV[0], ", ".join(shown) or "(no object came back)")
+            )
+            return Check(
+                check_id, title, "fail", expected, "admitted as is", message, category="security", action=attempt.action
+            )
+        return Check(
+            check_id,
+            title,
+            "pass",
+            expected,
+            "admitted with %s=void" % admission.DEVICE_ENV[0],
+            as_whom + "admitted, its devices hidden",
+        )
     if not attempt.expect_refused and not outcome.admitted:
         message = as_whom + "the project's own work was refused"
         return Check(
@@ -294,29 +377,28 @@ def judge(attempt: Attempt, member: Member, outcome: Outcome) -> Check:
 
 
 def policy_check(wanted: Sequence[Mapping[str, Any]], found: Sequence[Mapping[str, Any] | None]) -> Check:
-    """The admission policy and its binding are installed as clusterproof makes them."""
-    missing = [m["kind"] for m, have in zip(wanted, found, strict=True) if have is None]
-    differs = [m["kind"] for m, have in zip(wanted, found, strict=True) if have is not None and not _holds(m, have)]
-    expected = "%s and its binding, as installed" % admission.POLICY_NAME
+    """The admission policies and their bindings are installed as clusterproof makes them."""
+    shown = ["%s/%s" % (m["kind"], m["metadata"]["name"]) for m in wanted]
+    missing = [name for name, have in zip(shown, found, strict=True) if have is None]
+    differs = [
+        name for name, m, have in zip(shown, wanted, found, strict=True) if have is not None and not _holds(m, have)
+    ]
+    expected = "%s, each as installed" % ", ".join(shown)
+    title = "the admission policies that hold a project's work to its quota and its own devices are installed"
     if missing or differs:
-        observed = "; ".join([*("%s missing" % kind for kind in missing), *("%s changed" % kind for kind in differs)])
+        observed = "; ".join([*("%s missing" % name for name in missing), *("%s changed" % name for name in differs)])
         return Check(
             "%s/admission-policy" % SECTION_ID,
-            "the admission policy that binds GPU work to its project's queue is installed",
+            title,
             "fail",
             expected,
             observed,
-            "without it a tenant can charge another project's quota or bypass the quota scheduler",
+            "without them a tenant can charge another project's quota, bypass the quota scheduler or name its own "
+            "devices",
             category="security",
             action=FIX_POLICY,
         )
-    return Check(
-        "%s/admission-policy" % SECTION_ID,
-        "the admission policy that binds GPU work to its project's queue is installed",
-        "pass",
-        expected,
-        "installed",
-    )
+    return Check("%s/admission-policy" % SECTION_ID, title, "pass", expected, "installed")
 
 
 def _holds(wanted: Mapping[str, Any], found: Mapping[str, Any]) -> bool:
@@ -594,6 +676,56 @@ def _shown(connection: Connection) -> str:
     return "unknown (%s)" % connection.said
 
 
+def unreclaimable(pod: Mapping[str, Any], rules: admission.AdmissionRules) -> bool:
+    """Whether the engine may never take back what ``pod`` (as JSON) holds: a priority from the
+    engine's non-preemptible one on, or the engine's label that makes it so."""
+    if rules.non_preemptible_priority is None:
+        return False
+    if rules.preemptibility_label is not None:
+        label, value = rules.preemptibility_label
+        if ((pod.get("metadata") or {}).get("labels") or {}).get(label) == value:
+            return True
+    return int((pod.get("spec") or {}).get("priority") or 0) >= rules.non_preemptible_priority
+
+
+def held_check(project: str, quota: float, pods: Iterable[Mapping[str, Any]], rules: admission.AdmissionRules) -> Check:
+    """The outcome every quota row is about: the whole GPUs the project's pods hold on nodes that
+    the engine can never take back stay within the project's quota."""
+    check = functools.partial(
+        Check,
+        "%s/%s/held-past-quota" % (SECTION_ID, project),
+        "%s: no GPUs held past its quota that the quota scheduler cannot take back" % project,
+    )
+    if rules.non_preemptible_priority is None:
+        return check(
+            "skip",
+            "at most %s" % _number(quota),
+            "not judged",
+            "%s takes back what it lent whatever the priority; GPU work outside it is refused above" % rules.engine,
+        )
+    held = [pod for pod in pods if common_pods.holds_a_node(pod) and unreclaimable(pod, rules)]
+    gpus = sum(common_pods.pod_whole_gpus(pod) for pod in held)
+    expected = "at most %s non-preemptible GPUs (its quota)" % _number(quota)
+    observed = "%s GPUs in %d non-preemptible pods" % (_number(gpus), len(held))
+    if gpus > quota:
+        names = ", ".join(sorted(str(pod["metadata"]["name"]) for pod in held)[:10])
+        return check(
+            "fail",
+            expected,
+            observed,
+            "%s holds %s GPUs that %s will never take back, past its quota of %s (pods %s): other projects' "
+            "in-quota work waits for them" % (project, _number(gpus), rules.engine, _number(quota), names),
+            category="security",
+            action="delete those pods, and find how they were placed past the quota scheduler (a pod that names its "
+            "node, or one made before the admission policies were installed: run the scheduler stage again)",
+        )
+    return check("pass", expected, observed, category="security")
+
+
+def _number(value: float) -> str:
+    return ("%.2f" % value).rstrip("0").rstrip(".")
+
+
 def no_member_check(project: str) -> Check:
     """A project that declares no user or group: nobody to try the escapes as."""
     return Check(
@@ -632,12 +764,41 @@ def exceptions_table(settings: isolation.TenancySettings) -> dict[str, Any]:
     }
 
 
-def section(checks: Sequence[Check], settings: isolation.TenancySettings) -> dict[str, Any]:
+THREAT_COLUMNS = ("Row", "What a member writes", "Could", "Guard", "How it is tried")
+
+
+def threat_table(rules: admission.AdmissionRules) -> dict[str, Any]:
+    """The threat model as it applies to the engine: each row with its guard and what the
+    validator did with it (the attempt's check, the real pods' check, or why it is not tried)."""
+    rows = []
+    for threat in threats.applicable(rules):
+        if threat.probe is not None:
+            tried = "attempt %s/<project>/%s" % (SECTION_ID, threat.key)
+        elif threat.tried_by:
+            tried = "check %s/<project>/%s" % (SECTION_ID, threat.tried_by)
+        elif threat.guard == threats.TOOLKIT:
+            tried = "needs hardware: %s/gpu-visibility" % SECTION_ID
+        else:
+            tried = "not tried: %s" % threat.rule
+        rows.append([threat.key, threat.surface, threat.could, threat.guard, tried])
+    status = ["warn" if threat.guard == threats.OPEN else "" for threat in threats.applicable(rules)]
+    return {
+        "id": "%s/threat-model" % SECTION_ID,
+        "title": "The threat model (docs/tenancy.md): every field and API a member writes, and its guard",
+        "columns": list(THREAT_COLUMNS),
+        "rows": rows,
+        "row_status": status,
+    }
+
+
+def section(
+    checks: Sequence[Check], settings: isolation.TenancySettings, rules: admission.AdmissionRules
+) -> dict[str, Any]:
     """The report section as data, the shape ``site_report`` accepts."""
     table = exceptions_table(settings)
     return {
         "id": SECTION_ID,
         "title": SECTION_TITLE,
         "checks": [check.to_dict() for check in checks],
-        "tables": [table] if table["rows"] else [],
+        "tables": [threat_table(rules), *([table] if table["rows"] else [])],
     }
