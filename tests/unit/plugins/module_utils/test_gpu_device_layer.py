@@ -138,19 +138,19 @@ def test_either_chart_hands_pods_their_gpus_as_volume_mounts():
         assert "volume-mounts" in json.dumps(release.values), layer
 
 
-def test_the_operators_toolkit_ignores_the_variable_from_unprivileged_containers():
+def test_the_operators_toolkit_keeps_nvidia_s_default_and_accepts_volume_mounts():
     values = operator_values(DeviceLayerDeclaration("gpu_operator", toolkit_by="gpu_operator"))
     assert values["toolkit"] == {
         "enabled": True,
         "env": [
-            {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
+            {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "true"},
             {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"},
         ],
     }
     # The env entries are copies: changing one release's values leaves the next one's alone.
-    values["toolkit"]["env"][0]["value"] = "true"
+    values["toolkit"]["env"][0]["value"] = "false"
     again = operator_values(DeviceLayerDeclaration("gpu_operator", toolkit_by="gpu_operator"))
-    assert again["toolkit"]["env"][0]["value"] == "false"
+    assert again["toolkit"]["env"][0]["value"] == "true"
 
 
 def test_the_operators_toolkit_and_the_host_role_set_the_same_two_settings():
@@ -160,7 +160,7 @@ def test_the_operators_toolkit_and_the_host_role_set_the_same_two_settings():
     (task,) = tasks
     settings = task["vars"]["nvidia_container_toolkit_visible_devices_settings"]
     defaults = yaml.safe_load((REPO / "roles/nvidia_container_toolkit/defaults/main.yml").read_text())
-    assert defaults["nvidia_container_toolkit_gpus_only_by_volume_mounts"] is True
+    assert defaults["nvidia_container_toolkit_gpus_only_by_volume_mounts"] is False
     role_keys = {key.upper().replace("-", "_") for key in settings}
     env = operator_values(DeviceLayerDeclaration("gpu_operator", toolkit_by="gpu_operator"))["toolkit"]["env"]
     assert role_keys == {variable["name"] for variable in env}

@@ -62,14 +62,16 @@ TIME_SLICING_CONFIGMAP = "clusterproof-time-slicing"
 # otherwise see every GPU of its node. The toolkit must accept the mounts and ignore the variable from
 # unprivileged containers: the nvidia_container_toolkit role sets that on the hosts
 # (nvidia_container_toolkit_gpus_only_by_volume_mounts), and the operator's toolkit container gets
-# TOOLKIT_VISIBLE_DEVICES_ENV where the operator installs the toolkit. The pinned device plugin chart
+# TOOLKIT_VISIBLE_DEVICES_ENV where the operator installs the toolkit. The variable stays accepted
+# from unprivileged containers (NVIDIA's default, which KAI's fractions need): the tenant admission
+# policies decide who writes it in a project's pods (tenancy/admission.py). The pinned device plugin chart
 # then adds CAP_SYS_ADMIN to its own pod, which the toolkit counts as privileged, so the plugin keeps
 # seeing every GPU; the operator runs its device plugin privileged anyway.
 DEVICE_LIST_STRATEGY = "volume-mounts"
 # The toolkit container's settings (nvidia-ctk-installer, toolkit v1.17.8 as the operator pins it),
 # the same two the role writes into /etc/nvidia-container-runtime/config.toml.
 TOOLKIT_VISIBLE_DEVICES_ENV = (
-    {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
+    {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "true"},
     {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"},
 )
 
