@@ -146,6 +146,28 @@ def test_a_boot_after_a_reboot_that_fails_at_once_is_tried_again_in_cgroups_made
     assert "exited with status 133" in done.stdout and done.stdout.count("exited with status 1 ") == 2
 
 
+def test_a_boot_after_the_whole_lab_cgroup_went_makes_the_lab_s_cgroup_and_the_host_s_again(tmp_path):
+    # The last host of a lab going takes the lab's parent cgroup with it: both levels are made again,
+    # the parent first (where the cpu hierarchy has cpu.shares, with the lab's weight).
+    lab = tmp_path / "cpu" / machines.CGROUP_NAME
+    cgroup = lab / "lab-worker-1"
+    cgroup.mkdir(parents=True)
+    boots, machine = tmp_path / "boots", tmp_path / "machine"
+    machine.write_text(
+        'echo $$ >> "%s"; n=$(wc -l < "%s"); [ "$n" -eq 1 ] && rm -r "%s" && exit 133; exit 0\n' % (boots, boots, lab)
+    )
+    done = subprocess.run(
+        machines.supervised(["sh", str(machine)], [cgroup / "cgroup.procs"], retry_delay_s=0),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stdout
+    made = [line for line in done.stdout.splitlines() if "made again the cgroup" in line]
+    assert [line.split()[-1] for line in made] == [str(lab), str(cgroup)]
+    assert (cgroup / "cgroup.procs").read_text() == boots.read_text().split()[-1]
+
+
 def test_a_machine_that_keeps_failing_after_a_reboot_ends_with_its_status_after_the_retries(tmp_path):
     boots = tmp_path / "boots"
     machine = tmp_path / "machine"

@@ -541,26 +541,34 @@ BOOT_RETRIES, BOOT_FAILED_WITHIN_S, BOOT_RETRY_DELAY_S = 5, 30, 3
 # a reboot that failed within BOOT_FAILED_WITHIN_S (tried again, BOOT_RETRIES times). It says each
 # exit in the machine's log (its standard output). It stays in the caller's cgroups: a process of its
 # own inside the machine's cgroup root upsets the systemd in there. Before each boot it makes the
-# machine's cgroups again where they went, as make_cgroup does (the script has no module_utils to
-# import): a new cpuset cgroup takes its parent's CPUs and memory nodes.
+# machine's cgroups again where they went, as make_cgroup and weigh_lab_cgroup do (the script has
+# no module_utils to import): a new cpuset cgroup takes its parent's CPUs and memory nodes, a new
+# lab cgroup its CPU weight.
 _SUPERVISOR = """
 import os, sys, time
 procs, delay, command = [path for path in sys.argv[1].split("\\n") if path], float(sys.argv[2]), sys.argv[3:]
-reboot, retries, failed_within = %d, %d, %d
+reboot, retries, failed_within, lab_shares = %d, %d, %d, %d
 def say(message):
     print("[lab supervisor] " + message, flush=True)
+def make_cgroup(directory):
+    say("made again the cgroup %%s" %% directory)
+    os.mkdir(directory)
+    for setting in ("cpuset.cpus", "cpuset.mems"):
+        own, inherited = os.path.join(directory, setting), os.path.join(os.path.dirname(directory), setting)
+        if os.path.exists(own) and os.path.exists(inherited):
+            with open(inherited) as source, open(own, "w") as target:
+                target.write(source.read().strip())
 def make_cgroups():
     for path in procs:
-        directory = os.path.dirname(path)
-        if os.path.isdir(directory):
-            continue
-        say("made again the cgroup %%s" %% directory)
-        os.makedirs(directory, exist_ok=True)
-        for setting in ("cpuset.cpus", "cpuset.mems"):
-            own, inherited = os.path.join(directory, setting), os.path.join(os.path.dirname(directory), setting)
-            if os.path.exists(own) and os.path.exists(inherited):
-                with open(inherited) as source, open(own, "w") as target:
-                    target.write(source.read().strip())
+        host = os.path.dirname(path)
+        lab = os.path.dirname(host)
+        if not os.path.isdir(lab):
+            make_cgroup(lab)
+            if os.path.exists(os.path.join(lab, "cpu.shares")):
+                with open(os.path.join(lab, "cpu.shares"), "w") as shares:
+                    shares.write(str(lab_shares))
+        if not os.path.isdir(host):
+            make_cgroup(host)
 rebooted, failed = False, 0
 while True:
     make_cgroups()
@@ -584,7 +592,7 @@ while True:
         time.sleep(delay)
         continue
     sys.exit(code)
-""" % (REBOOT_EXIT_STATUS, BOOT_RETRIES, BOOT_FAILED_WITHIN_S)
+""" % (REBOOT_EXIT_STATUS, BOOT_RETRIES, BOOT_FAILED_WITHIN_S, LAB_CPU_SHARES)
 
 
 def supervised(
