@@ -260,8 +260,13 @@ def ns(*names):
     return listed(*(types.SimpleNamespace(metadata=types.SimpleNamespace(name=name)) for name in names))
 
 
-def pod(phase, node):
-    return types.SimpleNamespace(status=types.SimpleNamespace(phase=phase), spec=types.SimpleNamespace(node_name=node))
+def pod(phase, node, unschedulable=False, deleted=False):
+    conditions = [types.SimpleNamespace(type="PodScheduled", status="False")] if unschedulable else None
+    return types.SimpleNamespace(
+        metadata=types.SimpleNamespace(deletion_timestamp="2026-12-02T18:00:00Z" if deleted else None),
+        status=types.SimpleNamespace(phase=phase, conditions=conditions),
+        spec=types.SimpleNamespace(node_name=node),
+    )
 
 
 class Cluster:
@@ -286,16 +291,48 @@ def test_a_scenario_s_namespaces_are_waited_for_until_gone(monkeypatch):
     assert not sr._Run._namespaces_gone(run, {"cp-a"})
 
 
-def test_a_submitted_workload_is_waited_for_until_its_pods_run_on_a_node_or_its_arrival_time_is_up():
+def run_of(cluster, pods_first=True, **options):
+    backend = types.SimpleNamespace(waiting_workloads_have_pods=pods_first)
+    return types.SimpleNamespace(core=cluster, backend=backend, options=sr.RunOptions(**options))
+
+
+def test_the_engine_has_decided_about_a_workload_when_each_pod_runs_or_was_marked_unschedulable():
+    assert sr.engine_decided([pod("Running", "n1"), pod("Pending", None, unschedulable=True)], 2)
+    # Not yet looked at by the engine (no condition), or bound and not running yet: not decided.
+    assert not sr.engine_decided([pod("Running", "n1"), pod("Pending", None)], 2)
+    assert not sr.engine_decided([pod("Pending", "n1")], 1)
+    # The controller has not made every pod yet; a pod on its way out does not count.
+    assert not sr.engine_decided([pod("Running", "n1")], 2)
+    assert not sr.engine_decided([pod("Running", "n1"), pod("Running", "n2", deleted=True)], 2)
+    assert not sr.engine_decided([], 1)
+
+
+def test_a_submitted_workload_is_waited_for_until_the_engine_decided_or_the_time_is_up():
     running = pod("Running", "n1"), pod("Running", "n2")
     cluster = Cluster(pods=[listed(), listed(pod("Pending", None), running[0]), listed(*running)])
-    run = types.SimpleNamespace(core=cluster, options=sr.RunOptions(arrival_seconds=30))
-    sr._Run._placed_or_waiting(run, "cp-a", "train", pods_wanted=2)
+    sr._Run._placed_or_waiting(run_of(cluster, decision_seconds=30), "cp-a", "train", pods_wanted=2)
     assert len(cluster.selectors) == 3 and cluster.selectors[0][0] == "cp-a"
+    # Marked unschedulable: decided, the next may come (the step judges what runs).
+    cluster = Cluster(pods=[listed(pod("Pending", None)), listed(pod("Pending", None, unschedulable=True))])
+    sr._Run._placed_or_waiting(run_of(cluster, decision_seconds=30), "cp-a", "train")
+    assert len(cluster.selectors) == 2
+    # Never decided: it returns all the same once the time is up.
     cluster = Cluster(pods=[listed(pod("Pending", None))])
-    run = types.SimpleNamespace(core=cluster, options=sr.RunOptions(arrival_seconds=0))
-    sr._Run._placed_or_waiting(run, "cp-a", "train")  # returns all the same: the step judges what runs
+    sr._Run._placed_or_waiting(run_of(cluster, decision_seconds=0), "cp-a", "train")
     assert len(cluster.selectors) == 1
+
+
+def test_where_a_waiting_workload_has_no_pod_the_wait_is_for_it_to_run_at_most_arrival_seconds():
+    cluster = Cluster(pods=[listed(), listed(pod("Running", "n1"))])
+    sr._Run._placed_or_waiting(run_of(cluster, pods_first=False, arrival_seconds=30), "cp-a", "train")
+    assert len(cluster.selectors) == 2
+    # A suspended Job has no pod to mark: the bound is arrival_seconds, not decision_seconds.
+    cluster = Cluster(pods=[listed()])
+    began = time.monotonic()
+    sr._Run._placed_or_waiting(
+        run_of(cluster, pods_first=False, arrival_seconds=0, decision_seconds=30), "cp-a", "train"
+    )
+    assert time.monotonic() - began < 5 and len(cluster.selectors) == 1
 
 
 class StorageCluster:

@@ -65,9 +65,18 @@ options:
     type: float
     default: 6
   arrival_seconds:
-    description: After submitting a workload, wait up to this long for it to run before the next arrives.
+    description:
+      - Where a waiting workload has no pod (Kueue's suspended Jobs), wait up to this long after submitting
+        one for it to run before the next arrives.
     type: float
     default: 3
+  decision_seconds:
+    description:
+      - Where a waiting workload has pods (KAI), wait after submitting one until the engine has decided
+        about each of its pods (it runs, or the engine marked it unschedulable for now), at most this long,
+        before the next arrives.
+    type: float
+    default: 60
   step_timeout:
     description: Seconds a step may take before its state is judged as it is.
     type: int
@@ -152,6 +161,7 @@ OPTIONS = {
     "force": {"type": "bool", "default": False},
     "settle_seconds": {"type": "float", "default": 6},
     "arrival_seconds": {"type": "float", "default": 3},
+    "decision_seconds": {"type": "float", "default": 60},
     "step_timeout": {"type": "int", "default": 180},
     "namespace_prefix": {"type": "str", "default": "scn-"},
     "sandbox_state_dir": {"type": "path"},
@@ -208,13 +218,14 @@ def _prometheus_check(params):
 def _run(module):
     params = module.params
     options = scenario_runner.RunOptions(
-        params["settle_seconds"],
-        params["arrival_seconds"],
-        params["step_timeout"],
-        params["namespace_prefix"],
-        params["force"],
-        params["sandbox_state_dir"],
-        _prometheus_check(params),
+        settle_seconds=params["settle_seconds"],
+        arrival_seconds=params["arrival_seconds"],
+        decision_seconds=params["decision_seconds"],
+        step_timeout=params["step_timeout"],
+        namespace_prefix=params["namespace_prefix"],
+        force=params["force"],
+        sandbox_state_dir=params["sandbox_state_dir"],
+        after_step=_prometheus_check(params),
     )
     result = scenario_runner.run(
         Path(params["scenario_file"]),

@@ -125,6 +125,7 @@ NUMBER_BOUNDS: dict[str, tuple[float, float]] = {
     "step_timeout": (1, 86400),
     "settle_seconds": (0, 3600),
     "arrival_seconds": (0, 3600),
+    "decision_seconds": (0, 3600),
     "delay_evict_seconds": (0, 86400),
     "priority": (-INT32_MAX - 1, INT32_MAX),
     "interactive_time_limit_seconds": (1, INT32_MAX),

@@ -64,7 +64,12 @@ class Unhealthy(Exception):
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
     settle_seconds: float = 6
+    # After submitting a workload, how long to wait for the engine's decision about it before the
+    # next arrives (``_placed_or_waiting``): where a waiting workload has pods, until each runs or
+    # the engine has marked it unschedulable for now, at most ``decision_seconds``; where it has
+    # none (Kueue's suspended Jobs), until it runs, at most ``arrival_seconds``.
     arrival_seconds: float = 3
+    decision_seconds: float = 60
     step_timeout: int = 180
     namespace_prefix: str = "scn-"
     force: bool = False
@@ -734,14 +739,24 @@ class _Run:
             time.sleep(1)
 
     def _placed_or_waiting(self, namespace: str, name: str, pods_wanted: int = 1) -> None:
-        """Wait until the workload's pods run, or have waited ``arrival_seconds``."""
+        """Wait until the engine has decided about the workload just submitted, so that the next
+        one arrives after that decision, as the model reads arrivals (``scenarios.predictions``).
+        Where a waiting workload has pods: until ``engine_decided`` (each pod runs, or the engine
+        marked it unschedulable for now), at most ``decision_seconds``. Under load a fixed 3 s was
+        too short: KAI had not yet placed a 0.6 GPU when the 0.4 came, placed both in one cycle, on
+        two GPUs instead of one. Where a waiting workload has no pod (a suspended Job): until it
+        runs, at most ``arrival_seconds``; nothing marks it."""
         selector = "%s=%s" % (workloads.WORKLOAD_NAME_LABEL, name)
+        pods_first = self.backend.waiting_workloads_have_pods
 
-        def placed() -> bool:
+        def decided() -> bool:
             pods = self.core.list_namespaced_pod(namespace, label_selector=selector).items
-            return sum(1 for pod in pods if pod.status.phase == "Running" and pod.spec.node_name) >= pods_wanted
+            if pods_first:
+                return engine_decided(pods, pods_wanted)
+            return sum(1 for pod in pods if _runs(pod)) >= pods_wanted
 
-        wait_until(placed, timeout=self.options.arrival_seconds, interval=0.25)
+        timeout = self.options.decision_seconds if pods_first else self.options.arrival_seconds
+        wait_until(decided, timeout=timeout, interval=0.25)
 
     def _cleanup(self, objects: Sequence[dict[str, Any]]) -> str | None:
         """Remove what the run created; None when it is gone, else why not (a sentence)."""
@@ -760,6 +775,28 @@ class _Run:
             return not names & {ns.metadata.name for ns in self.core.list_namespace().items}
 
         return wait_until(gone, timeout=CLEANUP_SECONDS, interval=1).held
+
+
+def _runs(pod: Any) -> bool:
+    return pod.status.phase == "Running" and bool(pod.spec.node_name)
+
+
+def engine_decided(pods: Sequence[Any], wanted: int) -> bool:
+    """Whether the engine has decided about each of a just-submitted workload's ``wanted`` pods:
+    it runs on a node, or the engine said it cannot place it now (``PodScheduled`` False: KAI marks
+    each pod it could not place at the end of its cycle, ``markTaskUnschedulable``, as
+    kube-scheduler does). A pod the engine pipelined (placed once its victims are gone) is neither
+    yet; nor is a workload whose controller has not made all its pods."""
+    live = [pod for pod in pods if not pod.metadata.deletion_timestamp]
+    if len(live) < wanted:
+        return False
+    return all(_runs(pod) or _marked_unschedulable(pod) for pod in live)
+
+
+def _marked_unschedulable(pod: Any) -> bool:
+    return any(
+        condition.type == "PodScheduled" and condition.status == "False" for condition in pod.status.conditions or ()
+    )
 
 
 def _reach(connect: Callable[[], Any], name: str) -> tuple[Any, list[Any]]:

@@ -819,7 +819,8 @@ def predictions(
     """The fair-share model's stable state after each step, for ``policy`` (the installed
     engine's; by default the one the scenario's tables were written for), chained as the runner
     runs a step: the step's deletions settle first, then its workloads arrive one at a time, each
-    settled before the next (the runner waits for each to run, ``arrival_seconds``), so that an
+    settled before the next (the runner waits for the engine's decision about each,
+    ``scenario_runner._placed_or_waiting``), so that an
     early arrival takes idle GPUs before a later one is known (a differential scenario showed KAI
     lending a whole node to the first arrival of a queue with no share). ``nodes``: (name, GPUs),
     or fairshare.Node with the CPU cores and memory the node offers, whose fair shares CPU and
