@@ -25,6 +25,7 @@ import argparse
 import concurrent.futures
 import contextlib
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -210,10 +211,13 @@ def main() -> None:
     for seed in chosen or range(args.first_seed, args.first_seed + args.count):
         seeds.put(seed)
     printing = threading.Lock()
+    # Set on Ctrl-C or SIGTERM: no scenario starts after it (those under way end as their module
+    # does on the signal, removing what they made), then the bench's sandboxes go down.
+    stopping = threading.Event()
 
     def work(kubeconfig: Path, state: Path) -> None:
-        """Scenarios, one after another, on one sandbox, until none is left."""
-        while True:
+        """Scenarios, one after another, on one sandbox, until none is left or the bench stops."""
+        while not stopping.is_set():
             try:
                 seed = seeds.get_nowait()
             except queue.Empty:
@@ -228,9 +232,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory, sandboxes_for(args, site, Path(directory)) as sandboxes:
         up = time.monotonic() - started
         print(f"{len(sandboxes)} sandbox(es) ready in {up:.0f} s", flush=True)
-        with concurrent.futures.ThreadPoolExecutor(len(sandboxes)) as pool:
-            for done in [pool.submit(work, kubeconfig, state) for kubeconfig, state in sandboxes]:
-                done.result()
+        previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+        try:
+            with concurrent.futures.ThreadPoolExecutor(len(sandboxes)) as pool:
+                running = [pool.submit(work, kubeconfig, state) for kubeconfig, state in sandboxes]
+                try:
+                    for done in running:
+                        done.result()
+                except KeyboardInterrupt:
+                    stopping.set()
+                    print("stopping: no new scenario starts; those under way end and clean up", flush=True)
+                    raise
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     results.sort(key=lambda result: result["seed"])
     judged = [result for result in results if result["verdict"] in ("agrees", "differs")]
     agreed = sum(1 for result in judged if result["verdict"] == "agrees")
@@ -246,4 +260,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("stopped: the scenarios under way were cleaned up and the bench's sandboxes are down", flush=True)
+        sys.exit(130)
