@@ -91,7 +91,7 @@ class Rule(NamedTuple):
 # "May import" (test_each_rule_is_what_its_package_docstring_says). Read from the bottom up: the
 # pins and the pure blocks, the pure layers, the client layer, the install half, the sandbox, the
 # engines, the bundle, the inventory and the validator.
-_CLIENT_LAYER_IN = ("scenario_runner", "storage_probe", "reach_probe")
+_CLIENT_LAYER_IN = ("scenario_runner", "storage_probe", "reach_probe", "kubelets")
 _SANDBOX_CLIENT_IN = ("install", "lifecycle", "simulated_nodes", "gpu_agent")
 _GPU_ARRAYS = ("torch", "torchvision", "cupy", "numpy")
 LAYERS = {

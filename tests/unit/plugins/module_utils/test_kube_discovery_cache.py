@@ -11,6 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+from kubernetes.client.rest import ApiException
+
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 
 REPO = Path(__file__).resolve().parents[4]
@@ -80,3 +83,36 @@ print(json.dumps({"own": own, "written": os.path.exists(own), "tmp": sorted(os.l
     # Only the process's own directory in the temporary directory: no osrcp-*.json beside it.
     assert seen["tmp"] == [Path(seen["own"]).parent.name]
     assert not Path(seen["own"]).parent.exists()
+
+
+class _Answer:
+    def __init__(self, data):
+        self.data = data
+
+
+class _Api:
+    """An API client whose call_api answers ``data``, or raises ``error``."""
+
+    def __init__(self, data=b"", error=None):
+        self.data, self.error, self.paths = data, error, []
+
+    def call_api(self, path, method, **options):
+        self.paths.append((method, path))
+        if self.error:
+            raise self.error
+        return _Answer(self.data)
+
+
+def test_a_kubelet_s_configuration_is_read_through_the_node_proxy_or_the_request_is_named():
+    api = _Api(json.dumps({"kubeletconfig": {"imagePullCredentialsVerificationPolicy": "AlwaysVerify"}}).encode())
+    assert kube.kubelet_configuration(api, "w-1") == {"imagePullCredentialsVerificationPolicy": "AlwaysVerify"}
+    assert api.paths == [("GET", "/api/v1/nodes/w-1/proxy/configz")]
+    for api, said in (
+        (_Api(b"<html>"), "not a kubelet's configuration"),
+        (_Api(b'{"other": 1}'), "not a kubelet's configuration"),
+        (_Api(b'{"kubeletconfig": []}'), "not a kubelet's configuration (list)"),
+        (_Api(error=ApiException(status=503, reason="Service Unavailable")), "503 Service Unavailable"),
+    ):
+        with pytest.raises(kube.KubeError, match="GET /api/v1/nodes/w-1/proxy/configz: ") as raised:
+            kube.kubelet_configuration(api, "w-1")
+        assert said in str(raised.value)

@@ -896,3 +896,56 @@ def test_clusterproof_s_own_interactive_workloads_keep_to_the_declared_nodes():
         workload = workloads.Workload("w", "team-a", workloads.INTERACTIVE, 1)
         job = backend.workload_manifests(workload, settings, None, "gpu")[0]
         assert admit(backend, job, annotations=INTERACTIVE_ON_DGX1_2) == [], backend.name
+
+
+# --- images cached on a node: each real kubelet's check of pull credentials ---------------------
+
+
+def kubelet(policy="NeverVerifyPreloadedImages", version="v1.36.3", gates=None, unread=""):
+    config = (
+        None
+        if unread
+        else {"featureGates": gates or {}, **({checks.IMAGE_CREDENTIALS_POLICY: policy} if policy else {})}
+    )
+    return checks.Kubelet(version, config, unread)
+
+
+def test_a_kubelet_that_checks_cached_images_credentials_passes_and_one_that_does_not_is_named():
+    passed = checks.image_credentials_check(True, {"cp-1": kubelet(), "w-1": kubelet("AlwaysVerify")})
+    assert passed.status == "pass" and passed.observed == {"cp-1": "NeverVerifyPreloadedImages", "w-1": "AlwaysVerify"}
+    failed = checks.image_credentials_check(
+        True,
+        {
+            "cp-1": kubelet(),
+            "w-1": kubelet("NeverVerify"),
+            "w-2": kubelet(gates={checks.IMAGE_CREDENTIALS_GATE: False}),
+            # Before 1.35 the gate is off unless turned on.
+            "w-3": kubelet(None, version="v1.34.2"),
+        },
+    )
+    assert failed.status == "fail" and failed.category == "security"
+    assert failed.message.startswith("on w-1, w-2, w-3, a pod runs an image")
+    assert "w-1: imagePullCredentialsVerificationPolicy is NeverVerify" in failed.message
+    assert "w-2: KubeletEnsureSecretPulledImages is turned off" in failed.message
+    assert "w-3: kubelet v1.34.2 has KubeletEnsureSecretPulledImages off by default (on from 1.35)" in failed.message
+    assert "clusterproof_kubelet_config" in failed.action
+    # Turned on before 1.35, with a verifying policy: checked.
+    early = kubelet(version="v1.34.2", gates={checks.IMAGE_CREDENTIALS_GATE: True})
+    assert checks.image_credentials_check(True, {"w-1": early}).status == "pass"
+
+
+def test_an_unread_kubelet_is_a_warning_and_a_site_without_kubelets_skips_the_check():
+    unread = checks.image_credentials_check(True, {"cp-1": kubelet(), "w-1": kubelet(unread="GET ...: 503")})
+    assert unread.status == "warn" and "w-1" in unread.message
+    assert unread.observed["w-1"] == "unread: GET ...: 503"
+    # A failing kubelet is failed even where another could not be read.
+    mixed = checks.image_credentials_check(True, {"w-1": kubelet("NeverVerify"), "w-2": kubelet(unread="x")})
+    assert mixed.status == "fail" and "w-2" not in mixed.message
+    assert checks.image_credentials_check(False, {}).status == "skip"
+    assert checks.image_credentials_check(True, {}).status == "skip"
+
+
+def test_the_image_cache_row_is_tried_by_the_image_credentials_check():
+    row = next(threat for threat in threats.THREATS if threat.key == "image-cache")
+    assert row.guard == threats.KUBERNETES and row.tried_by == "image-credentials"
+    assert checks.image_credentials_check(False, {}).id == "isolation/%s" % row.tried_by

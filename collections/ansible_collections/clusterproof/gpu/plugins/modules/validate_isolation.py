@@ -76,6 +76,7 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runne
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, projects
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import isolation as isolation_validation
+from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import kubelets as kubelet_validation
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import reach_probe
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import storage as storage_validation
 
@@ -137,6 +138,8 @@ def _work(module):
                 send = kube.resume_as if attempt.resume else kube.create_as
                 outcome = isolation_validation.Outcome(*send(api, member.user, member.groups, attempt.manifest))
                 checks.append(isolation_validation.judge(attempt, member, outcome, not_served))
+        kubelets = kubelet_validation.real_kubelets(api) if params["pods_run"] else {}
+        checks.append(isolation_validation.image_credentials_check(params["pods_run"], kubelets))
     except kube.ApiException as error:
         runner.fail_from_exception(module, error, "trying the tenants' escapes", backend.hint)
     checks.append(isolation_validation.gpu_visibility_check())

@@ -154,6 +154,32 @@ def service_proxy(api: Any, namespace: str, service: str, port: int) -> tuple[st
     return api.configuration.host.rstrip("/") + base, fetch
 
 
+def kubelet_configuration(api: Any, node: str, timeout: float = 10) -> dict[str, Any]:
+    """The configuration ``node``'s kubelet runs, defaults applied (its ``/configz``, through the
+    API server's node proxy: the caller needs ``nodes/proxy``). A KubeError names the request when
+    it cannot be read."""
+    path = "/api/v1/nodes/%s/proxy/configz" % node
+    try:
+        response = api.call_api(
+            path,
+            "GET",
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+            _request_timeout=timeout,
+        )
+        config = json.loads(response.data)["kubeletconfig"]
+    except ApiException as error:
+        raise KubeError("GET %s: %s" % (path, api_error_message(error))) from error
+    except (TransportError, OSError) as error:
+        raise KubeError("GET %s: %s" % (path, error)) from error
+    except (ValueError, KeyError, TypeError) as error:
+        raise KubeError("GET %s: not a kubelet's configuration (%s)" % (path, error)) from error
+    if not isinstance(config, dict):
+        raise KubeError("GET %s: not a kubelet's configuration (%s)" % (path, type(config).__name__))
+    return config
+
+
 def wait_for_default_service_account(api: Any, namespace: str, timeout_s: float = 60) -> None:
     """Return once ``namespace`` has its ``default`` ServiceAccount. The controller-manager makes it
     a moment after the namespace; until then the API server refuses every pod there (403, "error

@@ -566,9 +566,12 @@ THREATS: tuple[Threat, ...] = (
         "an image another project pulled with its credentials (imagePullPolicy IfNotPresent)",
         "reach",
         "run another project's private image from a node's cache",
-        OPEN,
-        "the kubelet's check of pull credentials for cached images (KubeletEnsureSecretPulledImages) or "
-        "AlwaysPullImages is not set yet",
+        KUBERNETES,
+        "the kubelet checks a pod's own pull credentials before it runs an image the kubelet pulled with "
+        "another pod's (KubeletEnsureSecretPulledImages, on by default from Kubernetes 1.35, with "
+        "imagePullCredentialsVerificationPolicy NeverVerifyPreloadedImages: only images the kubelet did not pull "
+        "itself, preloaded ones, are not checked); the validator reads each real kubelet's configuration",
+        tried_by="image-credentials",
     ),
 )
 

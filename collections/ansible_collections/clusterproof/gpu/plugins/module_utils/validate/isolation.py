@@ -16,7 +16,8 @@ where the site declared an exception for it, shown as such.
 Beside them, read back: the admission policies and their bindings as clusterproof installs them,
 and each project's NetworkPolicy. Where pods really run, real pods try a connection to each
 project's Service from another project's namespace and from its own (``validate.reach_probe`` runs
-them; the manifests and the verdict are here). What only running pods can show (that connection, a
+them; the manifests and the verdict are here), and each real kubelet's configuration is read for
+its check of cached images' pull credentials. What only running pods can show (that connection, a
 GPU seen through an image's ``NVIDIA_VISIBLE_DEVICES``) is said as such where pods do not run. The
 section's first table is the threat model with how each row was tried.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -751,6 +753,97 @@ def gpu_visibility_check() -> Check:
     )
 
 
+# Kubernetes' check of the pull credentials of an image a node has cached (KEP-2535): with one of
+# these policies the kubelet runs an image it pulled with one pod's credentials for another pod only
+# when that pod has them too (NeverVerify: any pod runs any cached image). The gate is on by default
+# from Kubernetes 1.35 (pkg/features/kube_features.go), the policy then NeverVerifyPreloadedImages.
+IMAGE_CREDENTIALS_GATE = "KubeletEnsureSecretPulledImages"
+IMAGE_CREDENTIALS_POLICY = "imagePullCredentialsVerificationPolicy"
+VERIFYING_POLICIES = ("NeverVerifyPreloadedImages", "NeverVerifyAllowlistedImages", "AlwaysVerify")
+IMAGE_CREDENTIALS_DEFAULT_FROM = (1, 35)
+# The checks a row is tried by that are the site's, not each project's (a kubelet serves them all).
+SITE_CHECKS = ("image-credentials",)
+_KUBELET_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Kubelet:
+    """What a real node's kubelet runs: its configuration (its /configz) and version, or why the
+    configuration could not be read."""
+
+    version: str
+    config: Mapping[str, Any] | None = None
+    unread: str = ""
+
+
+def image_credentials_problem(kubelet: Kubelet) -> str | None:
+    """Why this kubelet lets a pod run a cached image without the credentials it was pulled with, or None."""
+    config = kubelet.config or {}
+    gate = (config.get("featureGates") or {}).get(IMAGE_CREDENTIALS_GATE)
+    if gate is False:
+        return "%s is turned off" % IMAGE_CREDENTIALS_GATE
+    version = _KUBELET_VERSION.match(kubelet.version or "")
+    if gate is None and (version is None or tuple(map(int, version.groups())) < IMAGE_CREDENTIALS_DEFAULT_FROM):
+        return "kubelet %s has %s off by default (on from 1.35)" % (
+            kubelet.version or "of no known version",
+            IMAGE_CREDENTIALS_GATE,
+        )
+    policy = config.get(IMAGE_CREDENTIALS_POLICY)
+    if policy not in VERIFYING_POLICIES:
+        return "%s is %s" % (IMAGE_CREDENTIALS_POLICY, policy or "not set")
+    return None
+
+
+def image_credentials_check(pods_run: bool, kubelets: Mapping[str, Kubelet]) -> Check:
+    """Each real kubelet checks a pod's own pull credentials before it runs a cached image (the
+    threat model's ``image-cache`` row): failed where one does not, a warning where one's
+    configuration could not be read, skipped where no kubelet runs pods (the sandbox)."""
+    check = functools.partial(
+        Check,
+        "%s/image-credentials" % SECTION_ID,
+        "a project cannot run another project's private image from a node's cache",
+        expected="every kubelet checks the pull credentials of cached images (%s)" % " or ".join(VERIFYING_POLICIES),
+        category="security",
+    )
+    if not pods_run or not kubelets:
+        return check(
+            "skip",
+            observed="not read",
+            message="no real kubelet on this site (simulated nodes): what a kubelet decides is read where one runs",
+        )
+    observed = {
+        node: kubelet.unread
+        and "unread: %s" % kubelet.unread
+        or (kubelet.config or {}).get(IMAGE_CREDENTIALS_POLICY, "not set")
+        for node, kubelet in sorted(kubelets.items())
+    }
+    problems = {
+        node: problem
+        for node, kubelet in sorted(kubelets.items())
+        if not kubelet.unread and (problem := image_credentials_problem(kubelet))
+    }
+    if problems:
+        return check(
+            "fail",
+            observed=observed,
+            message="on %s, a pod runs an image the kubelet pulled with another project's credentials: %s"
+            % (", ".join(problems), "; ".join("%s: %s" % item for item in problems.items())),
+            action="leave %s on and set %s: NeverVerifyPreloadedImages (Kubernetes' default from 1.35) or AlwaysVerify "
+            "in the kubelets' configuration (clusterproof_kubelet_config on a kubeadm site)"
+            % (IMAGE_CREDENTIALS_GATE, IMAGE_CREDENTIALS_POLICY),
+        )
+    unread = sorted(node for node, kubelet in kubelets.items() if kubelet.unread)
+    if unread:
+        return check(
+            "warn",
+            observed=observed,
+            message="the kubelet configuration of %s could not be read (its /configz through the API server)"
+            % ", ".join(unread),
+            action="the API server must reach each kubelet (nodes/proxy): look at the node and its kubelet",
+        )
+    return check("pass", observed=observed)
+
+
 EXCEPTION_COLUMNS = ("Project", "Allowed", "Reason")
 
 
@@ -774,6 +867,8 @@ def threat_table(rules: admission.AdmissionRules) -> dict[str, Any]:
     for threat in threats.applicable(rules):
         if threat.probe is not None:
             tried = "attempt %s/<project>/%s" % (SECTION_ID, threat.key)
+        elif threat.tried_by in SITE_CHECKS:
+            tried = "check %s/%s" % (SECTION_ID, threat.tried_by)
         elif threat.tried_by:
             tried = "check %s/<project>/%s" % (SECTION_ID, threat.tried_by)
         elif threat.guard == threats.TOOLKIT:
