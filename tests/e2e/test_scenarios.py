@@ -85,8 +85,15 @@ def evicted_per_step(section: dict) -> dict[str, set[str]]:
     return {row[0].split()[0]: set() if row[4] == "none" else set(row[4].split(", ")) for row in table["rows"]}
 
 
-def failed(checks) -> list[dict]:
-    return [check for check in checks if check["status"] == "fail"]
+def failed(checks) -> str:
+    """The failed checks in full, one per line (as a string: pytest cuts a dict's repr short, and
+    stop 55's rehearsal failure of fractional-gpus said nothing of what it observed)."""
+    return "\n".join(
+        "%s: expected %r, observed %r; %s"
+        % (check["id"], check.get("expected"), check.get("observed"), check.get("message"))
+        for check in checks
+        if check["status"] == "fail"
+    )
 
 
 # The NetApp Run:AI 4.8-4.10 walk-through: the running GPUs per team after each step, and what each
