@@ -237,11 +237,19 @@ def create_as(
         return review_access(api, user, groups, manifest)
     if manifest["kind"] not in _CREATORS:
         raise KubeError("create_as sends %s only, not %s" % (", ".join(_CREATORS), manifest["kind"]))
+    creator, namespace = _CREATORS[manifest["kind"]], manifest["metadata"]["namespace"]
+    return _dry_run_as(api, user, groups, lambda client: creator(client)(namespace, manifest, dry_run="All"))
+
+
+def _dry_run_as(
+    api: Any, user: str, groups: tuple[str, ...], send: Any
+) -> tuple[bool, int | None, str, dict[str, Any] | None]:
+    """``send(client)`` with a client impersonating ``user``: (True, None, "", the object as
+    admitted), or a refusal (any 4xx) as (False, status, the API server's message, None); a server
+    error raises."""
     impersonated = _impersonated(api, user, groups)
     try:
-        create = _CREATORS[manifest["kind"]](impersonated)
-        admitted = create(manifest["metadata"]["namespace"], manifest, dry_run="All")
-        return True, None, "", impersonated.sanitize_for_serialization(admitted)
+        return True, None, "", impersonated.sanitize_for_serialization(send(impersonated))
     except ApiException as error:
         if error.status is None or not 400 <= error.status < 500:
             raise
@@ -263,18 +271,16 @@ def resume_as(
     except ApiException as error:
         if error.status != 409:
             raise
-    impersonated = _impersonated(api, user, groups)
     try:
-        patched = k8s_client.BatchV1Api(impersonated).patch_namespaced_job(
-            name, namespace, {"spec": {"suspend": False}}, dry_run="All"
+        return _dry_run_as(
+            api,
+            user,
+            groups,
+            lambda client: k8s_client.BatchV1Api(client).patch_namespaced_job(
+                name, namespace, {"spec": {"suspend": False}}, dry_run="All"
+            ),
         )
-        return True, None, "", impersonated.sanitize_for_serialization(patched)
-    except ApiException as error:
-        if error.status is None or not 400 <= error.status < 500:
-            raise
-        return False, error.status, _refusal(error), None
     finally:
-        impersonated.close()
         try:
             batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
         except ApiException as error:
