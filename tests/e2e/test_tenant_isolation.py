@@ -113,9 +113,14 @@ def test_a_member_cannot_hold_gpus_past_its_quota_that_kai_cannot_take_back(as_a
         ),
     )
     assert "a container must not set NVIDIA_VISIBLE_DEVICES" in message
+    # team-a's interactive sessions end after 8 hours: a build pod that would not end is refused.
+    limit = next(data for data in PROJECTS if data["name"] == "team-a")["interactive_time_limit_seconds"]
+    for deadline in ({}, {"activeDeadlineSeconds": limit + 1}):
+        message = refusal(as_alice, gpu_pod("team-a", "team-a", priorityClassName="build", **deadline))
+        assert "interactive GPU work ends within its time limit of %d s" % limit in message, message
 
     core = client.CoreV1Api(api_client)
-    made = [gpu_pod("team-a", "team-a", priorityClassName="build") for _ in range(6)]
+    made = [gpu_pod("team-a", "team-a", priorityClassName="build", activeDeadlineSeconds=limit) for _ in range(6)]
     try:
         for manifest in made:
             client.CoreV1Api(as_alice).create_namespaced_pod("team-a", manifest)
@@ -158,11 +163,17 @@ def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is
         assert not {key: check["message"] for key, check in tried.items() if check["status"] == "fail"}
         declared = next(data for data in PROJECTS if data["name"] == project)
         interactive_nodes = (declared.get("node_affinity") or {}).get("interactive")
+        time_limit = declared.get("interactive_time_limit_seconds")
         for row in threats.applicable(registry.backend("kai").admission_rules):
-            if row.probe is not None and (interactive_nodes or not row.probe.interactive):
-                assert any(key.startswith("isolation/%s/%s" % (project, row.key)) for key in tried), row.key
-        # The node-affinity attempt where the project declares nodes for its interactive work.
+            if row.probe is None or (row.probe.interactive and not interactive_nodes):
+                continue
+            if row.probe.time_limited and not time_limit:
+                continue
+            assert any(key.startswith("isolation/%s/%s" % (project, row.key)) for key in tried), row.key
+        # The node-affinity attempt where the project declares nodes for its interactive work, the
+        # time-limit one where it declares an interactive time limit (team-a).
         assert ("isolation/%s/node-affinity" % project in tried) == bool(interactive_nodes)
+        assert ("isolation/%s/time-limit" % project in tried) == bool(time_limit)
         assert statuses["isolation/%s/held-past-quota" % project] == "pass"
         assert statuses["isolation/%s/other-namespace" % project] == "pass"
         assert statuses["isolation/%s/network-policy" % project] == "pass"

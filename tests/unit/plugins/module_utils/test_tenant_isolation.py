@@ -499,7 +499,7 @@ def test_every_row_of_the_threat_model_is_complete_and_each_refusable_one_is_tri
         # A guard that refuses is tried by a probe; a row nobody refuses has none.
         assert (threat.probe is not None) == (threat.guard in threats.PROBED), threat.key
     for backend in (KAI, KUEUE):
-        tried = checks.attempts("team-a", "team-b", backend.admission_rules, SETTINGS, ("dgx1-2",))
+        tried = checks.attempts("team-a", "team-b", backend.admission_rules, SETTINGS, ("dgx1-2",), 3600)
         tried = {attempt.key for attempt in tried}
         for threat in threats.applicable(backend.admission_rules):
             if threat.probe is not None:
@@ -896,6 +896,105 @@ def test_clusterproof_s_own_interactive_workloads_keep_to_the_declared_nodes():
         workload = workloads.Workload("w", "team-a", workloads.INTERACTIVE, 1)
         job = backend.workload_manifests(workload, settings, None, "gpu")[0]
         assert admit(backend, job, annotations=INTERACTIVE_ON_DGX1_2) == [], backend.name
+
+
+# --- the project's interactive time limit --------------------------------------------------------
+
+LIMITED = {projects.INTERACTIVE_LIMIT_ANNOTATION: "600"}
+KUEUE_INTERACTIVE = {QUEUE_NAME: "team-a", "kueue.x-k8s.io/priority-class": "clusterproof-interactive"}
+MAX_EXEC = "kueue.x-k8s.io/max-exec-time-seconds"
+
+
+def with_deadline(target, seconds, where="spec"):
+    target[where]["activeDeadlineSeconds"] = seconds
+    return target
+
+
+def test_kai_holds_a_member_s_interactive_gpu_work_to_the_project_s_time_limit():
+    denied = admit(KAI, interactive_pod(), annotations=LIMITED)
+    assert denied == [
+        "project team-a: the project's interactive GPU work ends within its time limit of 600 s: a Pod, Job or "
+        "CronJob's Job must carry spec.activeDeadlineSeconds of at most that (a Deployment cannot), found none"
+    ]
+    assert admit(KAI, with_deadline(interactive_pod(), 600), annotations=LIMITED) == []
+    assert admit(KAI, with_deadline(interactive_pod(), 60), annotations=LIMITED) == []
+    assert admit(KAI, with_deadline(interactive_pod(), 601), annotations=LIMITED)[0].endswith("found 601")
+    assert admit(KAI, with_deadline(interactive_pod(), 0), annotations=LIMITED)
+    # A Job's own limit holds its pods; one on its pod template alone does not (the Job makes another).
+    job = wrapped("Job", interactive_pod())
+    assert admit(KAI, job, annotations=LIMITED)
+    assert admit(KAI, with_deadline(job, 600), annotations=LIMITED) == []
+    templated = wrapped("Job", with_deadline(interactive_pod(), 600))
+    assert admit(KAI, templated, annotations=LIMITED)
+    cron = wrapped("CronJob", interactive_pod())
+    assert admit(KAI, cron, annotations=LIMITED)
+    cron["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] = 300
+    assert admit(KAI, cron, annotations=LIMITED) == []
+    # A Deployment carries no limit: interactive GPU work there is refused; inference is not held.
+    assert admit(KAI, wrapped("Deployment", interactive_pod()), annotations=LIMITED)
+    inference = pod()
+    inference["spec"]["priorityClassName"] = "inference"
+    assert admit(KAI, inference, annotations=LIMITED) == []
+    assert admit(KAI, wrapped("Deployment", pod()), annotations=LIMITED) == []
+    # Training work, CPU work, a project without a limit, and the Job controller's pods are free.
+    assert admit(KAI, pod(), annotations=LIMITED) == []
+    cpu = interactive_pod()
+    del cpu["spec"]["containers"][0]["resources"]
+    assert admit(KAI, cpu, annotations=LIMITED) == []
+    assert admit(KAI, interactive_pod()) == []
+    assert admit(KAI, interactive_pod(), annotations={projects.INTERACTIVE_LIMIT_ANNOTATION: "soon"}) == []
+    controller = admission.CONTROLLER_PREFIX + "job-controller"
+    assert admit(KAI, interactive_pod(), annotations=LIMITED, username=controller) == []
+    # A fraction is GPU work too.
+    fraction = interactive_pod()
+    del fraction["spec"]["containers"][0]["resources"]
+    fraction["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    assert admit(KAI, fraction, annotations=LIMITED)
+
+
+def test_kueue_holds_interactive_jobs_to_the_time_limit_by_its_label_or_the_job_s_deadline():
+    def job(labels):
+        return wrapped("Job", pod(queue=None, scheduler=None), labels=labels)
+
+    denied = admit(KUEUE, job(KUEUE_INTERACTIVE), annotations=LIMITED)
+    assert denied == [
+        "project team-a: the project's interactive GPU work ends within its time limit of 600 s: a Pod, Job or "
+        "CronJob's Job must carry spec.activeDeadlineSeconds (or label %s) of at most that (a Deployment cannot), "
+        "found none" % MAX_EXEC
+    ]
+    assert admit(KUEUE, job({**KUEUE_INTERACTIVE, MAX_EXEC: "600"}), annotations=LIMITED) == []
+    assert admit(KUEUE, job({**KUEUE_INTERACTIVE, MAX_EXEC: "900"}), annotations=LIMITED)[0].endswith("found 900")
+    assert admit(KUEUE, job({**KUEUE_INTERACTIVE, MAX_EXEC: "ten"}), annotations=LIMITED)
+    assert admit(KUEUE, with_deadline(job(KUEUE_INTERACTIVE), 120), annotations=LIMITED) == []
+    assert admit(KUEUE, job({QUEUE_NAME: "team-a"}), annotations=LIMITED) == []  # training
+
+
+def test_clusterproof_s_own_interactive_workloads_carry_the_time_limit():
+    from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import workloads
+
+    settings = workloads.ProjectSettings("team-a", interactive_time_limit_seconds=600)
+    for backend in (KAI, KUEUE):
+        for gpus in (1, 0.5) if backend is KAI else (1,):
+            workload = workloads.Workload("w", "team-a", workloads.INTERACTIVE, gpus)
+            for manifest in backend.workload_manifests(workload, settings, None, "gpu"):
+                if manifest["kind"] in WORKLOAD_KINDS:
+                    assert admit(backend, manifest, annotations=LIMITED) == [], (backend.name, manifest["kind"])
+    gang = workloads.Workload("g", "team-a", workloads.INTERACTIVE, 1)
+    pods = [m for m in KAI.workload_manifests(gang, settings, 2, "gpu", min_replicas=2) if m["kind"] == "Pod"]
+    assert pods and all(admit(KAI, made, annotations=LIMITED) == [] for made in pods)
+
+
+def test_the_time_limit_attempt_is_made_where_the_project_declares_a_limit_on_its_interactive_nodes():
+    for backend in (KAI, KUEUE):
+        rules = backend.admission_rules
+        assert "time-limit" not in by_key(checks.attempts("team-a", "team-b", rules, SETTINGS))
+        attempt = by_key(checks.attempts("team-a", "team-b", rules, SETTINGS, ("dgx1-2",), 600))["time-limit"]
+        assert attempt.expect_refused
+        # Refused for its missing limit alone, not for its nodes.
+        assert admit(backend, attempt.manifest, annotations={**LIMITED, **INTERACTIVE_ON_DGX1_2}) == [
+            admit(backend, attempt.manifest, annotations=LIMITED)[0]
+        ]
+        assert "time limit of 600 s" in admit(backend, attempt.manifest, annotations=LIMITED)[0]
 
 
 # --- images cached on a node: each real kubelet's check of pull credentials ---------------------

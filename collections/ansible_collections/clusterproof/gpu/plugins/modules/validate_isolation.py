@@ -132,7 +132,12 @@ def _work(module):
                 continue
             target = names[(index + 1) % len(names)] if len(names) > 1 else None
             tried = isolation_validation.attempts(
-                name, target, backend.admission_rules, settings, project.interactive_nodes
+                name,
+                target,
+                backend.admission_rules,
+                settings,
+                project.interactive_nodes,
+                project.interactive_time_limit_seconds,
             )
             for attempt in tried:
                 send = kube.resume_as if attempt.resume else kube.create_as

@@ -649,6 +649,8 @@ class KaiBackend(base.Backend):
         # Interactive work is KAI's non-preemptible classes; a Deployment naming none gets inference.
         interactive_classes=(INTERACTIVE_PRIORITY, "inference"),
         interactive_kinds_by_default=("Deployment", "StatefulSet", "ReplicaSet"),
+        # A project's interactive time limit holds its build work (Run:AI's interactive jobs), not inference.
+        time_limited_classes=(INTERACTIVE_PRIORITY,),
     )
     quota_table = base.QuotaTable(
         "GPU quota per project: declared, configured in the scheduler, held now",

@@ -663,6 +663,7 @@ class KueueBackend(base.Backend):
         engine_writers=("system:serviceaccount:%s:" % SYSTEM_NAMESPACE,),
         resumed_by_engine_only=True,
         interactive_labels=((PRIORITY_CLASS_LABEL, (INTERACTIVE_PRIORITY,)),),
+        time_limit_label=MAX_EXEC_TIME_LABEL,
     )
     quota_table = base.QuotaTable(
         "GPU quota per project: declared, configured in Kueue, held now",

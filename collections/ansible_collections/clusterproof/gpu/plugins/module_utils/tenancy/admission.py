@@ -17,7 +17,13 @@ a pod, or a workload's pod template (Job, CronJob, Deployment, StatefulSet, Repl
    (devices outside every quota);
 4. names no devices itself: no ``NVIDIA_VISIBLE_DEVICES`` (nor the toolkit's other device
    variables) in any container's env, nor an ``envFrom`` prefix that could spell one, nor a CDI
-   annotation (``cdi.k8s.io/``): the container runtime reads these to hand a container GPUs.
+   annotation (``cdi.k8s.io/``): the container runtime reads these to hand a container GPUs;
+5. in a project that declares an interactive time limit, its interactive GPU work (as the engine
+   tells it: ``time_limited_classes``, ``interactive_labels``) carries a limit of at most that many
+   seconds: ``activeDeadlineSeconds`` on the Pod, the Job or a CronJob's Job, or the engine's own
+   time-limit label (``time_limit_label``: Kueue's maximum execution time). A Deployment cannot
+   carry one, so interactive GPU work there is a Pod or a Job. Pods a controller of the cluster
+   makes are the Job's, already held.
 
 A mutating policy (``DEVICES_POLICY_NAME``) closes what no validation can see: an image's own
 environment. NVIDIA's CUDA images set ``NVIDIA_VISIBLE_DEVICES=all``, and where the toolkit reads
@@ -111,7 +117,10 @@ class AdmissionRules:
     ``interactive_classes``, ``interactive_labels`` and ``interactive_kinds_by_default``: what makes
     work interactive (held to the project's interactive node affinity, not its training one): the
     priority classes, the labels with their values, and the kinds the engine makes interactive when
-    they name no class (KAI's pod grouper gives a Deployment ``inference``)."""
+    they name no class (KAI's pod grouper gives a Deployment ``inference``);
+    ``time_limited_classes``: the priority classes of the interactive work a project's interactive
+    time limit holds (with ``interactive_labels``), and ``time_limit_label``: the label from which
+    the engine ends a workload after that many seconds (None: ``activeDeadlineSeconds`` only)."""
 
     engine: str
     queue_labels: tuple[str, ...]
@@ -131,6 +140,8 @@ class AdmissionRules:
     interactive_classes: tuple[str, ...] = ()
     interactive_labels: tuple[tuple[str, tuple[str, ...]], ...] = ()
     interactive_kinds_by_default: tuple[str, ...] = ()
+    time_limited_classes: tuple[str, ...] = ()
+    time_limit_label: str | None = None
 
 
 def _cel(text: str) -> str:
@@ -234,6 +245,12 @@ def _variables(rules: AdmissionRules) -> list[dict[str, str]]:
         },
         {"name": "badPriorityLabels", "expression": priorities or "[]"},
         {"name": "interactive", "expression": _interactive(rules, label_maps)},
+        {
+            "name": "timeLimited",
+            "expression": _interactive(rules, label_maps, rules.time_limited_classes, kinds=()),
+        },
+        {"name": "timeLimit", "expression": _time_limit()},
+        {"name": "deadlines", "expression": _deadlines(rules)},
         {"name": "declaredNodes", "expression": _declared_nodes()},
         {"name": "onDeclaredNodes", "expression": _on_declared_nodes()},
         {"name": "deviceEnv", "expression": device_env},
@@ -241,24 +258,63 @@ def _variables(rules: AdmissionRules) -> list[dict[str, str]]:
     ]
 
 
-def _interactive(rules: AdmissionRules, label_maps: list[str]) -> str:
-    """Whether the workload is interactive work, as the engine tells it from its class or labels."""
+def _interactive(
+    rules: AdmissionRules,
+    label_maps: list[str],
+    classes: tuple[str, ...] | None = None,
+    kinds: tuple[str, ...] | None = None,
+) -> str:
+    """Whether the workload is interactive work, as the engine tells it from its class (``classes``,
+    the engine's interactive ones unless given), its labels, or its kind naming no class (``kinds``,
+    likewise)."""
+    classes = rules.interactive_classes if classes is None else classes
+    kinds = rules.interactive_kinds_by_default if kinds is None else kinds
     found = ["false"]
-    if rules.interactive_classes:
+    if classes:
         found.append(
             "(has(variables.template.spec.priorityClassName) && variables.template.spec.priorityClassName in %s)"
-            % _cel_list(rules.interactive_classes)
+            % _cel_list(classes)
         )
-    if rules.interactive_kinds_by_default:
-        found.append(
-            "(!has(variables.template.spec.priorityClassName) && object.kind in %s)"
-            % _cel_list(rules.interactive_kinds_by_default)
-        )
+    if kinds:
+        found.append("(!has(variables.template.spec.priorityClassName) && object.kind in %s)" % _cel_list(kinds))
     for label, values in rules.interactive_labels:
         found.extend(
             "(%s in %s && %s[%s] in %s)" % (_cel(label), m, m, _cel(label), _cel_list(values)) for m in label_maps
         )
     return " || ".join(found)
+
+
+# A whole number of seconds as a label or annotation writes it (int() of anything else fails the request).
+_SECONDS = "'^[0-9]{1,10}$'"
+
+
+def _time_limit() -> str:
+    """The project's interactive time limit in seconds (0: none declared)."""
+    annotations = "namespaceObject.metadata.annotations"
+    return "has(%(m)s) && %(a)s in %(m)s && %(m)s[%(a)s].matches(%(s)s) ? int(%(m)s[%(a)s]) : 0" % {
+        "m": annotations,
+        "a": _cel(projects.INTERACTIVE_LIMIT_ANNOTATION),
+        "s": _SECONDS,
+    }
+
+
+def _deadlines(rules: AdmissionRules) -> str:
+    """The time limits the workload carries, in seconds: activeDeadlineSeconds of a Pod, a Job or a
+    CronJob's Job, and the engine's time-limit label on the workload or a CronJob's Job."""
+    found = [
+        "(object.kind in ['Pod', 'Job'] && has(object.spec.activeDeadlineSeconds) ? "
+        "[object.spec.activeDeadlineSeconds] : [])",
+        "(object.kind == 'CronJob' && has(object.spec.jobTemplate.spec.activeDeadlineSeconds) ? "
+        "[object.spec.jobTemplate.spec.activeDeadlineSeconds] : [])",
+    ]
+    if rules.time_limit_label:
+        label = _cel(rules.time_limit_label)
+        for labels in (_labels_of("object"), _labels_of("object.spec.jobTemplate", "object.kind == 'CronJob'")):
+            found.append(
+                "(%(l)s in %(m)s && %(m)s[%(l)s].matches(%(s)s) ? [int(%(m)s[%(l)s])] : [])"
+                % {"l": label, "m": labels, "s": _SECONDS}
+            )
+    return " + ".join(found)
 
 
 def _declared_nodes() -> str:
@@ -429,6 +485,24 @@ def _placement_validations(rules: AdmissionRules) -> list[dict[str, str]]:
             % _cel(
                 "the project's GPU work runs on its declared nodes: a required node affinity (or node selector) on "
                 "%s among them (" % HOSTNAME_LABEL
+            ),
+        ),
+        # The project's interactive time limit, which the engine holds only the workloads clusterproof
+        # builds to (activeDeadlineSeconds, Kueue's maximum execution time): a member's own interactive
+        # work would keep its GPUs for as long as it likes. The Job controller's pods are the Job's.
+        _rule(
+            "!(variables.asksGpus && variables.timeLimited && variables.timeLimit > 0) || "
+            "request.userInfo.username.startsWith(%s) || "
+            "variables.deadlines.exists(d, d > 0 && d <= variables.timeLimit)" % _cel(CONTROLLER_PREFIX),
+            "%s + string(variables.timeLimit) + %s + (size(variables.deadlines) > 0 ? "
+            "string(variables.deadlines[0]) : 'none')"
+            % (
+                _cel("the project's interactive GPU work ends within its time limit of "),
+                _cel(
+                    " s: a Pod, Job or CronJob's Job must carry spec.activeDeadlineSeconds%s of at most that "
+                    "(a Deployment cannot), found "
+                    % (" (or label %s)" % rules.time_limit_label if rules.time_limit_label else "")
+                ),
             ),
         ),
         _rule(

@@ -101,6 +101,9 @@ class Probe:
     # Interactive work, as the engine tells it (its first interactive class, or label), tried only in a
     # project that declares nodes for its interactive work.
     interactive: bool = False
+    # Interactive work the project's time limit holds, carrying no limit, tried only in a project that
+    # declares an interactive time limit (on its declared interactive nodes, if any).
+    time_limited: bool = False
     # The declared exception that admits it (``isolation.EXCEPTIONS``).
     exception: str | None = None
 
@@ -291,9 +294,11 @@ THREATS: tuple[Threat, ...] = (
         "interactive (non-preemptible) work without the project's interactive time limit",
         "scheduler",
         "keep its in-quota GPUs past the project's interactive_time_limit_seconds",
-        OPEN,
-        "the limit is set on the workloads clusterproof builds (activeDeadlineSeconds, Kueue's maximum execution "
-        "time); a member's own work is not held to it yet. Its GPUs stay within the project's quota",
+        POLICY,
+        "in a project that declares the limit, interactive GPU work (KAI: priority class build; Kueue: the "
+        "interactive workload priority) is a Pod, Job or CronJob carrying activeDeadlineSeconds (Kueue: or its "
+        "max-exec-time-seconds label) of at most the limit; the Job controller's pods are the Job's",
+        Probe(WORKLOAD, time_limited=True),
     ),
     Threat(
         "node-affinity",

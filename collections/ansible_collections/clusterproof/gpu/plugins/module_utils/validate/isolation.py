@@ -134,6 +134,8 @@ def _pod_spec(rules: admission.AdmissionRules, probe: threats.Probe) -> dict[str
     spec.update(copy.deepcopy(dict(probe.pod_spec)))
     if probe.interactive and rules.interactive_classes:
         spec["priorityClassName"] = rules.interactive_classes[0]
+    if probe.time_limited and rules.time_limited_classes:
+        spec["priorityClassName"] = rules.time_limited_classes[0]
     name = probe.scheduler if probe.scheduler is not None else rules.scheduler_name
     if name:
         spec["schedulerName"] = name
@@ -146,7 +148,7 @@ def _workload(
     """A workload as the engine takes it, changed as ``probe`` says: a pod where the engine takes
     pods, else a Job (whose pods a controller makes); labelled with ``queue`` unless None."""
     labels = {rules.queue_labels[0]: queue} if queue is not None else {}
-    if probe.interactive:
+    if probe.interactive or probe.time_limited:
         labels.update({label: values[0] for label, values in rules.interactive_labels[:1]})
     if probe.priority_labels:
         labels.update({label: threats.NOWHERE for label, _ in rules.priority_labels})
@@ -207,11 +209,13 @@ def attempts(
     rules: admission.AdmissionRules,
     settings: isolation.TenancySettings,
     interactive_nodes: Sequence[str] = (),
+    time_limit: int | None = None,
 ) -> list[Attempt]:
     """What a member of ``project`` tries, against ``target`` (another project; None when the site
     has one project only, and the attempts on another are left out): the control (its own GPU work,
     admitted), then each row of the threat model that applies to the engine and has a probe (the
-    interactive one where the project declares ``interactive_nodes``)."""
+    interactive one where the project declares ``interactive_nodes``, the time-limited one where it
+    declares an interactive ``time_limit``)."""
     found = [
         Attempt(
             project,
@@ -225,8 +229,14 @@ def attempts(
         )
     ]
     for threat in threats.applicable(rules):
-        if threat.probe is not None and (interactive_nodes or not threat.probe.interactive):
-            found.extend(_attempts_of(threat, threat.probe, project, target, rules, settings))
+        probe = threat.probe
+        if probe is None or (probe.interactive and not interactive_nodes) or (probe.time_limited and not time_limit):
+            continue
+        if probe.time_limited and interactive_nodes:
+            # On the project's own interactive nodes, so that the time limit is what refuses it.
+            selector = {"nodeSelector": {admission.HOSTNAME_LABEL: interactive_nodes[0]}}
+            probe = dataclasses.replace(probe, pod_spec={**probe.pod_spec, **selector})
+        found.extend(_attempts_of(threat, probe, project, target, rules, settings))
     return found
 
 
