@@ -312,6 +312,13 @@ def test_a_member_cannot_escape_kueue_s_quota_and_the_validator_tries_each_escap
         rows += ("resume-held-job",)
         assert {"isolation/%s/%s" % (project, row) for row in rows} <= set(tried)
         assert tried["isolation/%s/engine-objects-workloads" % project]["status"] == "pass"
+        # The default ResourceQuota, and a claim past it refused by Kubernetes' quota.
+        for row in ("resource-quota", "storage"):
+            assert tried["isolation/%s/%s" % (project, row)]["status"] == "pass", tried
+    # team-a's interactive work ends within 15 s: an interactive Job without Kueue's limit is refused.
+    limited = checks["isolation/team-a/time-limit"]
+    assert limited["status"] == "pass" and "time limit of 15 s" in limited["observed"], limited
+    assert "isolation/team-b/time-limit" not in checks
     # Kueue has no scheduler of its own to bypass: that attempt is KAI's alone.
     assert not [key for key in checks if key.endswith("/bypass-scheduler")]
     assert checks["isolation/team-c/member"]["status"] == "skip"

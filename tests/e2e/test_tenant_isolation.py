@@ -14,7 +14,13 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, threats
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import (
+    admission,
+    isolation,
+    projects,
+    resource_quota,
+    threats,
+)
 
 from .conftest import REPO, ansible_module, module_result, run_playbook, wait_for
 
@@ -77,6 +83,15 @@ def test_a_member_of_team_a_cannot_escape_team_a_s_quota_or_namespace(as_alice, 
     assert 'violates PodSecurity "baseline:latest"' in message and "privileged" in message
     # team-b's namespace: RBAC.
     assert 'cannot create resource "pods"' in refusal(as_alice, gpu_pod("team-b", "team-b"))
+    # Storage past team-a's ceiling (10Ti by default): Kubernetes' ResourceQuota, for real.
+    claim = {
+        "metadata": {"name": "escape-claim"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "11Ti"}}},
+    }
+    with pytest.raises(ApiException) as refused:
+        client.CoreV1Api(as_alice).create_namespaced_persistent_volume_claim("team-a", claim)
+    assert refused.value.status == 403, refused.value.body
+    assert "exceeded quota: %s" % resource_quota.NAME in refused.value.body
     # What team-a may do it still can: a GPU pod in its own queue through KAI.
     own = gpu_pod("team-a", "team-a")
     client.CoreV1Api(as_alice).create_namespaced_pod("team-a", own)
@@ -164,10 +179,11 @@ def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is
         declared = next(data for data in PROJECTS if data["name"] == project)
         interactive_nodes = (declared.get("node_affinity") or {}).get("interactive")
         time_limit = declared.get("interactive_time_limit_seconds")
+        ceilings = projects.Project.from_dict(declared).resource_quota
         for row in threats.applicable(registry.backend("kai").admission_rules):
             if row.probe is None or (row.probe.interactive and not interactive_nodes):
                 continue
-            if row.probe.time_limited and not time_limit:
+            if (row.probe.time_limited and not time_limit) or row.probe.past_ceiling not in (None, *ceilings):
                 continue
             assert any(key.startswith("isolation/%s/%s" % (project, row.key)) for key in tried), row.key
         # The node-affinity attempt where the project declares nodes for its interactive work, the
@@ -178,6 +194,9 @@ def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is
         assert statuses["isolation/%s/other-namespace" % project] == "pass"
         assert statuses["isolation/%s/network-policy" % project] == "pass"
         assert statuses["isolation/%s/network-reach" % project] == "skip"
+        # Its ResourceQuota, the defaults: a claim past its storage is refused by Kubernetes' quota.
+        assert statuses["isolation/%s/resource-quota" % project] == "pass"
+        assert "exceeded quota: %s" % resource_quota.NAME in checks["isolation/%s/storage" % project]["observed"]
     assert statuses["isolation/admission-policy"] == "pass"
     assert statuses["isolation/gpu-visibility"] == "needs-hardware"
     assert "(group team-d-researchers)" in checks["isolation/team-d/own-queue"]["message"]
@@ -185,12 +204,15 @@ def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is
     registration = client.AdmissionregistrationV1Api(api_client)
     core = client.CoreV1Api(api_client)
     namespace = core.read_namespace("team-a")
+    quota = core.read_namespaced_resource_quota(resource_quota.NAME, "team-a")
+    assert quota.spec.hard == resource_quota.DEFAULT_HARD
     escapes: list[str] = []
     try:
         # The policy's binding gone, and team-a's namespace without Pod Security: the escapes get in.
         registration.delete_validating_admission_policy_binding(admission.POLICY_NAME)
         labels = {key: None for key in namespace.metadata.labels if key.startswith(isolation.POD_SECURITY_PREFIX)}
         core.patch_namespace("team-a", {"metadata": {"labels": labels}})
+        core.delete_namespaced_resource_quota(resource_quota.NAME, "team-a")
         # Without the binding the escape gets in: alice's own pods on two nodes, all 16 GPUs.
         for node in gpu_nodes(api_client)[:2]:
             escaped = escape_pod(node)
@@ -225,11 +247,22 @@ def test_the_validator_passes_with_the_policies_and_names_what_fails_when_one_is
         # Pod Security still holds team-b: only team-a's namespace lost its labels.
         assert broken["isolation/team-b/privileged-pod"]["status"] == "pass"
         assert broken["isolation/team-a/own-queue"]["status"] == "pass"
+        # team-a's ResourceQuota gone: the check says so, and alice's 10 TiB claim would be admitted.
+        gone = broken["isolation/team-a/resource-quota"]
+        assert gone["status"] == "fail" and gone["observed"] == "ResourceQuota/%s missing" % resource_quota.NAME
+        assert broken["isolation/team-a/storage"]["status"] == "fail"
+        assert broken["isolation/team-b/storage"]["status"] == "pass"
     finally:
         for name in escapes:
             core.delete_namespaced_pod(name, "team-a", grace_period_seconds=0)
         restored = ansible_module("clusterproof.gpu.tenant_admission", {}, sandbox)
         core.patch_namespace("team-a", {"metadata": {"labels": namespace.metadata.labels}})
+        if not core.list_namespaced_resource_quota("team-a").items:
+            body = {
+                "metadata": {"name": quota.metadata.name, "labels": quota.metadata.labels},
+                "spec": {"hard": quota.spec.hard},
+            }
+            core.create_namespaced_resource_quota("team-a", body)
     assert restored.returncode == 0, restored.stdout + restored.stderr
     assert module_result(restored)["changed_objects"] == ["ValidatingAdmissionPolicyBinding/%s" % admission.POLICY_NAME]
     again = ansible_module("clusterproof.gpu.tenant_admission", {}, sandbox)

@@ -132,7 +132,7 @@ def test_missing_required_group():
         ),
         (
             {"name": "team-a", "gpu_quota": 1, "quota": 2},
-            "project team-a: quota: expected one of name, gpu_quota, gpu_limit, over_quota_weight, priority, node_affinity, interactive_time_limit_seconds, users, groups, gpu_lending_limit, cpu_quota, cpu_limit, memory_quota, memory_limit, pod_security, found an unknown field",
+            "project team-a: quota: expected one of name, gpu_quota, gpu_limit, over_quota_weight, priority, node_affinity, interactive_time_limit_seconds, users, groups, gpu_lending_limit, cpu_quota, cpu_limit, memory_quota, memory_limit, pod_security, resource_quota, found an unknown field",
         ),
     ],
 )

@@ -104,6 +104,7 @@ def test_project_becomes_namespace_cluster_queue_local_queue_and_access():
         "Role",
         "RoleBinding",
         "NetworkPolicy",
+        "ResourceQuota",
     ]
     local = manifests[2]
     assert local["metadata"] == {"name": "team-a", "namespace": "team-a", "labels": dict(projects.MANAGED_BY)}
@@ -121,6 +122,7 @@ def test_project_becomes_namespace_cluster_queue_local_queue_and_access():
         "Role",
         "RoleBinding",
         "NetworkPolicy",
+        "ResourceQuota",
     ]
 
 

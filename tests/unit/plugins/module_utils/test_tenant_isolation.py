@@ -496,10 +496,12 @@ def test_every_row_of_the_threat_model_is_complete_and_each_refusable_one_is_tri
     for threat in threats.THREATS:
         assert threat.harm in threats.HARMS and threat.guard in threats.GUARDS, threat.key
         assert threat.surface and threat.could and threat.rule, threat.key
-        # A guard that refuses is tried by a probe; a row nobody refuses has none.
-        assert (threat.probe is not None) == (threat.guard in threats.PROBED), threat.key
+        # A guard that refuses is tried by a probe, unless a check tries it; a row nobody refuses has none.
+        assert (threat.probe is not None) == (threat.guard in threats.PROBED and not threat.tried_by), threat.key
+        assert threat.probe is not None or threat.tried_by or threat.guard not in threats.PROBED, threat.key
+    ceilings = {"requests.cpu": "64", "requests.storage": "10Ti"}
     for backend in (KAI, KUEUE):
-        tried = checks.attempts("team-a", "team-b", backend.admission_rules, SETTINGS, ("dgx1-2",), 3600)
+        tried = checks.attempts("team-a", "team-b", backend.admission_rules, SETTINGS, ("dgx1-2",), 3600, ceilings)
         tried = {attempt.key for attempt in tried}
         for threat in threats.applicable(backend.admission_rules):
             if threat.probe is not None:
@@ -522,7 +524,11 @@ def test_the_report_shows_every_row_with_how_it_was_tried():
     assert rows["runtime-visibility"][4] == "needs hardware: isolation/gpu-visibility"
     assert rows["network-reach"][4] == "check isolation/<project>/network-reach"
     assert rows["non-preemptible"][4] == "check isolation/<project>/held-past-quota"
-    assert rows["cpu-pods"][3] == threats.OPEN
+    assert rows["pod-count"][4] == "check isolation/<project>/resource-quota"
+    assert rows["storage"][4] == (
+        "attempt isolation/<project>/storage (where the project's ResourceQuota holds requests.storage)"
+    )
+    assert rows["time-limit"][4].endswith("(where the project declares an interactive time limit)")
     assert [status for status in table["row_status"] if status] == ["warn"] * sum(
         1 for threat in threats.applicable(KAI.admission_rules) if threat.guard == threats.OPEN
     )
@@ -995,6 +1001,116 @@ def test_the_time_limit_attempt_is_made_where_the_project_declares_a_limit_on_it
             admit(backend, attempt.manifest, annotations=LIMITED)[0]
         ]
         assert "time limit of 600 s" in admit(backend, attempt.manifest, annotations=LIMITED)[0]
+
+
+# --- what a project may hold beside its GPUs: its ResourceQuota ---------------------------------
+
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import resource_quota  # noqa: E402
+
+
+def test_a_project_gets_the_default_ceilings_unless_the_site_or_the_project_changes_them():
+    project = projects.Project.from_dict({"name": "team-a", "gpu_quota": 4})
+    made = {m["kind"]: m for m in KAI.project_manifests(project)}
+    assert made["ResourceQuota"]["metadata"] == {
+        "name": "clusterproof-project",
+        "namespace": "team-a",
+        "labels": {"app.kubernetes.io/managed-by": "clusterproof"},
+    }
+    assert made["ResourceQuota"]["spec"]["hard"] == resource_quota.DEFAULT_HARD
+    assert "LimitRange" not in made  # no CPU or memory held: pods need not state them
+    held = projects.Project.from_dict({"name": "team-a", "gpu_quota": 4, "resource_quota": {"requests.cpu": "64"}})
+    made = {m["kind"]: m for m in KUEUE.project_manifests(held)}
+    assert made["ResourceQuota"]["spec"]["hard"] == {"requests.cpu": "64"}
+    assert made["LimitRange"]["spec"]["limits"] == [
+        {"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}
+    ]
+    none = projects.Project.from_dict({"name": "team-a", "gpu_quota": 4, "resource_quota": {}})
+    assert not {m["kind"] for m in KAI.project_manifests(none)} & {"ResourceQuota", "LimitRange"}
+
+
+def test_the_inventory_resolves_each_project_s_ceilings_from_the_site_s():
+    tenancy, problems = isolation.check_settings(
+        {"resource_quota": {"pods": "200", "secrets": None, "requests.cpu": "32"}}, ["team-a"]
+    )
+    assert problems == []
+    expected = {**resource_quota.DEFAULT_HARD, "pods": "200", "requests.cpu": "32"}
+    del expected["secrets"]
+    assert tenancy.resource_quota == expected
+    assert isolation.TenancySettings.from_dict(tenancy.to_dict()) == tenancy
+    project = {"resource_quota": {"requests.cpu": None, "pods": "50"}}
+    site, errors = declare({"resource_quota": {"requests.cpu": "32"}}, project_extra=project)
+    assert errors == []
+    assert site.projects[0].resource_quota == {**resource_quota.DEFAULT_HARD, "pods": "50"}
+    assert "resource_quota.pods" in " ".join(messages(project_extra={"resource_quota": {"pods": "x"}}))
+    assert "clusterproof_tenancy.resource_quota.gpus" in " ".join(messages({"resource_quota": {"gpus": "1"}}))
+
+
+@pytest.mark.parametrize(
+    ("hard", "field", "expected"),
+    [
+        ({"nvidia.com/gpu": "4"}, "resource_quota.nvidia.com/gpu", "GPUs are the quota scheduler's"),
+        ({"pods": "lots"}, "resource_quota.pods", "a non-negative Kubernetes quantity"),
+        ({"pods": "-1"}, "resource_quota.pods", "a non-negative Kubernetes quantity"),
+        ({"pods": "2.5"}, "resource_quota.pods", "a whole number of objects"),
+        ({"requests.storage": "10TB"}, "resource_quota.requests.storage", "a non-negative Kubernetes quantity"),
+        ({"requests.cpu": True}, "resource_quota.requests.cpu", "a non-negative Kubernetes quantity"),
+        (["pods"], "resource_quota", "a mapping of"),
+    ],
+)
+def test_bad_ceilings_are_refused_naming_the_key(hard, field, expected):
+    _, problems = resource_quota.check_hard(hard, "resource_quota")
+    assert [problem.field for problem in problems] == [field]
+    assert expected in problems[0].expected
+
+
+def test_quantities_are_read_as_kubernetes_writes_them():
+    assert resource_quota.quantity("10Ti") == 10 * 2**40
+    assert resource_quota.quantity("100m") * 1000 == 100
+    assert resource_quota.quantity("1e3") == 1000
+    assert resource_quota.quantity(500) == 500
+    assert resource_quota.quantity("1.5G") == 1_500_000_000
+    for bad in ("", "1.2.3", "5 Gi", "Gi", "10TB", None, True, 1.5):
+        assert resource_quota.quantity(bad) is None, bad
+
+
+def test_the_attempts_past_a_ceiling_are_made_where_the_project_holds_it():
+    rules = KAI.admission_rules
+    assert not {"cpu-pods", "storage"} & set(by_key(checks.attempts("team-a", "team-b", rules, SETTINGS)))
+    tried = by_key(checks.attempts("team-a", "team-b", rules, SETTINGS, ceilings={"requests.storage": "10Ti"}))
+    claim = tried["storage"].manifest
+    assert claim["kind"] == "PersistentVolumeClaim" and tried["storage"].expect_refused
+    assert int(claim["spec"]["resources"]["requests"]["storage"]) == 10 * 2**40 + 2**30
+    assert tried["storage"].refused_by == "exceeded quota: clusterproof-project"
+    assert "cpu-pods" not in tried
+    tried = by_key(checks.attempts("team-a", "team-b", rules, SETTINGS, ceilings={"requests.cpu": "500m"}))
+    pod_spec = tried["cpu-pods"].manifest["spec"]
+    assert pod_spec["containers"][0]["resources"] == {"requests": {"cpu": "2"}}
+    assert "schedulerName" not in pod_spec  # the default scheduler's: what the engine does not hold
+    # The probe pod itself passes every policy but the quota.
+    assert admit(KAI, tried["cpu-pods"].manifest) == []
+
+
+def test_the_resource_quota_check_passes_as_declared_and_names_what_differs():
+    wanted = {"pods": "500", "requests.storage": "10Ti"}
+
+    def quota(hard):
+        return {"spec": {"hard": hard}}
+
+    ok = checks.resource_quota_check("team-a", wanted, quota({"pods": "500", "requests.storage": "10Ti"}), None)
+    assert ok.status == "pass" and ok.id == "isolation/team-a/resource-quota"
+    missing = checks.resource_quota_check("team-a", wanted, None, None)
+    assert missing.status == "fail" and missing.observed == "ResourceQuota/clusterproof-project missing"
+    changed = checks.resource_quota_check("team-a", wanted, quota({"pods": "9000"}), None)
+    assert changed.observed == "pods: 500 wanted, 9000 found; requests.storage: 10Ti wanted, none found"
+    assert changed.category == "security" and "projects stage" in changed.action
+    # The same amount written otherwise is the same.
+    assert checks.resource_quota_check(
+        "team-a", {"requests.cpu": "1"}, quota({"requests.cpu": "1000m"}), {}
+    ).status == ("pass")
+    no_defaults = checks.resource_quota_check("team-a", {"requests.cpu": "1"}, quota({"requests.cpu": "1"}), None)
+    assert no_defaults.status == "fail" and "LimitRange/clusterproof-project-defaults missing" in no_defaults.observed
+    nothing = checks.resource_quota_check("team-a", {}, None, None)
+    assert nothing.status == "warn" and "declares no ceiling" in nothing.message
 
 
 # --- images cached on a node: each real kubelet's check of pull credentials ---------------------

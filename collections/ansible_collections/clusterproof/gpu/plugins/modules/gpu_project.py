@@ -125,6 +125,15 @@ options:
     description: Every project's pods may reach this project's (a shared service, a declared exception).
     type: bool
     default: false
+  resource_quota:
+    description:
+      - What the project may hold beside its GPUs, as the ResourceQuota C(clusterproof-project) in its namespace
+        (C(pods), C(persistentvolumeclaims), C(requests.storage), C(requests.cpu), C(requests.memory), object
+        counts; Kubernetes quantities). A ceiling on CPU or memory also gets the LimitRange
+        C(clusterproof-project-defaults), which gives containers that state no requests C(100m) and C(128Mi).
+      - When omitted, the defaults (pods 500, persistentvolumeclaims 100, requests.storage 10Ti, services 100,
+        configmaps 500, secrets 500); C({}) holds nothing and removes the ResourceQuota made before.
+    type: dict
 extends_documentation_fragment:
   - clusterproof.gpu.kube_auth
 """
@@ -158,7 +167,7 @@ changed_objects:
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, resource_quota
 
 ARGUMENT_SPEC = {
     "name": {"type": "str", "required": True},
@@ -187,6 +196,7 @@ ARGUMENT_SPEC = {
     "network_isolation": {"type": "bool", "default": True},
     "ingress_namespaces": {"type": "list", "elements": "str", "default": []},
     "ingress_from_all_projects": {"type": "bool", "default": False},
+    "resource_quota": {"type": "dict"},
 }
 # The project's fields its rules cover (tenancy/projects.py); gpu_quota is required when present.
 _RULED = (
@@ -219,6 +229,12 @@ def _bad_input(params):
             for field in projects.RESOURCE_FIELDS
             if params[field] is not None
         ]
+    if params["resource_quota"] is not None:
+        _, problems = resource_quota.check_hard(params["resource_quota"], "resource_quota")
+        errors += [
+            "project %s: %s: expected %s, found %r" % (params["name"], problem.field, problem.expected, problem.found)
+            for problem in problems
+        ]
     errors += [
         "project %s: ingress_namespaces: expected namespace names (DNS labels), found %r" % (params["name"], namespace)
         for namespace in params["ingress_namespaces"]
@@ -236,6 +252,11 @@ def _present(module, backend, applier, result):
     policy = projects.network_policy_manifest(project)
     if not project.network_isolation and applier.delete(policy):
         result["changed_objects"].append("deleted NetworkPolicy/%s" % policy["metadata"]["name"])
+    # Ceilings no longer declared: the objects that held them go (an apply would leave them).
+    kept = {manifest["kind"] for manifest in projects.resource_quota_manifests(project)}
+    for manifest in resource_quota.manifests(project.name, resource_quota.ALL_HELD, projects.MANAGED_BY):
+        if manifest["kind"] not in kept and applier.delete(manifest):
+            result["changed_objects"].append("deleted %s/%s" % (manifest["kind"], manifest["metadata"]["name"]))
     for manifest in backend.project_manifests(project):
         changed, old, new = applier.apply(manifest)
         if changed:

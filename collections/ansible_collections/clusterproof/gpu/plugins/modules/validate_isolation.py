@@ -14,10 +14,11 @@ description:
     names - another project's queue, the default scheduler, a pod that names its node or a priority class
     the engine does not give, GPUs through a DRA claim or a MIG resource, a container that names its own
     devices (env, envFrom prefix, CDI annotation, a ConfigMap key), a privileged, host-network or hostPath
-    pod, an exposed Service, a workload in another project's namespace - and asks the API server's
+    pod, an exposed Service, a workload in another project's namespace, interactive work without the project's
+    time limit, a claim or a pod past the project's ResourceQuota - and asks the API server's
     authorizers (SubjectAccessReview) whether the member may write what RBAC keeps from it (its namespace,
     NetworkPolicies, RoleBindings, EndpointSlices, ephemeral containers, the engine's objects).
-  - Reads back the admission policies and each project's NetworkPolicy.
+  - Reads back the admission policies and each project's NetworkPolicy and ResourceQuota.
   - Where pods really run, tries a connection to each isolated project's Service (busybox's httpd) from a pod of
     another project (must be refused) and from one of its own (must connect, by the Service's DNS name), with
     real pods on the real nodes Ready at the start, labelled C(clusterproof.io/probe=network) and removed at the
@@ -74,7 +75,12 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import runner
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, projects
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import (
+    admission,
+    isolation,
+    projects,
+    resource_quota,
+)
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import isolation as isolation_validation
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import kubelets as kubelet_validation
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import reach_probe
@@ -103,6 +109,17 @@ def _reach(api, params, declared):
     return reach_probe.try_reach(api, isolated, sources, image, nodes, params["reach_timeout"])
 
 
+def _resource_quota_check(applier, project):
+    """The project's ResourceQuota (and LimitRange) as its namespace holds them, against the declared."""
+    found = {
+        manifest["kind"]: applier.get(manifest)
+        for manifest in resource_quota.manifests(project.name, resource_quota.ALL_HELD, projects.MANAGED_BY)
+    }
+    return isolation_validation.resource_quota_check(
+        project.name, project.resource_quota, found["ResourceQuota"], found["LimitRange"]
+    )
+
+
 def _work(module):
     params = module.params
     backend = registry.backend(params["scheduler"])
@@ -124,6 +141,7 @@ def _work(module):
             checks.append(isolation_validation.network_policy_check(name, wanted[0] if wanted else None, found))
             if project.network_isolation:
                 checks.append(isolation_validation.reach_check(name, params["pods_run"], reached.get(name)))
+            checks.append(_resource_quota_check(applier, project))
             held = kube.list_pods(api, name)
             checks.append(isolation_validation.held_check(name, project.gpu_quota, held, backend.admission_rules))
             member = isolation_validation.member_of(data)
@@ -138,6 +156,7 @@ def _work(module):
                 settings,
                 project.interactive_nodes,
                 project.interactive_time_limit_seconds,
+                project.resource_quota,
             )
             for attempt in tried:
                 send = kube.resume_as if attempt.resume else kube.create_as

@@ -31,7 +31,13 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.common.bounds imp
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import gpu_device_layer, kubeadm_config, storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.monitoring import settings as monitoring_settings
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import isolation, names, projects, quota_tree
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import (
+    isolation,
+    names,
+    projects,
+    quota_tree,
+    resource_quota,
+)
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy.names import (
     DNS_LABEL_MAX,
     DNS_SUBDOMAIN_MAX,
@@ -124,6 +130,7 @@ PROJECT_FIELDS = {
     "memory_limit": "KAI only: the most memory the project may use, in GiB (in MiB; unlimited when unset)",
     "pod_security": "the project's Pod Security level, instead of the site's: %s"
     % " | ".join(isolation.PROJECT_POD_SECURITY),
+    "resource_quota": "the project's ceilings beside its GPUs, changing the site's (a key set to null: none)",
 }
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -236,6 +243,9 @@ class ProjectDeclaration:
     network_isolation: bool = True
     ingress_namespaces: list[str] = dataclasses.field(default_factory=list)
     ingress_from_all_projects: bool = False
+    # The project's own changes to the site's ceilings (None: leave the key out), then, resolved,
+    # its ceilings (tenancy/resource_quota.py).
+    resource_quota: dict[str, str | None] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -507,6 +517,11 @@ def _check_projects(
                 isolation.PROJECT_POD_SECURITY
             )
             check.error(where, "pod_security", expected, pod_security)
+        ceilings: dict[str, str | None] = {}
+        if project.get("resource_quota") is not None:
+            ceilings, problems = resource_quota.check_hard(project["resource_quota"], "resource_quota", nulls=True)
+            for problem in problems:
+                check.error(where, problem.field, problem.expected, problem.found)
         members = {}
         for field in ("users", "groups"):
             value = project.get(field) or []
@@ -529,6 +544,7 @@ def _check_projects(
                     gpu_lending_limit=None if lending is None else float(lending),
                     **{field: None if value is None else float(value) for field, value in resource_amounts.items()},
                     pod_security=pod_security,
+                    resource_quota=ceilings,
                 )
             )
     return declared
@@ -536,13 +552,15 @@ def _check_projects(
 
 def _with_tenancy(project: ProjectDeclaration, tenancy: isolation.TenancySettings) -> ProjectDeclaration:
     """The project with its boundary resolved: its Pod Security level (privileged by exception, its
-    own, else the site's), the site's NetworkPolicy settings, and a ``shared`` exception."""
+    own, else the site's), the site's NetworkPolicy settings, a ``shared`` exception, and its
+    ceilings (the site's, changed by its own)."""
     return dataclasses.replace(
         project,
         pod_security=tenancy.pod_security_of(project.name, project.pod_security),
         network_isolation=tenancy.network_isolation,
         ingress_namespaces=list(tenancy.ingress_namespaces),
         ingress_from_all_projects=tenancy.allows(project.name, "shared") is not None,
+        resource_quota=dict(resource_quota.resolved(tenancy.resource_quota, project.resource_quota)),
     )
 
 

@@ -205,12 +205,13 @@ class Backend(abc.ABC):
 
     def project_manifests(self, project: projects.Project) -> list[Manifest]:
         """Everything the project is, in the order to create it: with its NetworkPolicy when the
-        project is isolated (``Project.network_isolation``)."""
+        project is isolated (``Project.network_isolation``), and its ResourceQuota where it holds one."""
         return [
             projects.namespace_manifest(project, self.namespace_labels(project)),
             *self.project_objects(project),
             *projects.rbac_manifests(project, self.member_rules),
             *projects.network_manifests(project, self.system_namespace),
+            *projects.resource_quota_manifests(project),
         ]
 
     def scenario_project_manifests(self, project: projects.Project, group: str) -> list[Manifest]:

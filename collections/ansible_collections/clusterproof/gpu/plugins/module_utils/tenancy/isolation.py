@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.problems import FieldProblem
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import names, resource_quota
 
 # The queue a namespace's workloads may be charged to (a project's, or a quota-tree leaf's).
 QUEUE_NAMESPACE_LABEL = "clusterproof.io/queue"
@@ -53,6 +53,7 @@ SETTINGS_FIELDS = {
     "network_isolation": "whether each project namespace gets its NetworkPolicy (true unless set false)",
     "ingress_namespaces": "namespaces beside kube-system and the engine's that may reach project pods (monitoring)",
     "exceptions": "declared exceptions: [{project, allow: %s, reason}]" % " | ".join(EXCEPTIONS),
+    "resource_quota": "every project's ceilings beside its GPUs, changing the defaults (a key set to null: none)",
 }
 EXCEPTION_FIELDS = ("project", "allow", "reason")
 
@@ -69,12 +70,14 @@ class IsolationException:
 @dataclasses.dataclass(frozen=True)
 class TenancySettings:
     """The site's tenancy: the default Pod Security level, whether projects get NetworkPolicies,
-    which further namespaces may reach project pods, and the declared exceptions."""
+    which further namespaces may reach project pods, the declared exceptions, and every project's
+    ceilings beside its GPUs (``resource_quota.DEFAULT_HARD`` changed as the site declares)."""
 
     pod_security: str = DEFAULT_POD_SECURITY
     network_isolation: bool = True
     ingress_namespaces: tuple[str, ...] = ()
     exceptions: tuple[IsolationException, ...] = ()
+    resource_quota: Mapping[str, str] = dataclasses.field(default_factory=lambda: dict(resource_quota.DEFAULT_HARD))
 
     def allows(self, project: str, allow: str) -> IsolationException | None:
         """The exception that allows ``allow`` to ``project``, or None."""
@@ -100,6 +103,11 @@ class TenancySettings:
             network_isolation=bool(data.get("network_isolation", True)),
             ingress_namespaces=tuple(data.get("ingress_namespaces") or ()),
             exceptions=tuple(IsolationException(**dict(item)) for item in data.get("exceptions") or ()),
+            # As the inventory check resolved it (the defaults changed by the site), else the defaults.
+            resource_quota=resource_quota.resolved(
+                {} if data.get("resource_quota") is not None else resource_quota.DEFAULT_HARD,
+                data.get("resource_quota"),
+            ),
         )
 
 
@@ -134,9 +142,14 @@ def check_settings(value: Any, projects: Iterable[str]) -> tuple[TenancySettings
         expected = "a list of namespace names (DNS labels)"
         found.append((where, FieldProblem("clusterproof_tenancy.ingress_namespaces", expected, ingress)))
     exceptions = _check_exceptions(value.get("exceptions"), set(projects), found)
+    hard: dict[str, str | None] = {}
+    if value.get("resource_quota") is not None:
+        hard, problems = resource_quota.check_hard(value["resource_quota"], "clusterproof_tenancy.resource_quota", True)
+        found.extend((where, problem) for problem in problems)
     if found:
         return TenancySettings(), found
-    return TenancySettings(str(level), isolation, tuple(ingress), tuple(exceptions)), found
+    ceilings = resource_quota.resolved(resource_quota.DEFAULT_HARD, hard)
+    return TenancySettings(str(level), isolation, tuple(ingress), tuple(exceptions), ceilings), found
 
 
 def _check_exceptions(

@@ -14,7 +14,8 @@ engine's, in ``scheduler/`` (``Backend.project_objects``):
   workloads in team-b's namespace.
 - Its boundary (``tenancy/isolation.py``): Pod Security labels and the queue label on the
   namespace, and a NetworkPolicy that lets in only the namespace itself and the site's system
-  namespaces.
+  namespaces; and what it may hold beside its GPUs (``tenancy/resource_quota.py``): a
+  ResourceQuota, with a LimitRange where CPU or memory is held.
 
 The rules a project's declaration follows are written here once (``problems``), for the inventory,
 the ``gpu_project`` module and the engines.
@@ -28,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.problems import FieldProblem
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import isolation, names
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import isolation, names, resource_quota
 
 PROJECT_LABEL = isolation.PROJECT_LABEL
 MANAGED_BY = isolation.MANAGED_BY
@@ -99,6 +100,8 @@ class Project:
     network_isolation: bool = True
     ingress_namespaces: tuple[str, ...] = ()
     ingress_from_all_projects: bool = False
+    # What the project may hold beside its GPUs (resource_quota.KEYS to quantities; empty: nothing).
+    resource_quota: Mapping[str, str] = dataclasses.field(default_factory=lambda: dict(resource_quota.DEFAULT_HARD))
 
     @property
     def cpu_memory_declared(self) -> bool:
@@ -125,6 +128,10 @@ class Project:
             network_isolation=bool(data.get("network_isolation", True)),
             ingress_namespaces=tuple(data.get("ingress_namespaces") or ()),
             ingress_from_all_projects=bool(data.get("ingress_from_all_projects", False)),
+            resource_quota=resource_quota.resolved(
+                {} if data.get("resource_quota") is not None else resource_quota.DEFAULT_HARD,
+                data.get("resource_quota"),
+            ),
         )
 
 
@@ -168,6 +175,11 @@ def network_manifests(project: Project, engine_namespace: str | None = None) -> 
     """The project's NetworkPolicy when it is isolated, else nothing (``gpu_project`` then removes
     one made before)."""
     return [network_policy_manifest(project, engine_namespace)] if project.network_isolation else []
+
+
+def resource_quota_manifests(project: Project) -> list[dict[str, Any]]:
+    """The project's ResourceQuota (and LimitRange where CPU or memory is held)."""
+    return resource_quota.manifests(project.name, project.resource_quota, MANAGED_BY)
 
 
 def _subjects(project: Project) -> list[dict[str, str]]:

@@ -41,6 +41,7 @@ DEVICES_POLICY = "devices admission policy"
 POD_SECURITY = "Pod Security"
 RBAC = "RBAC"
 NETWORK_POLICY = "NetworkPolicy"
+RESOURCE_QUOTA = "ResourceQuota"
 ENGINE = "the quota scheduler"
 KUBERNETES = "Kubernetes"
 TOOLKIT = "the NVIDIA toolkit"
@@ -53,6 +54,7 @@ GUARDS = (
     POD_SECURITY,
     RBAC,
     NETWORK_POLICY,
+    RESOURCE_QUOTA,
     ENGINE,
     KUBERNETES,
     TOOLKIT,
@@ -60,8 +62,9 @@ GUARDS = (
     OPEN,
 )
 # The guards a dry run or an access review can provoke: each such row has its probe (the devices
-# policy's is a pod admitted as it changed it).
-PROBED = (POLICY, OBJECTS_POLICY, DEVICES_POLICY, POD_SECURITY, RBAC)
+# policy's is a pod admitted as it changed it), unless a check tries it instead (``tried_by``: a
+# ceiling on the number of pods cannot be passed by one dry run).
+PROBED = (POLICY, OBJECTS_POLICY, DEVICES_POLICY, POD_SECURITY, RBAC, RESOURCE_QUOTA)
 
 # What a probe sends.
 WORKLOAD = "workload"  # the project's own GPU work (a pod or the engine's kind), changed as the probe says
@@ -104,6 +107,9 @@ class Probe:
     # Interactive work the project's time limit holds, carrying no limit, tried only in a project that
     # declares an interactive time limit (on its declared interactive nodes, if any).
     time_limited: bool = False
+    # The project's ResourceQuota key the probe asks one unit past (a claim for requests.storage, a CPU
+    # pod for requests.cpu or requests.memory), tried only where the project holds that key.
+    past_ceiling: str | None = None
     # The declared exception that admits it (``isolation.EXCEPTIONS``).
     exception: str | None = None
 
@@ -550,21 +556,38 @@ THREATS: tuple[Threat, ...] = (
     ),
     # --- service to others --------------------------------------------------------------------------
     Threat(
-        "cpu-pods",
-        "CPU and memory of pods on the default scheduler, and their number",
+        "pod-count",
+        "pods on any scheduler, and Services, ConfigMaps and Secrets, by their number",
         "denial",
-        "fill nodes' CPU, memory or pod slots, which other projects' GPU pods need too",
-        OPEN,
-        "the engine's CPU and memory quotas hold only the pods it schedules; no ResourceQuota is set yet",
+        "fill the nodes' pod slots (110 a node by default) and the API server's storage, which every project needs",
+        RESOURCE_QUOTA,
+        "each project's ResourceQuota clusterproof-project: pods 500, services 100, configmaps 500, secrets 500 "
+        "unless the site declares others (clusterproof_tenancy.resource_quota, a project's resource_quota); the "
+        "validator reads it back",
+        tried_by="resource-quota",
+    ),
+    Threat(
+        "cpu-pods",
+        "CPU and memory requests of pods on the default scheduler",
+        "denial",
+        "fill nodes' CPU or memory, which other projects' GPU pods need too",
+        RESOURCE_QUOTA,
+        "requests.cpu and requests.memory in the project's ResourceQuota where the site declares them (a LimitRange "
+        "then gives containers that state none 100m and 128Mi, so that they are counted); none by default: the "
+        "ceiling counts the project's GPU pods too, and one below the site's size would stop the project borrowing "
+        "the spare GPUs the quota scheduler lends (KAI holds the CPU and memory of the pods it schedules: "
+        "cpu_quota, cpu_limit)",
+        Probe(OBJECT, past_ceiling="requests.cpu"),
     ),
     Threat(
         "storage",
         "PersistentVolumeClaims",
         "denial",
         "fill a shared storage class",
-        OPEN,
-        "storage is not among the documents' quotas; no ResourceQuota on requests.storage is set yet (the "
-        "provisioners take no path from a PVC)",
+        RESOURCE_QUOTA,
+        "each project's ResourceQuota: persistentvolumeclaims 100, requests.storage 10Ti unless the site declares "
+        "others (the provisioners take no path from a claim: the policy on other objects holds none)",
+        Probe(OBJECT, past_ceiling="requests.storage"),
     ),
     Threat(
         "image-cache",

@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
@@ -36,7 +37,12 @@ from ansible_collections.clusterproof.gpu.plugins.module_utils.common import pod
 from ansible_collections.clusterproof.gpu.plugins.module_utils.common.objects import is_subset
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import storage
 from ansible_collections.clusterproof.gpu.plugins.module_utils.report.model import Check
-from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, threats
+from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import (
+    admission,
+    isolation,
+    resource_quota,
+    threats,
+)
 
 SECTION_ID = "isolation"
 SECTION_TITLE = "Tenant isolation: each escape tried as a member of the project"
@@ -47,6 +53,7 @@ BY_RBAC = "cannot create resource"
 BY_OBJECTS_POLICY = "ValidatingAdmissionPolicy '%s'" % admission.OBJECTS_POLICY_NAME
 # An access review's denial, as kube.client.review_access words it.
 BY_ACCESS = "RBAC does not allow"
+BY_QUOTA = "exceeded quota: %s" % resource_quota.NAME
 # The attempts are dry runs: no image is pulled. The pinned pause is the one a site's mirror holds.
 PROBE_IMAGE = versions.PAUSE.image
 ATTEMPT_NAME = "clusterproof-isolation-probe"
@@ -189,6 +196,10 @@ FIX_POD_SECURITY = (
     "declare the exception in clusterproof_tenancy.exceptions if the project really needs it"
 )
 FIX_RBAC = "remove the RoleBinding or ClusterRoleBinding that gives this member rights outside its project"
+FIX_QUOTA = (
+    "run the projects stage again (it makes each project's ResourceQuota %s from clusterproof_tenancy.resource_quota "
+    "and the project's resource_quota)" % resource_quota.NAME
+)
 FIX_ACCESS = (
     "remove the Role, RoleBinding or ClusterRoleBinding that gives this member the right; the member Role "
     "(clusterproof-project-member) does not"
@@ -200,6 +211,7 @@ _REFUSED_BY = {
     threats.POD_SECURITY: (BY_POD_SECURITY, FIX_POD_SECURITY),
     threats.RBAC: (BY_RBAC, FIX_RBAC),
     threats.DEVICES_POLICY: ("", FIX_POLICY),
+    threats.RESOURCE_QUOTA: (BY_QUOTA, FIX_QUOTA),
 }
 
 
@@ -210,12 +222,15 @@ def attempts(
     settings: isolation.TenancySettings,
     interactive_nodes: Sequence[str] = (),
     time_limit: int | None = None,
+    ceilings: Mapping[str, str] | None = None,
 ) -> list[Attempt]:
     """What a member of ``project`` tries, against ``target`` (another project; None when the site
     has one project only, and the attempts on another are left out): the control (its own GPU work,
     admitted), then each row of the threat model that applies to the engine and has a probe (the
     interactive one where the project declares ``interactive_nodes``, the time-limited one where it
-    declares an interactive ``time_limit``)."""
+    declares an interactive ``time_limit``, each past a ceiling where its ResourceQuota holds that
+    key: ``ceilings``)."""
+    ceilings = ceilings or {}
     found = [
         Attempt(
             project,
@@ -228,15 +243,21 @@ def attempts(
             "admission policy refused it, its message says which rule",
         )
     ]
+    context = (project, target, rules, settings)
     for threat in threats.applicable(rules):
         probe = threat.probe
         if probe is None or (probe.interactive and not interactive_nodes) or (probe.time_limited and not time_limit):
+            continue
+        if probe.past_ceiling is not None:
+            if probe.past_ceiling in ceilings:
+                manifest = past_ceiling(project, probe.past_ceiling, ceilings[probe.past_ceiling])
+                found.extend(_attempts_of(threat, dataclasses.replace(probe, manifest=manifest), *context))
             continue
         if probe.time_limited and interactive_nodes:
             # On the project's own interactive nodes, so that the time limit is what refuses it.
             selector = {"nodeSelector": {admission.HOSTNAME_LABEL: interactive_nodes[0]}}
             probe = dataclasses.replace(probe, pod_spec={**probe.pod_spec, **selector})
-        found.extend(_attempts_of(threat, probe, project, target, rules, settings))
+        found.extend(_attempts_of(threat, probe, *context))
     return found
 
 
@@ -292,6 +313,83 @@ def _attempts_of(
     namespace = target if probe.namespace == threats.OTHER else project
     queue = {threats.OWN: project, threats.OTHER: other, threats.NONE: None}[probe.queue]
     return [attempt(manifest=_workload(rules, probe, str(namespace), queue))]
+
+
+# One unit past a ceiling: a core, or a GiB.
+_PAST = {"requests.cpu": Decimal(1), "requests.memory": Decimal(2) ** 30, "requests.storage": Decimal(2) ** 30}
+
+
+def past_ceiling(namespace: str, key: str, ceiling: str) -> dict[str, Any]:
+    """What asks one unit past the ResourceQuota's ``ceiling`` of ``key``: a claim (storage), or a
+    CPU pod on the default scheduler (CPU, memory), which Kubernetes' quota admission refuses."""
+    amount = (resource_quota.quantity(ceiling) or Decimal(0)) + _PAST[key]
+    asked = str(amount.to_integral_value(rounding="ROUND_CEILING"))
+    metadata = {"name": ATTEMPT_NAME, "namespace": namespace}
+    if key == "requests.storage":
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": metadata,
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": threats.NOWHERE,
+                "resources": {"requests": {"storage": asked}},
+            },
+        }
+    container = {
+        "name": "probe",
+        "image": PROBE_IMAGE,
+        "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+        "resources": {"requests": {key.split(".", 1)[1]: asked}},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"restartPolicy": "Never", "securityContext": dict(RESTRICTED_POD_SECURITY), "containers": [container]},
+    }
+
+
+def resource_quota_check(
+    project: str, wanted: Mapping[str, str], found: Mapping[str, Any] | None, limit_range: Mapping[str, Any] | None
+) -> Check:
+    """The project's ResourceQuota as declared, and its LimitRange where it holds CPU or memory."""
+    check_id = "%s/%s/resource-quota" % (SECTION_ID, project)
+    title = "%s: holds no more pods, claims, storage or objects than its ResourceQuota allows" % project
+    if not wanted:
+        return Check(
+            check_id,
+            title,
+            "warn",
+            "a ResourceQuota",
+            "present" if found else "none",
+            "the site declares no ceiling for the project (resource_quota {}): its pods and claims can fill the "
+            "nodes and the storage other projects need",
+            category="security",
+            action="declare ceilings in clusterproof_tenancy.resource_quota (or the project's resource_quota)",
+        )
+    expected = "ResourceQuota %s: %s" % (
+        resource_quota.NAME,
+        ", ".join("%s %s" % item for item in sorted(wanted.items())),
+    )
+    problems = resource_quota.differences(wanted, found)
+    if resource_quota.holds_cpu_or_memory(wanted) and limit_range is None:
+        problems.append(
+            "LimitRange/%s missing (pods that state no CPU or memory are refused)" % resource_quota.LIMIT_RANGE_NAME
+        )
+    if problems:
+        return Check(
+            check_id,
+            title,
+            "fail",
+            expected,
+            "; ".join(problems),
+            "the namespace's ceilings are not as declared",
+            category="security",
+            action=FIX_QUOTA,
+        )
+    hard = (found or {}).get("spec", {}).get("hard") or {}
+    return Check(check_id, title, "pass", expected, ", ".join("%s %s" % item for item in sorted(hard.items())))
 
 
 def held_job(rules: admission.AdmissionRules, namespace: str) -> dict[str, Any]:
@@ -870,13 +968,24 @@ def exceptions_table(settings: isolation.TenancySettings) -> dict[str, Any]:
 THREAT_COLUMNS = ("Row", "What a member writes", "Could", "Guard", "How it is tried")
 
 
+def _where_tried(probe: threats.Probe) -> str:
+    """The projects a probe is tried in, where not every one."""
+    if probe.past_ceiling:
+        return " (where the project's ResourceQuota holds %s)" % probe.past_ceiling
+    if probe.time_limited:
+        return " (where the project declares an interactive time limit)"
+    if probe.interactive:
+        return " (where the project declares nodes for interactive work)"
+    return ""
+
+
 def threat_table(rules: admission.AdmissionRules) -> dict[str, Any]:
     """The threat model as it applies to the engine: each row with its guard and what the
     validator did with it (the attempt's check, the real pods' check, or why it is not tried)."""
     rows = []
     for threat in threats.applicable(rules):
         if threat.probe is not None:
-            tried = "attempt %s/<project>/%s" % (SECTION_ID, threat.key)
+            tried = "attempt %s/<project>/%s%s" % (SECTION_ID, threat.key, _where_tried(threat.probe))
         elif threat.tried_by in SITE_CHECKS:
             tried = "check %s/%s" % (SECTION_ID, threat.tried_by)
         elif threat.tried_by:
