@@ -15,6 +15,7 @@ import pytest
 from celpy import celtypes
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory import schema
+from ansible_collections.clusterproof.gpu.plugins.module_utils.kube import client as kube
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import registry
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import admission, isolation, projects, threats
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate import isolation as checks
@@ -502,6 +503,8 @@ def test_every_row_of_the_threat_model_is_complete_and_each_refusable_one_is_tri
     ceilings = {"requests.cpu": "64", "requests.storage": "10Ti"}
     for backend in (KAI, KUEUE):
         tried = checks.attempts("team-a", "team-b", backend.admission_rules, SETTINGS, ("dgx1-2",), 3600, ceilings)
+        # Each is a kind the validator can send as the member.
+        assert {attempt.manifest["kind"] for attempt in tried} <= {*kube.CREATABLE_AS, "SubjectAccessReview"}
         tried = {attempt.key for attempt in tried}
         for threat in threats.applicable(backend.admission_rules):
             if threat.probe is not None:

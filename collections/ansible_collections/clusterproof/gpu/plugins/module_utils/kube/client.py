@@ -210,7 +210,11 @@ _CREATORS = {
     "Deployment": lambda api: k8s_client.AppsV1Api(api).create_namespaced_deployment,
     "Service": lambda api: k8s_client.CoreV1Api(api).create_namespaced_service,
     "ConfigMap": lambda api: k8s_client.CoreV1Api(api).create_namespaced_config_map,
+    "PersistentVolumeClaim": lambda api: k8s_client.CoreV1Api(api).create_namespaced_persistent_volume_claim,
 }
+
+# The kinds ``create_as`` sends.
+CREATABLE_AS = tuple(_CREATORS)
 
 
 def _impersonated(api: Any, user: str, groups: tuple[str, ...]) -> Any:
