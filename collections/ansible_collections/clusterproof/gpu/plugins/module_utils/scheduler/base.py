@@ -112,6 +112,9 @@ class Backend(abc.ABC):
     waiting_workloads_have_pods: ClassVar[bool] = True
     # Seconds between two arrivals so that the engine sees them in the order they came.
     arrival_gap_seconds: ClassVar[float] = 0.0
+    # Seconds after a pod that shares a GPU (``shared_gpu_group``) runs before the next arrival, so
+    # that the engine's own cache holds that GPU's use when it places the next fraction.
+    shared_gpu_settle_seconds: ClassVar[float] = 0.0
     # Where the project objects and the quota tree's objects are read back from.
     project_apis: ClassVar[tuple[Api, ...]]
     tree_apis: ClassVar[tuple[Api, ...]]

@@ -631,6 +631,11 @@ class KaiBackend(base.Backend):
     gpu_agent = True
     # KAI charges a pod to the queue its label names, whatever its namespace: the admission policy
     # holds a project's work to its own queue, and GPU work to KAI's scheduler name.
+    # KAI picks a fraction's GPU from its cache (the GPUs its snapshot holds shares of); under load its
+    # informers lag the API server. Seen once in 17 runs of fractional-gpus on a fresh sandbox beside
+    # the bundle build (and once in a CI rehearsal): c-g05 ran on its own GPU with 0.5 free, and c-g03,
+    # arriving after, was placed on a new GPU. Two of KAI's one-second cycles.
+    shared_gpu_settle_seconds = 2.0
     admission_rules = admission.AdmissionRules(
         engine="KAI scheduler",
         queue_labels=(QUEUE_LABEL, LEGACY_QUEUE_LABEL, PROJECT_QUEUE_LABEL),

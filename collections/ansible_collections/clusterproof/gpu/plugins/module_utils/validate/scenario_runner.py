@@ -748,15 +748,18 @@ class _Run:
         runs, at most ``arrival_seconds``; nothing marks it."""
         selector = "%s=%s" % (workloads.WORKLOAD_NAME_LABEL, name)
         pods_first = self.backend.waiting_workloads_have_pods
+        seen: list[Any] = []
 
         def decided() -> bool:
-            pods = self.core.list_namespaced_pod(namespace, label_selector=selector).items
+            seen[:] = self.core.list_namespaced_pod(namespace, label_selector=selector).items
             if pods_first:
-                return engine_decided(pods, pods_wanted)
-            return sum(1 for pod in pods if _runs(pod)) >= pods_wanted
+                return engine_decided(seen, pods_wanted)
+            return sum(1 for pod in seen if _runs(pod)) >= pods_wanted
 
         timeout = self.options.decision_seconds if pods_first else self.options.arrival_seconds
         wait_until(decided, timeout=timeout, interval=0.25)
+        if any(_runs(pod) and self.backend.shared_gpu_group(pod) for pod in seen):
+            time.sleep(self.backend.shared_gpu_settle_seconds)
 
     def _cleanup(self, objects: Sequence[dict[str, Any]]) -> str | None:
         """Remove what the run created; None when it is gone, else why not (a sentence)."""
