@@ -291,8 +291,12 @@ def test_a_scenario_s_namespaces_are_waited_for_until_gone(monkeypatch):
     assert not sr._Run._namespaces_gone(run, {"cp-a"})
 
 
-def run_of(cluster, pods_first=True, **options):
-    backend = types.SimpleNamespace(waiting_workloads_have_pods=pods_first)
+def run_of(cluster, pods_first=True, shared=None, settle=0.0, **options):
+    backend = types.SimpleNamespace(
+        waiting_workloads_have_pods=pods_first,
+        shared_gpu_group=lambda _pod: shared,
+        shared_gpu_settle_seconds=settle,
+    )
     return types.SimpleNamespace(core=cluster, backend=backend, options=sr.RunOptions(**options))
 
 
@@ -320,6 +324,20 @@ def test_a_submitted_workload_is_waited_for_until_the_engine_decided_or_the_time
     cluster = Cluster(pods=[listed(pod("Pending", None))])
     sr._Run._placed_or_waiting(run_of(cluster, decision_seconds=0), "cp-a", "train")
     assert len(cluster.selectors) == 1
+
+
+def test_after_a_fraction_runs_on_a_shared_gpu_the_next_arrival_waits_for_the_engine_s_cache():
+    cluster = Cluster(pods=[listed(pod("Running", "n1"))])
+    began = time.monotonic()
+    sr._Run._placed_or_waiting(run_of(cluster, shared="gpu-group-1", settle=0.5, decision_seconds=30), "cp-a", "f")
+    assert time.monotonic() - began >= 0.5
+    # A whole-GPU pod, or a fraction not running yet (marked unschedulable), goes on at once.
+    for shared, waiting in ((None, pod("Running", "n1")), ("gpu-group-1", pod("Pending", None, unschedulable=True))):
+        began = time.monotonic()
+        sr._Run._placed_or_waiting(
+            run_of(Cluster(pods=[listed(waiting)]), shared=shared, settle=30, decision_seconds=30), "cp-a", "f"
+        )
+        assert time.monotonic() - began < 5
 
 
 def test_where_a_waiting_workload_has_no_pod_the_wait_is_for_it_to_run_at_most_arrival_seconds():
