@@ -254,7 +254,7 @@ def _present(module, backend, applier, result):
         result["changed_objects"].append("deleted NetworkPolicy/%s" % policy["metadata"]["name"])
     # Ceilings no longer declared: the objects that held them go (an apply would leave them).
     kept = {manifest["kind"] for manifest in projects.resource_quota_manifests(project)}
-    for manifest in resource_quota.manifests(project.name, resource_quota.ALL_HELD, projects.MANAGED_BY):
+    for manifest in resource_quota.objects(project.name):
         if manifest["kind"] not in kept and applier.delete(manifest):
             result["changed_objects"].append("deleted %s/%s" % (manifest["kind"], manifest["metadata"]["name"]))
     for manifest in backend.project_manifests(project):

@@ -111,10 +111,7 @@ def _reach(api, params, declared):
 
 def _resource_quota_check(applier, project):
     """The project's ResourceQuota (and LimitRange) as its namespace holds them, against the declared."""
-    found = {
-        manifest["kind"]: applier.get(manifest)
-        for manifest in resource_quota.manifests(project.name, resource_quota.ALL_HELD, projects.MANAGED_BY)
-    }
+    found = {manifest["kind"]: applier.get(manifest) for manifest in resource_quota.objects(project.name)}
     return isolation_validation.resource_quota_check(
         project.name, project.resource_quota, found["ResourceQuota"], found["LimitRange"]
     )

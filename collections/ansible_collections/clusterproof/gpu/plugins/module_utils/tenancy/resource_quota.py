@@ -59,8 +59,6 @@ DEFAULT_HARD = {
     "configmaps": "500",
     "secrets": "500",
 }
-# Every ceiling at once: the objects a project may have (to remove those no longer declared).
-ALL_HELD = {"pods": "0", "requests.cpu": "0"}
 # What a container that states none is given where CPU or memory is held to a ceiling.
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
 DEFAULT_LIMITS = {"cpu": "1", "memory": "1Gi"}
@@ -169,6 +167,14 @@ def manifests(namespace: str, hard: Mapping[str, str], labels: Mapping[str, str]
             }
         )
     return found
+
+
+def objects(namespace: str) -> list[dict[str, Any]]:
+    """Each object ``manifests`` may make in ``namespace``, by kind and name (to read or delete)."""
+    return [
+        {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": namespace}}
+        for kind, name in (("ResourceQuota", NAME), ("LimitRange", LIMIT_RANGE_NAME))
+    ]
 
 
 def differences(wanted: Mapping[str, str], found: Mapping[str, Any] | None) -> list[str]:
