@@ -274,10 +274,22 @@ def _fake_binaries(plan, names):
     """Install a stand-in script for each of ``names`` the way the build does (plan.install stamps it)."""
     plan.bin_dir.mkdir(parents=True)
     for name in names:
-        built = plan.bin_dir / (name + ".tmp")
+        built = plan.build_target(name)
         built.write_text("#!/bin/sh\n")
         built.chmod(0o755)
         plan.install(built, name)
+
+
+def test_two_builds_at_once_write_their_binaries_to_names_of_their_own(tmp_path):
+    """``./clusterproof build`` beside ``./clusterproof bundle`` (which builds the sandbox's binaries
+    too) once failed: one build moved the other's ``kai-scheduler.tmp`` into place before it could."""
+    plan = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(), tmp_path, "go1.26.8")
+    mine = plan.build_target("kai-scheduler")
+    assert mine.parent == plan.bin_dir
+    assert str(os.getpid()) in mine.name
+    _fake_binaries(plan, ["kai-scheduler"])
+    assert plan.is_current("kai-scheduler")
+    assert not mine.exists()
 
 
 def _fake_build(plan):

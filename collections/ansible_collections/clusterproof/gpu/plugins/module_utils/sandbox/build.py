@@ -310,6 +310,12 @@ class BuildPlan:
             and stamp.read_text().strip() == self.versions.version_of(name)
         )
 
+    def build_target(self, name: str) -> Path:
+        """Where ``go build`` writes ``name`` before ``install`` moves it into place: a name of this
+        process's own, so that two builds at once (``./clusterproof build`` beside ``./clusterproof
+        bundle``, which builds the sandbox's binaries too) never move each other's file away."""
+        return self.bin_dir / f".{name}.{os.getpid()}.tmp"
+
     def install(self, built: Path, name: str) -> None:
         """Move a freshly built binary into place and stamp it with its version."""
         built.rename(self.binary(name))
@@ -406,7 +412,7 @@ def _build_kubernetes(plan_: BuildPlan, log: Path, progress: Progress, wanted: I
     ldflags = kubernetes_version_ldflags(version, build_date)
     for command in wanted:
         progress(f"building {command} {version} (go build; the first build on 2 cores takes many minutes)")
-        out = plan_.bin_dir / (command + ".tmp")
+        out = plan_.build_target(command)
         package = KUBERNETES_MODULE + "/cmd/" + command
         _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, env, log)
         plan_.install(out, command)
@@ -422,7 +428,7 @@ def _build_etcd(plan_: BuildPlan, log: Path, progress: Progress) -> None:
     )
     (work / "main.go").write_text(ETCD_MAIN)
     progress(f"building etcd {version}")
-    out = plan_.bin_dir / "etcd.tmp"
+    out = plan_.build_target("etcd")
     _run(["go", "build", "-ldflags", "-s -w", "-o", str(out), "."], work, env, log)
     plan_.install(out, "etcd")
 
@@ -469,7 +475,7 @@ def _build_in(
     plan_: BuildPlan, work: Path, log: Path, progress: Progress, binary: str, package: str, ldflags: str = "-s -w"
 ) -> None:
     progress("building %s %s" % (binary, plan_.versions.version_of(binary)))
-    out = plan_.bin_dir / (binary + ".tmp")
+    out = plan_.build_target(binary)
     _run(["go", "build", "-ldflags", ldflags, "-o", str(out), package], work, go_modules.go_env(), log)
     plan_.install(out, binary)
 
