@@ -8,7 +8,9 @@ names it at the end).
 It prints the stages of the run (ruff, unit tests, the builds, the end-to-end tests), each xdist
 group with its worker, start, wall and CPU seconds, each worker's timeline and idle time, the
 critical path (the worker that finished last, group by group), the slowest tests split into
-setup, call and teardown, and the machine's load over the run in five-minute buckets.
+setup, call and teardown, the machine's load over the run in five-minute buckets, and the CPU
+seconds of each program over the run (the lab's hosts' programs apart; what a program ran and waited
+for as its "ended children": ansible-playbook's forks and modules).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Profile:
     tests: list[TestTime]
     load: list[tuple[float, float, float]]
     started: float
+    # CPU seconds by program over the run, from the load samples (tests/timings.py's ProgramCpu).
+    programs: dict[str, float] = field(default_factory=dict)
     # Begun and not ended (nodeid, worker, start): what ran when the file was read.
     running: list[tuple[str, str, float]] = field(default_factory=list)
     # Each failed phase: (nodeid, when, the end of pytest's message).
@@ -58,6 +62,7 @@ def read(path: Path) -> Profile:
     load: list[tuple[float, float, float]] = []
     begun: dict[str, tuple[str, str, float]] = {}
     failures: list[tuple[str, str, str]] = []
+    programs: dict[str, float] = defaultdict(float)
     for number, text in enumerate(path.read_text().splitlines(), 1):
         if not text.strip():
             continue
@@ -81,6 +86,8 @@ def read(path: Path) -> Profile:
                 failures.append((line["nodeid"], line["when"], line.get("message", "")))
         elif kind == "load":
             load.append((line["t"], line["load1"], line["busy"]))
+            for program, seconds in line.get("programs", {}).items():
+                programs[program] += seconds
     for nodeid, test in tests.items():
         test.phases = {when: seconds for when, (seconds, _) in phases[nodeid].items()}
         outcomes = {outcome for _, outcome in phases[nodeid].values()}
@@ -91,7 +98,8 @@ def read(path: Path) -> Profile:
     if not starts:
         raise SystemExit(f"{path}: no stage and no test recorded")
     ordered = sorted(((name, start, end) for name, (start, end) in stages.items()), key=lambda s: s[1])
-    return Profile(ordered, sorted(tests.values(), key=lambda t: t.start), sorted(load), min(starts), running, failures)
+    by_start = sorted(tests.values(), key=lambda t: t.start)
+    return Profile(ordered, by_start, sorted(load), min(starts), dict(programs), running, failures)
 
 
 def minutes(seconds: float) -> str:
@@ -189,6 +197,13 @@ def report(profile: Profile, top: int, brief: bool = False) -> str:
                 )
                 for bucket, values in sorted(buckets.items())
             ],
+        )
+    if profile.programs:
+        total = sum(profile.programs.values())
+        heaviest = sorted(profile.programs.items(), key=lambda p: -p[1])[:top]
+        sections["CPU by program, over the run"] = table(
+            ("program", "cpu_s", "share"),
+            [(name, round(seconds), "%.1f%%" % (100 * seconds / total)) for name, seconds in heaviest],
         )
     if profile.running:
         now = max([t.stop for t in profile.tests] + [start for _, _, start in profile.running])

@@ -9,9 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from bench import suite_profile
+from tests import timings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,8 +80,14 @@ def write_times(path: Path) -> Path:
             stop=t0 + 170,
             cpu_s=1.0,
         ),
-        line(kind="load", t=t0 + 100, load1=3.5, busy=0.9),
-        line(kind="load", t=t0 + 400, load1=1.5, busy=0.5),
+        line(kind="load", t=t0 + 100, load1=3.5, busy=0.9, programs={"kube-apiserver": 4.0, "lab: kubelet": 1.5}),
+        line(
+            kind="load",
+            t=t0 + 400,
+            load1=1.5,
+            busy=0.5,
+            programs={"kube-apiserver": 2.0, "pytest (ended children)": 12.5},
+        ),
         "",
     ]
     path.write_text("\n".join(lines))
@@ -120,6 +128,44 @@ def test_the_profile_puts_each_test_with_its_phases_and_finds_the_critical_path(
     assert "## the 2 slowest tests" in text and "0:00  3.5         3.5" in text
     brief = suite_profile.report(profile, top=2, brief=True)
     assert "## stages" in brief and "## critical path" in brief and "slowest" not in brief
+
+
+def test_the_cpu_by_program_is_summed_over_the_run_heaviest_first(tmp_path):
+    profile = suite_profile.read(write_times(tmp_path / "times.jsonl"))
+    assert profile.programs == {"kube-apiserver": 6.0, "lab: kubelet": 1.5, "pytest (ended children)": 12.5}
+    text = suite_profile.report(profile, top=10)
+    section = text.split("## CPU by program, over the run\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert [row.split()[0] for row in section[2:]] == ["pytest", "kube-apiserver", "lab:"]
+    assert section[2].split()[-2:] == ["12", "62.5%"]
+
+
+def test_a_program_is_named_by_what_it_runs_and_a_lab_host_s_apart():
+    slice_ = "0::/machine.slice/machine-lab1.scope/payload\n"
+    assert timings.program_of("kube-apiserver", ["/x/kube-apiserver", "--etcd-servers=..."], "0::/user.slice\n") == (
+        "kube-apiserver"
+    )
+    assert timings.program_of("kubelet", ["/usr/bin/kubelet"], slice_) == "lab: kubelet"
+    assert timings.program_of("ansible-playboo", ["/v/bin/python", "/v/bin/ansible-playbook", "site.yml"], "") == (
+        "ansible-playbook"
+    )
+    assert timings.program_of("python", ["/v/bin/python", "/tmp/ansible-tmp-1/AnsiballZ_x.py"], "") == "ansible module"
+    assert timings.program_of("python3.11", ["python", "-c", "from xdist.remote import ..."], "") == "pytest"
+    assert timings.program_of("python", ["python", "-c", "import sys;exec(eval(sys.stdin.readline()))"], "") == "pytest"
+    assert timings.program_of("python", ["python", "-m", "http.server"], "") == "python"
+
+
+def test_the_cpu_of_a_child_that_ran_and_ended_between_samples_is_its_parent_s(tmp_path):
+    """A busy child started and waited for between two samples: its seconds are this process's
+    "(ended children)", not lost, and not counted twice."""
+    programs = timings.ProgramCpu()
+    programs.sample()
+    subprocess.run([sys.executable, "-c", "sum(range(40_000_000))"], check=True)
+    used = programs.sample()
+    me = timings.program_of("python", psutil.Process().cmdline(), "")
+    child_cpu = used.get(me + " (ended children)", 0.0)
+    assert child_cpu >= 0.3, used
+    again = programs.sample()
+    assert again.get(me + " (ended children)", 0.0) < 0.1, again
 
 
 def test_a_line_that_is_not_json_names_its_file_and_line(tmp_path):
