@@ -135,12 +135,14 @@ PYTHON_ROLES = (
 def program_of(name: str, cmdline: list[str], cgroup: str) -> str:
     """The program a process is, for the CPU table: its name, a Python process by what it runs
     (ansible-playbook, an Ansible module, molecule, pytest), and ``lab:`` before a lab host's own
-    (in machine.slice, where systemd-nspawn puts each host)."""
+    (in the ``clusterproof-lab`` cgroup lab/machines.py makes for the hosts, or in systemd's
+    machine.slice)."""
     program = name
     if name.startswith("python") or name in ("ansible-playboo", "ansible-playbook"):
         joined = " ".join(cmdline[:4])
         program = next((role for marker, role in PYTHON_ROLES if marker in joined), "python")
-    return ("lab: " + program) if "machine.slice" in cgroup else program
+    in_lab = "clusterproof-lab" in cgroup or "machine.slice" in cgroup
+    return ("lab: " + program) if in_lab else program
 
 
 class ProgramCpu:

@@ -145,6 +145,8 @@ def test_a_program_is_named_by_what_it_runs_and_a_lab_host_s_apart():
         "kube-apiserver"
     )
     assert timings.program_of("kubelet", ["/usr/bin/kubelet"], slice_) == "lab: kubelet"
+    v1 = "4:memory:/clusterproof-lab/lab-1\n1:cpu,cpuacct:/clusterproof-lab/lab-1\n"
+    assert timings.program_of("containerd", ["/usr/bin/containerd"], v1) == "lab: containerd"
     assert timings.program_of("ansible-playboo", ["/v/bin/python", "/v/bin/ansible-playbook", "site.yml"], "") == (
         "ansible-playbook"
     )
