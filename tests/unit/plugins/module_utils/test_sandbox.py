@@ -122,6 +122,20 @@ def test_up_restarts_a_dead_addon_from_its_record_and_not_one_stopped_on_purpose
         sandbox.stop(layout, "sleeper")
 
 
+def test_a_component_runs_ahead_of_its_drivers_where_the_niceness_may_be_lowered(tmp_path):
+    """The control plane and the engines at ``COMPONENT_NICENESS`` (root may lower it), else at this
+    process's own: a sandbox started by another user still comes up."""
+    layout = sandbox.Layout(tmp_path)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    expected = sandbox.COMPONENT_NICENESS if os.geteuid() == 0 else own
+    try:
+        pid = sandbox.start(layout, sandbox.Component("sleeper", (SLEEP, "60"), ""))
+        assert os.getpriority(os.PRIO_PROCESS, pid) == expected
+        assert os.getpriority(os.PRIO_PROCESS, 0) == own, "the caller's own niceness is left alone"
+    finally:
+        sandbox.stop(layout, "sleeper")
+
+
 # Exits only at a second SIGTERM, as Kubernetes' components do while they drain requests; says
 # when its handler is in place.
 DRAINING = """
