@@ -340,6 +340,20 @@ def test_after_a_fraction_runs_on_a_shared_gpu_the_next_arrival_waits_for_the_en
         assert time.monotonic() - began < 5
 
 
+def test_after_a_fraction_runs_the_wait_is_as_long_as_the_engine_took_to_decide_within_its_floor_and_cap():
+    assert sr.shared_gpu_settle(0.8, 2.0) == 2.0  # a quiet machine: the engine's floor
+    assert sr.shared_gpu_settle(7.5, 2.0) == 7.5  # under load: as long as the decision took
+    assert sr.shared_gpu_settle(400.0, 2.0) == sr.SHARED_GPU_SETTLE_CAP
+    assert sr.shared_gpu_settle(7.5, 0.0) == 0.0  # an engine without shared GPUs never waits
+    # Measured from the submission: a fraction that took a second to run waits a second at least.
+    cluster = Cluster(pods=[listed(pod("Running", "n1"))])
+    began = time.monotonic()
+    sr._Run._placed_or_waiting(
+        run_of(cluster, shared="gpu-group-1", settle=0.2, decision_seconds=30), "cp-a", "f", submitted=began - 1.0
+    )
+    assert time.monotonic() - began >= 0.9
+
+
 def test_where_a_waiting_workload_has_no_pod_the_wait_is_for_it_to_run_at_most_arrival_seconds():
     cluster = Cluster(pods=[listed(), listed(pod("Running", "n1"))])
     sr._Run._placed_or_waiting(run_of(cluster, pods_first=False, arrival_seconds=30), "cp-a", "train")

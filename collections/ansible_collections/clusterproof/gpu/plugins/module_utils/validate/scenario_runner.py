@@ -586,6 +586,7 @@ class _Run:
         )
         manifests = [self._labelled(manifest) for manifest in manifests]
         self.created[job.name] = (job, manifests)
+        submitted = time.monotonic()
         for manifest in manifests:
             if manifest["kind"] == "Deployment":
                 self.apps.create_namespaced_deployment(namespace, manifest)
@@ -597,7 +598,7 @@ class _Run:
             self.gangs[job.name] = [manifest for manifest in manifests if manifest["kind"] == "Pod"]
         # Workloads arrive one after the other, as users submit them and as the model reads them:
         # the scheduler places each before the next comes.
-        self._placed_or_waiting(namespace, job.name, job.replicas or 1)
+        self._placed_or_waiting(namespace, job.name, job.replicas or 1, submitted)
         if self.backend.arrival_gap_seconds:
             time.sleep(self.backend.arrival_gap_seconds)
 
@@ -738,14 +739,18 @@ class _Run:
                 self._check_health()
             time.sleep(1)
 
-    def _placed_or_waiting(self, namespace: str, name: str, pods_wanted: int = 1) -> None:
+    def _placed_or_waiting(
+        self, namespace: str, name: str, pods_wanted: int = 1, submitted: float | None = None
+    ) -> None:
         """Wait until the engine has decided about the workload just submitted, so that the next
         one arrives after that decision, as the model reads arrivals (``scenarios.predictions``).
         Where a waiting workload has pods: until ``engine_decided`` (each pod runs, or the engine
         marked it unschedulable for now), at most ``decision_seconds``. Under load a fixed 3 s was
         too short: KAI had not yet placed a 0.6 GPU when the 0.4 came, placed both in one cycle, on
         two GPUs instead of one. Where a waiting workload has no pod (a suspended Job): until it
-        runs, at most ``arrival_seconds``; nothing marks it."""
+        runs, at most ``arrival_seconds``; nothing marks it. After a pod that shares a GPU runs, the
+        next arrival also waits ``shared_gpu_settle`` (``submitted``: when the workload was
+        created, by the monotonic clock)."""
         selector = "%s=%s" % (workloads.WORKLOAD_NAME_LABEL, name)
         pods_first = self.backend.waiting_workloads_have_pods
         seen: list[Any] = []
@@ -757,9 +762,10 @@ class _Run:
             return sum(1 for pod in seen if _runs(pod)) >= pods_wanted
 
         timeout = self.options.decision_seconds if pods_first else self.options.arrival_seconds
-        wait_until(decided, timeout=timeout, interval=0.25)
+        waited = wait_until(decided, timeout=timeout, interval=0.25)
         if any(_runs(pod) and self.backend.shared_gpu_group(pod) for pod in seen):
-            time.sleep(self.backend.shared_gpu_settle_seconds)
+            took = waited.waited_s if submitted is None else time.monotonic() - submitted
+            time.sleep(shared_gpu_settle(took, self.backend.shared_gpu_settle_seconds))
 
     def _cleanup(self, objects: Sequence[dict[str, Any]]) -> str | None:
         """Remove what the run created; None when it is gone, else why not (a sentence)."""
@@ -778,6 +784,23 @@ class _Run:
             return not names & {ns.metadata.name for ns in self.core.list_namespace().items}
 
         return wait_until(gone, timeout=CLEANUP_SECONDS, interval=1).held
+
+
+# The longest wait after a fraction runs on a shared GPU (``shared_gpu_settle``).
+SHARED_GPU_SETTLE_CAP = 30.0
+
+
+def shared_gpu_settle(decided_after: float, floor: float) -> float:
+    """Seconds the next arrival waits after a pod that shares a GPU runs, so that the engine's cache
+    holds that GPU's share when it places the next fraction: the engine's own ``floor`` (KAI: two of
+    its cycles), or as long as the engine took to decide about the pod, whichever is longer, at most
+    ``SHARED_GPU_SETTLE_CAP``. Its informers lag as its decisions do: under a load of 15 on two
+    cores a pod took seconds from creation to running, and the next fraction, two seconds after,
+    was placed on a new GPU as if the shared one were empty. No floor (an engine without shared
+    GPUs): no wait."""
+    if floor <= 0:
+        return 0.0
+    return min(max(floor, decided_after), SHARED_GPU_SETTLE_CAP)
 
 
 def _runs(pod: Any) -> bool:
