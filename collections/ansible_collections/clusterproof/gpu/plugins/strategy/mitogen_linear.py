@@ -1,0 +1,36 @@
+"""Strategy: Ansible's ``linear``, with Mitogen for Ansible (the ``mitogen`` package, pinned in
+requirements.txt) running the tasks.
+
+Every task of a run otherwise forks a worker, builds the module's AnsiballZ payload again and starts
+a new Python that compiles the collection's module_utils from that zip before it imports the
+Kubernetes client: measured with py-spy on the sandbox, 3 Dec, that was most of a playbook run's
+CPU, and Ansible was about half of the test suite's (tests/timings.py's CPU by program). Mitogen
+keeps one interpreter per target for the run, with the modules' code cached in it: a validation
+used 6.7 CPU seconds instead of 8.9 to 10.0, the scheduler stage 3.5 instead of 7.1 to 7.7, the
+same tasks with the same results. Connections Mitogen does not serve (the molecule scenarios'
+chroots) run as they would under ``linear``.
+
+``ansible.cfg`` names it (``strategy = clusterproof.gpu.mitogen_linear``); a play or a run may
+still choose another (``ANSIBLE_STRATEGY=linear``).
+"""
+
+from __future__ import annotations
+
+import ansible_mitogen.loaders
+import ansible_mitogen.strategy
+
+DOCUMENTATION = r"""
+name: mitogen_linear
+short_description: Ansible's linear strategy, with Mitogen running the tasks
+description:
+  - The tasks of each play run in order on all its hosts, as under C(ansible.builtin.linear).
+  - Mitogen keeps one Python interpreter per target for the run and runs the modules in it, instead
+    of one new process per task.
+author: clusterproof
+"""
+
+_Linear = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
+
+
+class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):  # type: ignore[misc, valid-type]
+    """``linear``, with Mitogen's connection and task handling mixed in."""
