@@ -30,7 +30,25 @@ author: clusterproof
 """
 
 _Linear = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
+LOCAL = "local"
 
 
 class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):  # type: ignore[misc, valid-type]
-    """``linear``, with Mitogen's connection and task handling mixed in."""
+    """``linear``, with Mitogen's connection and task handling mixed in for plays on the controller."""
+
+    def run(self, iterator, play_context):  # noqa: ANN001, ANN201 - Ansible's signature
+        if all(connection == LOCAL for connection in self._connections(iterator)):
+            return super().run(iterator, play_context)
+        # Not Mitogen's run: its wrappers stay out, and the play's tasks run as under linear.
+        return _Linear.run(self, iterator, play_context)
+
+    def _connections(self, iterator):  # noqa: ANN001, ANN202
+        """The connection each host of the play is reached by: the host's ``ansible_connection``, else
+        the ``connection`` the play's own text names, else SSH (Ansible's precedence)."""
+        play = iterator._play
+        written = (getattr(play, "_ds", None) or {}).get("connection") if isinstance(play._ds, dict) else None
+        names = []
+        for host in self._inventory.get_hosts(play.hosts):
+            variables = self._variable_manager.get_vars(play=play, host=host)
+            names.append(str(variables.get("ansible_connection") or written or "ssh"))
+        return names
