@@ -16,8 +16,24 @@ still choose another (``ANSIBLE_STRATEGY=linear``).
 
 from __future__ import annotations
 
+import ansible_mitogen.affinity
 import ansible_mitogen.loaders
 import ansible_mitogen.strategy
+
+
+def _becomes(play) -> bool:  # noqa: ANN001
+    """The play's own text says ``become``: Mitogen then runs sudo even where the user is already
+    the one to become (Ansible's ``become_allow_same_user`` false skips it), and a controller without
+    sudo failed gpu_nodes.yml's first task. Such a play runs under linear."""
+    written = getattr(play, "_ds", None)
+    return isinstance(written, dict) and bool(written.get("become"))
+
+
+# Mitogen pins its processes each to one CPU (its LinuxPolicy), and whatever a module starts
+# inherits the pin: the sandbox's control plane and engines, and the lab's hosts, whose kubeadm
+# then refused to init ("[ERROR NumCPU]: the number of available CPUs 1 is less than the required
+# 2", 3 Dec). Its base Policy pins nothing: every process keeps the machine's CPUs.
+ansible_mitogen.affinity.policy = ansible_mitogen.affinity.Policy()
 
 DOCUMENTATION = r"""
 name: mitogen_linear
@@ -37,7 +53,8 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):  # type: 
     """``linear``, with Mitogen's connection and task handling mixed in for plays on the controller."""
 
     def run(self, iterator, play_context):  # noqa: ANN001, ANN201 - Ansible's signature
-        if all(connection == LOCAL for connection in self._connections(iterator)):
+        connections = self._connections(iterator)
+        if connections and all(connection == LOCAL for connection in connections) and not _becomes(iterator._play):
             return super().run(iterator, play_context)
         # Not Mitogen's run: its wrappers stay out, and the play's tasks run as under linear.
         return _Linear.run(self, iterator, play_context)
