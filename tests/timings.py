@@ -167,7 +167,8 @@ class ProgramCpu:
 
     def sample(self) -> dict[str, float]:
         machine = sum(psutil.cpu_times()[:3])  # user, nice, system
-        baseline = self._machine is None
+        previous, self._machine = self._machine, machine
+        baseline = previous is None
         seen: dict[tuple[int, float], tuple[str, float, float, int]] = {}
         used: dict[str, float] = {}
         for process in psutil.process_iter(["name", "create_time", "cpu_times", "ppid"]):
@@ -202,8 +203,7 @@ class ProgramCpu:
                 label = parent + " (ended children)"
                 used[label] = used.get(label, 0.0) - own - children
         self._seen = seen
-        previous, self._machine = self._machine, machine
-        if previous is None:
+        if baseline:
             return {}
         unaccounted = machine - previous - sum(used.values())
         if unaccounted > 0:

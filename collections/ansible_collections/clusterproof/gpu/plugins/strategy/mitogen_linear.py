@@ -21,12 +21,10 @@ import ansible_mitogen.loaders
 import ansible_mitogen.strategy
 
 
-def _becomes(play) -> bool:  # noqa: ANN001
-    """The play's own text says ``become``: Mitogen then runs sudo even where the user is already
-    the one to become (Ansible's ``become_allow_same_user`` false skips it), and a controller without
-    sudo failed gpu_nodes.yml's first task. Such a play runs under linear."""
-    written = getattr(play, "_ds", None)
-    return isinstance(written, dict) and bool(written.get("become"))
+def _written(play, keyword: str):  # noqa: ANN001, ANN202
+    """What the play's own text sets ``keyword`` to (None where it says nothing)."""
+    text = getattr(play, "_ds", None)
+    return text.get(keyword) if isinstance(text, dict) else None
 
 
 # Mitogen pins its processes each to one CPU (its LinuxPolicy), and whatever a module starts
@@ -53,19 +51,23 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):  # type: 
     """``linear``, with Mitogen's connection and task handling mixed in for plays on the controller."""
 
     def run(self, iterator, play_context):  # noqa: ANN001, ANN201 - Ansible's signature
-        connections = self._connections(iterator)
-        if connections and all(connection == LOCAL for connection in connections) and not _becomes(iterator._play):
+        if self._on_the_controller(iterator._play):
             return super().run(iterator, play_context)
         # Not Mitogen's run: its wrappers stay out, and the play's tasks run as under linear.
         return _Linear.run(self, iterator, play_context)
 
-    def _connections(self, iterator):  # noqa: ANN001, ANN202
-        """The connection each host of the play is reached by: the host's ``ansible_connection``, else
-        the ``connection`` the play's own text names, else SSH (Ansible's precedence)."""
-        play = iterator._play
-        written = (getattr(play, "_ds", None) or {}).get("connection") if isinstance(play._ds, dict) else None
-        names = []
-        for host in self._inventory.get_hosts(play.hosts):
-            variables = self._variable_manager.get_vars(play=play, host=host)
-            names.append(str(variables.get("ansible_connection") or written or "ssh"))
-        return names
+    def _on_the_controller(self, play) -> bool:  # noqa: ANN001
+        """The play has hosts, each reached by the local connection (the host's ``ansible_connection``,
+        else the play's ``connection``, else SSH: Ansible's precedence), and its text says no
+        ``become``: Mitogen runs sudo even where the user is already the one to become (Ansible's
+        ``become_allow_same_user`` false skips it), and a controller without sudo failed
+        gpu_nodes.yml's first task. The first host that is not local ends the look."""
+        if _written(play, "become"):
+            return False
+        hosts = self._inventory.get_hosts(play.hosts)
+        default = _written(play, "connection") or "ssh"
+
+        def connection(host) -> str:  # noqa: ANN001
+            return str(self._variable_manager.get_vars(play=play, host=host).get("ansible_connection") or default)
+
+        return bool(hosts) and all(connection(host) == LOCAL for host in hosts)
