@@ -122,6 +122,31 @@ def test_up_restarts_a_dead_addon_from_its_record_and_not_one_stopped_on_purpose
         sandbox.stop(layout, "sleeper")
 
 
+def test_a_component_whose_binary_a_build_replaced_is_started_again_with_the_new_one(tmp_path):
+    """A moved pin rebuilds a binary at the same path (written beside it, renamed over it): the
+    process still running the old one is not "running as declared", and is started again."""
+    layout = sandbox.Layout(tmp_path / "state")
+    program = tmp_path / "bin" / "sleeper"
+    program.parent.mkdir()
+    shutil.copy2(SLEEP, program)
+    component = sandbox.Component("sleeper", (str(program), "60"), "")
+    try:
+        assert sandbox.run_components(layout, [component], timeout=10) == ["sleeper"]
+        first = sandbox.running_pid(layout, "sleeper")
+        assert sandbox.runs_as_declared(layout, component)
+        assert sandbox.run_components(layout, [component], timeout=10) == [], "the same build is left running"
+        rebuilt = program.with_name(".sleeper.tmp")
+        shutil.copy2(SLEEP, rebuilt)
+        os.replace(rebuilt, program)
+        assert sandbox.program_replaced(first) and not sandbox.runs_as_declared(layout, component)
+        assert sandbox.run_components(layout, [component], timeout=10) == ["sleeper"]
+        second = sandbox.running_pid(layout, "sleeper")
+        assert second not in (None, first) and not sandbox.program_replaced(second)
+        assert sandbox.running_pid(layout, "sleeper") == second
+    finally:
+        sandbox.stop(layout, "sleeper")
+
+
 def test_a_component_runs_ahead_of_its_drivers_where_the_niceness_may_be_lowered(tmp_path):
     """The control plane and the engines at ``COMPONENT_NICENESS`` (root may lower it), else at this
     process's own: a sandbox started by another user still comes up."""
@@ -325,7 +350,7 @@ def test_a_new_pin_rebuilds_only_its_component(tmp_path):
     assert kwok_bumped.missing() == ["kwok"]
     kai_bumped = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(kai_scheduler="v0.11.0"), tmp_path, "go1.26.8")
     assert kai_bumped.missing() == [*sandbox_build.KAI_COMMANDS, sandbox_build.KAI_CHART_ITEM]
-    kueue_bumped = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(kueue="v0.16.1"), tmp_path, "go1.26.8")
+    kueue_bumped = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(kueue="v0.16.2"), tmp_path, "go1.26.8")
     assert kueue_bumped.missing() == ["kueue", sandbox_build.KUEUE_MANIFESTS_ITEM]
     (built.bin_dir / "kube-scheduler").unlink()
     assert built.missing() == ["kube-scheduler"]

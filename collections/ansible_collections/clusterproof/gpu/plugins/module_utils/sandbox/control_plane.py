@@ -680,20 +680,40 @@ def answers(layout: Layout, component: Component, grace: float = READY_GRACE) ->
     return wait_until(state, lambda seen: seen != "starting", timeout=grace, interval=0.5).value == "ready"
 
 
+def program_replaced(pid: int) -> bool:
+    """Whether the program a process runs has been replaced on disk since it started: the build
+    writes a new binary beside the old and renames it over it (a moved pin), and the kernel then
+    names the old, unlinked file "<path> (deleted)". False where that cannot be read."""
+    try:
+        return os.readlink("/proc/%d/exe" % pid).endswith(" (deleted)")
+    except OSError:
+        return False
+
+
+def runs_as_declared(layout: Layout, component: Component) -> bool:
+    """Whether ``component`` runs with its command line and the program now at its path (what
+    ``run_components`` would leave running as it is, if it answers)."""
+    pid = running_pid(layout, component.name, component.argv)
+    return pid is not None and not program_replaced(pid)
+
+
 def run_components(layout: Layout, wanted: Iterable[Component], timeout: float = 120.0) -> list[str]:
-    """Start, in order, each component not already running with its command line (restarting one
-    that runs with another, or that runs but does not answer), waiting for each to be ready.
+    """Start, in order, each component not already running with its command line and its current
+    program (restarting one that runs with another command line, one whose binary a build has
+    replaced since it started, or one that runs but does not answer), waiting for each to be ready.
     Returns the names started."""
     started = []
     for component in wanted:
-        if running_pid(layout, component.name, component.argv) is not None and answers(layout, component):
+        if runs_as_declared(layout, component) and answers(layout, component):
             _complete_record(layout, component)
             continue
         if running_pid(layout, component.name) is not None:
-            # Running with another command line (the inventory changed its ports, say), or running
-            # but not answering: a kube-apiserver sent SIGTERM closes its port at once yet takes
-            # about a minute to exit. ``stop`` signals it again (the API server exits at a second
-            # signal) and waits until it has gone, so the new one finds its port free.
+            # Running with another command line (the inventory changed its ports, say), running an
+            # older build of its program (the same path: when Kueue's pin moved, the old Kueue went on
+            # running after the build put the new one there), or running but not answering: a
+            # kube-apiserver sent SIGTERM closes its port at once yet takes about a minute to exit.
+            # ``stop`` signals it again (the API server exits at a second signal) and waits until it
+            # has gone, so the new one finds its port free.
             stop(layout, component.name)
         missing = [arg for arg in component.argv[:1] if not os.access(arg, os.X_OK)]
         if missing:

@@ -145,4 +145,4 @@ class InstallStep(kube.Changes):
         self.started += control_plane.run_components(self.layout, components, timeout)
 
     def _runs(self, component: Component) -> bool:
-        return control_plane.running_pid(self.layout, component.name, component.argv) is not None
+        return control_plane.runs_as_declared(self.layout, component)

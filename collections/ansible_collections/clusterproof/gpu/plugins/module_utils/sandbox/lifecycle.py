@@ -101,7 +101,7 @@ def up(
     Ready, then every process started into it since (an engine's, the GPU agent) that has died."""
     wanted = control_plane.components(layout, bin_dir, ports)
     core_names = [c.name for c in wanted]
-    not_running = [c.name for c in wanted if control_plane.running_pid(layout, c.name, c.argv) is None]
+    not_running = [c.name for c in wanted if not control_plane.runs_as_declared(layout, c)]
     not_running += [name for name in control_plane.recorded_addons(layout, core_names) if not _runs(layout, name)]
     if check_mode:
         changed = bool(not_running) or control_plane.plan_nodes(nodes, existing_nodes(node_api(layout))).changed

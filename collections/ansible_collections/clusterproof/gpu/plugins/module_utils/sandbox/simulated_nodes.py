@@ -135,7 +135,7 @@ def present(
     """Make the declared simulated nodes exist and Ready, with KWOK (and the agent) running."""
     nodes = [tainted(node) for node in nodes]
     wanted = components(layout, kwok_binary, port, gpu_agent, agent_pythonpath)
-    running = [c.name for c in wanted if control_plane.running_pid(layout, c.name, c.argv) is not None]
+    running = [c.name for c in wanted if control_plane.runs_as_declared(layout, c)]
     unwanted = [name for name in PROCESSES if name not in {c.name for c in wanted}]
     stale = [name for name in unwanted if control_plane.running_pid(layout, name) is not None]
     files_differ = not (
