@@ -244,13 +244,42 @@ def test_webhooks_are_called_by_url_on_loopback_for_enabled_integrations_only():
     assert "service" in UPSTREAM_WEBHOOKS[0]["webhooks"][0]["clientConfig"]
 
 
-def test_multi_version_crds_are_converted_by_kueue_on_loopback():
-    crd = {"kind": "CustomResourceDefinition", "spec": {"versions": [{"name": "v1beta1"}, {"name": "v1beta2"}]}}
-    converted = kueue.with_conversion_webhook(crd, PORTS, b"CA")
-    assert converted["spec"]["conversion"]["strategy"] == "Webhook"
-    assert converted["spec"]["conversion"]["webhook"]["clientConfig"]["url"] == "https://127.0.0.1:20019/convert"
-    single = {"kind": "CustomResourceDefinition", "spec": {"versions": [{"name": "v1beta1"}]}}
-    assert "conversion" not in kueue.with_conversion_webhook(single, PORTS, b"CA")["spec"]
+CHART_CRD = """---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  annotations:
+    controller-gen.kubebuilder.io/version: v0.20.1
+  name: %s
+spec:
+%s  group: kueue.x-k8s.io
+"""
+WEBHOOK_STANZA = """  conversion:
+    strategy: Webhook
+    webhook:
+      clientConfig:
+        service:
+          name: '{{ include "kueue.fullname" . }}-webhook-service'
+"""
+
+
+def test_kueue_converts_only_the_crds_its_chart_has_it_convert_and_the_api_server_the_others():
+    converted = kueue.webhook_converted_crds(
+        [
+            CHART_CRD % ("clusterqueues.kueue.x-k8s.io", WEBHOOK_STANZA),
+            CHART_CRD % ("resourceflavors.kueue.x-k8s.io", ""),
+            "{{- if .Values.enableCertManager }}\n" + CHART_CRD % ("workloads.kueue.x-k8s.io", WEBHOOK_STANZA),
+        ]
+    )
+    assert converted == {"clusterqueues.kueue.x-k8s.io", "workloads.kueue.x-k8s.io"}
+    versions = {"versions": [{"name": "v1beta1"}, {"name": "v1beta2"}]}
+    queue = {"kind": "CustomResourceDefinition", "metadata": {"name": "clusterqueues.kueue.x-k8s.io"}, "spec": versions}
+    webhook = kueue.with_conversion_webhook(queue, PORTS, b"CA", converted)["spec"]["conversion"]
+    assert webhook["strategy"] == "Webhook"
+    assert webhook["webhook"]["clientConfig"]["url"] == "https://127.0.0.1:20019/convert"
+    flavor = {**queue, "metadata": {"name": "resourceflavors.kueue.x-k8s.io"}}
+    assert kueue.with_conversion_webhook(flavor, PORTS, b"CA", converted)["spec"]["conversion"] == {"strategy": "None"}
+    assert "conversion" not in queue["spec"], "the CRD given is left as it was"
 
 
 def test_sandbox_process_lays_its_etc_over_etc_and_is_ready_on_its_health_port(tmp_path):

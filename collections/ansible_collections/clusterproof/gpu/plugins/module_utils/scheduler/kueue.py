@@ -34,7 +34,8 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -421,11 +422,35 @@ def webhook_configurations(
     return configurations
 
 
-def with_conversion_webhook(crd: Mapping[str, Any], ports: KueuePorts, ca_pem: bytes) -> dict[str, Any]:
-    """A Kueue CRD whose versions (v1beta1, v1beta2) Kueue converts on 127.0.0.1, as its chart
-    has the API server call Kueue's service for that."""
+# A CRD template of Kueue's chart whose versions Kueue converts: the chart's templates/crd carry the
+# conversion stanza for exactly those (its kustomization patches them in: ClusterQueue, Cohort,
+# LocalQueue, Workload, MultiKueueCluster); the others' versions are converted by the API server.
+_CHART_CRD_NAME = re.compile(r"^  name: (\S+)$", re.MULTILINE)
+_CHART_WEBHOOK_CONVERSION = re.compile(r"^  conversion:\n    strategy: Webhook$", re.MULTILINE)
+
+
+def webhook_converted_crds(chart_crd_templates: Iterable[str]) -> frozenset[str]:
+    """The names of the CRDs whose versions Kueue itself converts, read from the texts of its chart's
+    CRD templates (templates/crd/*.yaml). Pure."""
+    names = set()
+    for text in chart_crd_templates:
+        name = _CHART_CRD_NAME.search(text)
+        if name and _CHART_WEBHOOK_CONVERSION.search(text):
+            names.add(name.group(1))
+    return frozenset(names)
+
+
+def with_conversion_webhook(
+    crd: Mapping[str, Any], ports: KueuePorts, ca_pem: bytes, converted: Collection[str]
+) -> dict[str, Any]:
+    """A Kueue CRD as the sandbox applies it: one whose versions Kueue converts (``converted``, as its
+    chart says: ``webhook_converted_crds``) has the API server call Kueue on 127.0.0.1 for that, as
+    the chart has it call Kueue's service; any other is converted by the API server (strategy None).
+    Asking Kueue to convert a kind it has no conversion for fails every read at the other version:
+    Kueue v0.16.2 logged "*v1beta2.ResourceFlavor is not convertible to *v1beta1.ResourceFlavor"
+    about 250 times a minute on a sandbox, for the garbage collector's lists."""
     out = copy.deepcopy(dict(crd))
-    if len(out["spec"].get("versions") or []) > 1:
+    if out["metadata"]["name"] in converted:
         out["spec"]["conversion"] = {
             "strategy": "Webhook",
             "webhook": {
@@ -433,6 +458,8 @@ def with_conversion_webhook(crd: Mapping[str, Any], ports: KueuePorts, ca_pem: b
                 "conversionReviewVersions": ["v1"],
             },
         }
+    else:
+        out["spec"]["conversion"] = {"strategy": "None"}
     return out
 
 
