@@ -178,7 +178,7 @@ def test_the_bundle_holds_every_image_kubeadm_and_the_cni_ask_for(bundle: Path) 
         versions.KUBE_STATE_METRICS_IMAGE,
         "ghcr.io/nvidia/kai-scheduler/operator:v0.12.0",
         "ghcr.io/nvidia/kai-scheduler/scheduler:v0.12.0",
-        "registry.k8s.io/kueue/kueue:v0.16.2",
+        "registry.k8s.io/kueue/kueue:" + versions.KUEUE.version,
         "docker.io/rancher/local-path-provisioner:v0.0.30",
         "docker.io/library/busybox:1.35",
     }

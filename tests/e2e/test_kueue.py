@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 from ansible_collections.clusterproof.gpu.plugins.module_utils.scheduler import kueue
 from ansible_collections.clusterproof.gpu.plugins.module_utils.tenancy import projects, workloads

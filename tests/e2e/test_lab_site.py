@@ -1025,7 +1025,9 @@ def test_kueue_by_the_inventory_switch_installs_from_the_bundle_and_runs_the_sce
             CONTROL_PLANE["lab-cp-1"], "helm list -A -o json --kubeconfig /etc/kubernetes/admin.conf"
         ).stdout
     )
-    assert ("kueue", "kueue-0.16.2", "deployed") in {(r["name"], r["chart"], r["status"]) for r in releases}
+    assert ("kueue", "kueue-" + versions.KUEUE.bare, "deployed") in {
+        (r["name"], r["chart"], r["status"]) for r in releases
+    }
     pods = yaml.safe_load(site_stages.kubectl("get pods -n kueue-system -o yaml").stdout)["items"]
     managers = [pod for pod in pods if pod["metadata"]["name"].startswith("kueue-controller-manager-")]
     assert managers and all(pod["status"]["phase"] == "Running" for pod in managers), pods

@@ -11,6 +11,7 @@ import pytest
 import tomlkit
 import yaml
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle import build, contents, serve
 from ansible_collections.clusterproof.gpu.plugins.module_utils.bundle.contents import BundleInputError
 from ansible_collections.clusterproof.gpu.plugins.module_utils.install import kubeadm_config
@@ -278,7 +279,7 @@ def test_the_charts_images_are_built_as_upstream_builds_them() -> None:
     upgrader = specs["ghcr.io/nvidia/kai-scheduler/crd-upgrader:v0.12.0"]
     assert upgrader.base == "debian" and upgrader.cmd == ("/apply-crds.sh",)
     assert upgrader.trees == (("kai-crds", "/internal-crds"),)
-    assert specs["registry.k8s.io/kueue/kueue:v0.16.2"].entrypoint == ("/manager",)
+    assert specs["registry.k8s.io/kueue/kueue:" + versions.KUEUE.version].entrypoint == ("/manager",)
     assert specs["docker.io/rancher/local-path-provisioner:v0.0.30"].cmd == ("local-path-provisioner",)
     busybox = specs["docker.io/library/busybox:1.35"]
     assert busybox.links == (("/bin/mkdir", "busybox"), ("/bin/sh", "busybox"))

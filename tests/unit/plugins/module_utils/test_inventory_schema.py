@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.inventory.schema import validate_site
 
 SITE = {
@@ -383,7 +384,7 @@ def test_a_mirror_that_serves_the_charts_gives_every_stage_its_chart_url_and_the
     site = declaration.to_dict()
     assert site["charts"] == {
         "kai-scheduler": "http://10.213.0.1:8082/kai-scheduler-0.12.0.tgz",
-        "kueue": "http://10.213.0.1:8082/kueue-0.16.2.tgz",
+        "kueue": "http://10.213.0.1:8082/kueue-%s.tgz" % versions.KUEUE.bare,
         "local-path-provisioner": "http://10.213.0.1:8082/local-path-provisioner-0.0.30.tgz",
     }
     assert site["storage_charts"] == {"local-path": "http://10.213.0.1:8082/local-path-provisioner-0.0.30.tgz"}

@@ -119,11 +119,14 @@ HELM = Pin("helm", "v3.19.0", GO_MODULE, "helm.sh/helm/v3", package_revision="1"
 # were learnt from this version's source, and say so where it matters: a new version means reading
 # them again.
 KAI_SCHEDULER = Pin("kai_scheduler", "v0.12.0", GO_MODULE, "github.com/NVIDIA/KAI-scheduler")
-# Kueue, the second scheduler backend: the newest release the module proxy serves (v0.16.2; v0.16.3
-# and v0.17.x are refused). Its manager (sandbox), chart, CRDs and webhooks, and its released image
+# Kueue, the second scheduler backend: the newest release the module proxy serves for download
+# (checked on 4 Dec 2026: `go mod download -json sigs.k8s.io/kueue@v0.17.1` gives its zip;
+# @v0.17.2, @v0.18.0 and @v0.16.3 answer "403 Forbidden: This module version is not available").
+# Its manager (sandbox), chart, CRDs and webhooks, and its released image
 # registry.k8s.io/kueue/kueue:<version>. The model's kueue policy (model/fairshare.py,
-# model/fair_sharing.py, model/allocate.py) was learnt from this version's preemption and fair sharing.
-KUEUE = Pin("kueue", "v0.16.2", GO_MODULE, "sigs.k8s.io/kueue")
+# model/fair_sharing.py, model/allocate.py) was learnt from v0.16.2's preemption and fair sharing and
+# read again against this version's (docs/scheduler.md, "From Kueue v0.16.2 to v0.17.1").
+KUEUE = Pin("kueue", "v0.17.1", GO_MODULE, "sigs.k8s.io/kueue")
 # Koordinator's scheduler, whose ElasticQuota plugin is the guide's elastic quota tree: the newest
 # release the module proxy serves (v1.7.0; v1.7.1 and v1.6.2 are refused). scheduler/koordinator.py
 # follows this version's plugin.
