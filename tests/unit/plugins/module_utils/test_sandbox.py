@@ -7,6 +7,8 @@ import json
 import os
 import shutil
 import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -340,6 +342,26 @@ def _fake_build(plan):
     (plan.share_dir / "kueue" / ".version").write_text(plan.versions.kueue + "\n")
     (plan.share_dir / "koordinator").mkdir()
     (plan.share_dir / "koordinator" / ".version").write_text(plan.versions.koordinator + "\n")
+
+
+def test_a_build_waits_for_the_one_under_way_into_its_cache_and_builds_nothing_that_one_made(tmp_path):
+    plan_ = sandbox_build.BuildPlan(sandbox_build.SandboxVersions(), tmp_path, "go1.26.8")
+    said: list[str] = []
+    results: list[bool] = []
+    with sandbox_build.build_lock(plan_.key_dir):  # the other build
+        waiting = threading.Thread(target=lambda: results.append(sandbox_build.ensure_built(plan_, said.append)))
+        waiting.start()
+        deadline = time.monotonic() + 10
+        while not said and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert said and said[0].startswith(
+            "waiting for the build under way into %s (pid %d)" % (plan_.key_dir, os.getpid())
+        )
+        assert waiting.is_alive() and results == []
+        _fake_build(plan_)
+    waiting.join(10)
+    assert results == [False], "what the other build made is not built again"
+    assert not (plan_.key_dir / "build.log").exists()
 
 
 def test_a_new_pin_rebuilds_only_its_component(tmp_path):

@@ -29,8 +29,10 @@ minor's commands)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
+import fcntl
 import hashlib
 import json
 import os
@@ -39,7 +41,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
@@ -547,11 +549,46 @@ def _build_kube_state_metrics(plan_: BuildPlan, log: Path, progress: Progress) -
     _build_in(plan_, work, log, progress, "kube-state-metrics", KUBE_STATE_METRICS_MODULE, ldflags)
 
 
+@contextlib.contextmanager
+def build_lock(key_dir: Path, progress: Progress = print) -> Iterator[None]:
+    """Held while one build writes into a cache key's folder. A second build into the same folder
+    (``./clusterproof site`` and ``./clusterproof bundle`` started together) waits for it, saying so,
+    instead of compiling the same programs beside it: on 4 Dec both built kube-apiserver at once,
+    twice the CPU for the same binary. The lock is the kernel's (flock): it goes with its process."""
+    key_dir.mkdir(parents=True, exist_ok=True)
+    with (key_dir / ".build.lock").open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            progress("waiting for the build under way into %s (%s)" % (key_dir, holder))
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        lock.truncate()
+        lock.write("pid %d\n" % os.getpid())
+        lock.flush()
+        try:
+            yield
+        finally:
+            lock.truncate(0)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def ensure_built(plan_: BuildPlan, progress: Progress = print) -> bool:
-    """Build whatever is missing from the cache. Returns True if anything was built."""
-    missing = plan_.missing()
-    if not missing:
+    """Build whatever is missing from the cache (one build at a time into a cache key: ``build_lock``).
+    Returns True if anything was built."""
+    if not plan_.missing():
         return False
+    with build_lock(plan_.key_dir, progress):
+        # Again: a build this one waited for may have made it all.
+        missing = plan_.missing()
+        if not missing:
+            return False
+        return _build_missing(plan_, missing, progress)
+
+
+def _build_missing(plan_: BuildPlan, missing: list[str], progress: Progress) -> bool:
     if shutil.which("go") is None:
         raise RuntimeError("the sandbox needs Go to build its binaries; 'go' is not on PATH")
     plan_.bin_dir.mkdir(parents=True, exist_ok=True)
