@@ -19,6 +19,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions
 from ansible_collections.clusterproof.gpu.plugins.module_utils.sandbox import build as sandbox_build
 
 from .conftest import ad_hoc, dynamic_client, helm_render, run_playbook, wait_for
@@ -153,14 +154,14 @@ def test_operator_with_mig_mixed_and_time_slicing(api_client, charts_cleanup):
 def test_device_plugin_alone_with_time_slicing(api_client, charts_cleanup):
     release = release_of(device_layer="device_plugin", mig_strategy="single", time_slicing={"replicas": 4})
     assert release["returncode"] == 0, release
-    assert release["chart_version"] == "0.18.2"
+    assert release["chart_version"] == versions.NVIDIA_DEVICE_PLUGIN.bare
     objects = render(release, release["release_values"])
     # The chart's other DaemonSet, the MPS control daemon, runs only on nodes labelled for MPS.
     (daemonset,) = [obj for obj in by_kind(objects, "DaemonSet") if obj["metadata"]["name"] == "nvidia-device-plugin"]
     plugin = next(
         c for c in daemonset["spec"]["template"]["spec"]["containers"] if c["name"] == "nvidia-device-plugin-ctr"
     )
-    assert plugin["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.18.2"
+    assert plugin["image"] == "nvcr.io/nvidia/k8s-device-plugin:" + versions.NVIDIA_DEVICE_PLUGIN.version
     assert {"name": "MIG_STRATEGY", "value": "single"} in plugin["env"]
     (config,) = by_kind(objects, "ConfigMap")
     sharing = yaml.safe_load(config["data"]["default"])["sharing"]["timeSlicing"]["resources"]

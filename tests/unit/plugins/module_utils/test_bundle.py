@@ -176,9 +176,9 @@ def test_packages_take_upstream_s_names_and_versions() -> None:
         "kubelet": "1.36.3-1.1",
         "kubeadm": "1.36.3-1.1",
         "kubectl": "1.36.3-1.1",
-        "nvidia-container-toolkit-base": "1.20.1-1",
-        "nvidia-container-toolkit": "1.20.1-1",
-        "helm": "3.19.0-1",
+        "nvidia-container-toolkit-base": "1.20.2-1",
+        "nvidia-container-toolkit": "1.20.2-1",
+        "helm": "3.22.0-1",
         "etcd-client": "3.6.8-1",
     }
     assert dict(specs["helm"].files) == {"helm": "/usr/bin/helm"}
@@ -377,7 +377,7 @@ def test_the_repository_holds_kubeadm_kubelet_and_kubectl_at_both_releases() -> 
     for name in ("kubeadm", "kubelet", "kubectl"):
         # apt installs the one the kubernetes_packages role pins (<name>=<version>).
         assert versions_of[name] == ["1.36.3-1.1", "1.35.4-1.1"], name
-    assert versions_of["helm"] == ["3.19.0-1"] and len(versions_of["nvidia-container-toolkit"]) == 1
+    assert versions_of["helm"] == ["3.22.0-1"] and len(versions_of["nvidia-container-toolkit"]) == 1
     files = {(spec.name, spec.version): dict(spec.files) for spec in specs}
     # The pinned release's programs go by their names (its packages' recipes are as they were), the
     # previous minor's by <name>@<version>; each package file is its own.

@@ -108,8 +108,9 @@ PAUSE_PREVIOUS = Pin("pause_previous", "3.10.1", IMAGE, "registry.k8s.io/pause")
 # KWOK, the sandbox's simulated nodes.
 KWOK = Pin("kwok", "v0.8.0", GO_MODULE, "sigs.k8s.io/kwok")
 # The chart tool: the sandbox build's, and the bundle's package for the first control-plane host
-# (helm <version>-1).
-HELM = Pin("helm", "v3.19.0", GO_MODULE, "helm.sh/helm/v3", package_revision="1")
+# (helm <version>-1). The newest v3 release the module proxy serves (checked 4 Dec 2026: `go list -m
+# -versions helm.sh/helm/v3` ends at v3.22.0, which downloads).
+HELM = Pin("helm", "v3.22.0", GO_MODULE, "helm.sh/helm/v3", package_revision="1")
 
 # --- the scheduler engines --------------------------------------------------------------------------
 
@@ -163,7 +164,9 @@ BUSYBOX = Pin("busybox", "1.35", IMAGE, "busybox")
 # --- the pod network ------------------------------------------------------------------------------------
 
 # flannel, mode kubeadm's CNI: its manifest, taken from its Go module, names its images, which the
-# bundle builds (flanneld from this module).
+# bundle builds (flanneld from this module). Not v0.28.10, the newest the module proxy serves (checked
+# 4 Dec 2026): it requires tencentcloud-sdk-go's vpc module at v1.3.188, which the proxy refuses
+# (`go mod download -json github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc@v1.3.188`: 403).
 FLANNEL = Pin("flannel", "v0.28.4", GO_MODULE, "github.com/flannel-io/flannel", "Documentation/kube-flannel.yml")
 # flannel's CNI plugin (the flannel-cni-plugin image) lives in github.com/flannel-io/cni-plugin, which
 # the Go module proxy does not serve (every version is refused). Its predecessor, the same delegating
@@ -182,15 +185,17 @@ TENCENTCLOUD_SDK_COMMON = Pin(
 # --- the GPU stack ----------------------------------------------------------------------------------------
 
 # The NVIDIA container toolkit's commands, built from its Go module by the bundle (NVIDIA's package
-# repository is out of reach) and packaged as NVIDIA packages them: <version>-1.
+# repository is out of reach) and packaged as NVIDIA packages them: <version>-1. The newest release
+# the module proxy serves (checked 4 Dec 2026: the list ends at v1.20.2, which downloads).
 NVIDIA_CONTAINER_TOOLKIT = Pin(
-    "nvidia_container_toolkit", "v1.20.1", GO_MODULE, "github.com/NVIDIA/nvidia-container-toolkit", package_revision="1"
+    "nvidia_container_toolkit", "v1.20.2", GO_MODULE, "github.com/NVIDIA/nvidia-container-toolkit", package_revision="1"
 )
 # The GPU operator's chart. The operator publishes v25.x tags, which are not valid Go module versions
 # (no /v25 suffix), so the module is reachable only at a pseudo-version: this one is the commit
 # KAI_SCHEDULER requires (July 2025), whose go.sum vouches for it (the checksum database does not
 # answer for a pseudo-version). The chart says v1.0.0-devel and pins component images of the v25.3
-# line.
+# line. Newer is served (checked 4 Dec 2026: `go list -m -json github.com/NVIDIA/gpu-operator@latest`
+# gives v0.0.0-20250917190837-d73a0086a6ba) but no pinned module's go.sum vouches for it: kept.
 GPU_OPERATOR_CHART = Pin(
     "gpu_operator_chart",
     "v1.8.3-0.20250724212111-616690d88d86",
@@ -205,10 +210,12 @@ GPU_OPERATOR_CHART_VOUCHER = KAI_SCHEDULER
 GPU_OPERATOR = Pin("gpu_operator", "v25.3.2", IMAGE, "nvcr.io/nvidia/gpu-operator")
 # NVIDIA's device plugin chart, the device layer without the operator (its image is the chart's own
 # version). This version adds CAP_SYS_ADMIN to the plugin's own pod (install/gpu_device_layer.py says
-# what that means for volume-mount device lists).
+# what that means for volume-mount device lists). The newest the module proxy serves for download
+# (checked 4 Dec 2026: v0.19.0, v0.19.1 and v0.19.3 download; v0.19.2, v0.19.4 and later, v0.20.x answer
+# 403); from v0.18.2 its chart gives the plugin and GFD a service account always, and GFD reads pods.
 NVIDIA_DEVICE_PLUGIN = Pin(
     "nvidia_device_plugin",
-    "v0.18.2",
+    "v0.19.3",
     CHART,
     "github.com/NVIDIA/k8s-device-plugin",
     "deployments/helm/nvidia-device-plugin",
