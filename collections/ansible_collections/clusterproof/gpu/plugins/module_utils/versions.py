@@ -118,7 +118,9 @@ HELM = Pin("helm", "v3.22.0", GO_MODULE, "helm.sh/helm/v3", package_revision="1"
 # images (ghcr.io/nvidia/kai-scheduler/<component>:<version>, which the bundle builds). The engine's
 # backend (scheduler/kai.py) and the fair-share model (model/fairshare.py, model/allocate.py, ...)
 # were learnt from this version's source, and say so where it matters: a new version means reading
-# them again.
+# them again. The only release the module proxy serves for download (checked 4 Dec 2026: @v0.12.1,
+# @v0.13.0 and @latest answer 403, under github.com/NVIDIA/KAI-scheduler and under
+# github.com/kai-scheduler/KAI-scheduler alike).
 KAI_SCHEDULER = Pin("kai_scheduler", "v0.12.0", GO_MODULE, "github.com/NVIDIA/KAI-scheduler")
 # Kueue, the second scheduler backend: the newest release the module proxy serves for download
 # (checked on 4 Dec 2026: `go mod download -json sigs.k8s.io/kueue@v0.17.1` gives its zip;
@@ -128,9 +130,10 @@ KAI_SCHEDULER = Pin("kai_scheduler", "v0.12.0", GO_MODULE, "github.com/NVIDIA/KA
 # model/fair_sharing.py, model/allocate.py) was learnt from v0.16.2's preemption and fair sharing and
 # read again against this version's (docs/scheduler.md, "From Kueue v0.16.2 to v0.17.1").
 KUEUE = Pin("kueue", "v0.17.1", GO_MODULE, "sigs.k8s.io/kueue")
-# Koordinator's scheduler, whose ElasticQuota plugin is the guide's elastic quota tree: the newest
-# release the module proxy serves (v1.7.0; v1.7.1 and v1.6.2 are refused). scheduler/koordinator.py
-# follows this version's plugin.
+# Koordinator's scheduler, whose ElasticQuota plugin is the guide's elastic quota tree.
+# scheduler/koordinator.py follows this version's plugin. v1.7.1 and v1.6.2 are refused; v1.8.0 now
+# downloads (checked 4 Dec 2026; v1.8.1 to v1.8.3 and v1.9.0 answer 403) and is not taken yet: its
+# ElasticQuota plugin has to be read against koordinator.py first (issue 47's notes).
 KOORDINATOR = Pin("koordinator", "v1.7.0", GO_MODULE, "github.com/koordinator-sh/koordinator")
 
 # --- storage ------------------------------------------------------------------------------------------
