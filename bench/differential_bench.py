@@ -4,7 +4,7 @@ settled state compared with the fair-share model of the engine's policy.
 
     .venv/bin/python bench/differential_bench.py [--scheduler kai|kueue] [--count 20] [--first-seed 1]
         [--seeds 8,11,...] [--nodes 2] [--node-gpus 8] [--gangs] [--resources] [--trees] [--out DIR] [--parallel 1]
-        [--kubeconfig PATH --state-dir DIR]
+        [--record FILE] [--kubeconfig PATH --state-dir DIR]
 
 Each scenario comes from ``bench/scenario_generator.py`` (seeded: seed N is the same scenario on
 every machine) and runs through the ``validate_scenario`` module, as a site's validation runs it.
@@ -12,6 +12,11 @@ A scenario *agrees* when, after every step, each queue's GPUs match the model's 
 module's ``/model/`` checks) and the workloads evicted at each step are the ones the model evicts
 (its disruption table). Every scenario that disagrees is written to ``--out`` as a scenario file
 that replays as it is (``validate_scenario scenario_file=...``), with what differed as comments.
+
+``--record FILE`` appends, per scenario judged, what the engine did (a JSON line: the engine and
+its pinned version, the seed, the site, and per step each project's GPUs and the workloads the step
+evicted), so that the model can be held to it later without the engine:
+``tests/unit/test_differential_records.py`` replays every record under tests/unit/fixtures/differential.
 
 Prints per scenario its seed, verdict and seconds, then the agreement in percent and the time the
 bench took. Brings up a sandbox of its own (``--nodes`` of ``--node-gpus``, with the scheduler), or
@@ -24,6 +29,8 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import dataclasses
+import json
 import queue
 import signal
 import subprocess
@@ -41,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO))
 
+from ansible_collections.clusterproof.gpu.plugins.module_utils import versions  # noqa: E402
 from ansible_collections.clusterproof.gpu.plugins.module_utils.validate.scenario_runner import RunOptions  # noqa: E402
 from bench.sandbox_bench import generated_inventory  # noqa: E402
 from bench.scenario_generator import Site, generate  # noqa: E402
@@ -72,6 +80,38 @@ def differences(section: dict[str, Any]) -> list[str]:
     return found
 
 
+def engine_outcome(section: dict[str, Any], steps: int) -> list[dict[str, Any]]:
+    """Per step of one scenario's report section, what the engine did: each project's GPUs (the
+    observed side of its ``/model/`` checks) and the workloads the step evicted (the observed side
+    of the disruption table), as a record holds them."""
+    outcome: list[dict[str, Any]] = [{"allocated": {}, "evicted": []} for _ in range(steps)]
+    for check in section["checks"]:
+        parts = check["id"].split("/")
+        # scenario/<name>/<step>/model/<project>; a Deployment's replicas are /model/replicas/<name>
+        if len(parts) == 5 and parts[0] == "scenario" and parts[3] == "model":
+            outcome[int(parts[2]) - 1]["allocated"][parts[4]] = float(check["observed"])
+    for table in section["tables"]:
+        if table["id"].endswith("-disruption"):
+            for index, row in enumerate(table["rows"][:steps]):
+                outcome[index]["evicted"] = sorted(_evicted(row[4]))
+    return outcome
+
+
+def record_line(scheduler: str, seed: int, site: Site, verdict: str, outcome: list[dict[str, Any]]) -> str:
+    """One line of a ``--record`` file: the engine and its pinned version, the scenario (seed and
+    site, which ``scenario_generator.generate`` makes again), the verdict and the engine's outcome."""
+    pin = versions.KAI_SCHEDULER if scheduler == "kai" else versions.KUEUE
+    line = {
+        "scheduler": scheduler,
+        "version": pin.version,
+        "seed": seed,
+        "site": dataclasses.asdict(site),
+        "verdict": verdict,
+        "steps": outcome,
+    }
+    return json.dumps(line, sort_keys=True)
+
+
 def run_one(
     seed: int,
     site: Site,
@@ -82,8 +122,9 @@ def run_one(
     node_names: list[str] | None = None,
 ) -> dict[str, Any]:
     """Scenario ``seed`` on the engine: its verdict (agrees, differs, skipped, error), seconds and
-    differences; a scenario that differs is written to ``out``. ``node_names``: the sandbox's GPU
-    nodes (default: the bench's own, gpu-0000 ...), ``site.node_gpus`` GPUs each."""
+    differences, and for one judged, the engine's ``outcome`` per step (``engine_outcome``); a
+    scenario that differs is written to ``out``. ``node_names``: the sandbox's GPU nodes (default:
+    the bench's own, gpu-0000 ...), ``site.node_gpus`` GPUs each."""
     scenario = generate(seed, site)
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as file:
         yaml.safe_dump(scenario, file, sort_keys=False)
@@ -121,7 +162,13 @@ def run_one(
         out.mkdir(parents=True, exist_ok=True)
         header = "".join(f"# {line}\n" for line in [f"{scheduler} differs from the model:", *found])
         (out / f"{scheduler}-seed-{seed}.yml").write_text(header + yaml.safe_dump(scenario, sort_keys=False))
-    return {"seed": seed, "verdict": "differs" if found else "agrees", "seconds": seconds, "differences": found}
+    return {
+        "seed": seed,
+        "verdict": "differs" if found else "agrees",
+        "seconds": seconds,
+        "differences": found,
+        "outcome": engine_outcome(result["section"], len(scenario["steps"])),
+    }
 
 
 @contextlib.contextmanager
@@ -173,6 +220,11 @@ def main() -> None:
         help="the queues are leaves under departments (KAI only); other scenarios per seed",
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "differences")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        help="append what the engine did in each scenario judged to this file (JSON lines)",
+    )
     parser.add_argument("--kubeconfig")
     parser.add_argument("--state-dir")
     parser.add_argument(
@@ -225,6 +277,10 @@ def main() -> None:
             outcome = run_one(seed, site, args.scheduler, kubeconfig, state, args.out)
             with printing:
                 results.append(outcome)
+                if args.record and "outcome" in outcome:
+                    line = record_line(args.scheduler, seed, site, outcome["verdict"], outcome["outcome"])
+                    with args.record.open("a") as record:
+                        record.write(line + "\n")
                 print(f"seed {seed}: {outcome['verdict']} ({outcome['seconds']:.0f} s)", flush=True)
                 for line in outcome["differences"]:
                     print(f"    {line}", flush=True)
