@@ -201,9 +201,9 @@ def ansible_module(module: str, args: dict, sandbox: Sandbox) -> subprocess.Comp
     return ad_hoc(module, {"kubeconfig": str(sandbox.kubeconfig), **args})
 
 
-def helm_template(args: dict) -> list[dict]:
-    """The documents ``kubernetes.core.helm_template`` renders for ``args``."""
-    done = ad_hoc("kubernetes.core.helm_template", args)
+def helm_template(args: dict, *flags: str) -> list[dict]:
+    """The documents ``kubernetes.core.helm_template`` renders for ``args`` (``flags``: ansible's)."""
+    done = ad_hoc("kubernetes.core.helm_template", args, *flags)
     assert done.returncode == 0, done.stdout + done.stderr
     return [doc for doc in yaml.safe_load_all(module_result(done)["stdout"]) if doc]
 
@@ -226,15 +226,19 @@ def render_role_chart(role: str, chart_ref: Path, release: str, namespace: str, 
     """A chart from the build cache rendered with ``role``'s Helm values (its defaults'
     ``<role>_helm_values``), by helm through kubernetes.core.helm_template."""
     defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+    values = f"{role}_helm_values"
     args = {
         "chart_ref": str(chart_ref),
         "binary_path": str(sandbox_build.plan().binary("helm")),
         "release_name": release,
         "release_namespace": namespace,
-        "release_values": defaults[f"{role}_helm_values"],
+        "release_values": defaults[values],
         **options,
     }
-    return helm_template(args)
+    # The values may name the role's other defaults (kueue_scheduler_version): they go as extra vars,
+    # which Ansible templates only where they are used.
+    others = {name: value for name, value in defaults.items() if name != values}
+    return helm_template(args, "-e", json.dumps(others))
 
 
 def dynamic_client(api) -> dynamic.DynamicClient:
