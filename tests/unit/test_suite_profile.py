@@ -187,7 +187,7 @@ def test_an_empty_times_file_says_so(tmp_path):
 def test_the_recorder_writes_each_phase_and_the_test_s_cpu_from_a_real_pytest_run(tmp_path):
     done, times = recorded_pytest(
         tmp_path,
-        "import time\n\ndef test_busy():\n    sum(range(3_000_000))\n\ndef test_sleeps():\n    time.sleep(0.3)\n",
+        "import time\n\ndef test_busy():\n    sum(range(20_000_000))\n\ndef test_sleeps():\n    time.sleep(0.3)\n",
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [json.loads(text) for text in times.read_text().splitlines()]
