@@ -163,8 +163,15 @@ def test_projects_are_cluster_queues_and_local_queues_as_declared(site, api):
         # The validator's adapter reads the server's object as declared.
         declared = next(p for p in site_projects(site) if p.name == team)
         assert kueue.queue_differences(declared, queues[team]) == []
-        # Kueue itself found the queue usable: its flavor exists and its settings are valid.
-        assert condition(queues[team], "Active"), queues[team].get("status")
+
+        # Kueue itself found the queue usable: its flavor exists and its settings are valid. Kueue
+        # writes that status on its own time after the playbook (v0.17.1 once left it unset at the
+        # first read, right after scheduler.yml): read until it is there.
+        def active(name: str = team) -> bool:
+            queue = custom(api).get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", name)
+            return condition(queue, "Active")
+
+        assert wait_for(active, 30), queues[team].get("status")
         local = custom(api).get_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", team, "localqueues", team)
         assert local["spec"]["clusterQueue"] == team
     classes = custom(api).list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses")["items"]
