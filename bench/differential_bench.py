@@ -129,7 +129,7 @@ def run_one(
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as file:
         yaml.safe_dump(scenario, file, sort_keys=False)
         path = Path(file.name)
-    names = node_names or ["gpu-%04d" % index for index in range(site.nodes)]
+    names = node_names or site.node_names
     nodes: list[dict[str, Any]] = [{"name": name, "gpu_count": site.node_gpus} for name in names]
     if site.resources:  # the model divides CPU and memory fair shares over what the nodes offer
         nodes = [{**node, "cpu_cores": site.node_cpus, "memory_gib": site.node_memory_gib} for node in nodes]

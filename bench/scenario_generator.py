@@ -47,6 +47,11 @@ class Site:
     def gpus(self) -> int:
         return self.nodes * self.node_gpus
 
+    @property
+    def node_names(self) -> list[str]:
+        """The sandbox's GPU nodes as the bench's inventory names them (gpu-0000 ...)."""
+        return ["gpu-%04d" % index for index in range(self.nodes)]
+
 
 # The flat sites the scenarios are drawn on to check them (tests/unit/test_scenario_generator.py)
 # and to fingerprint the model's predictions (bench/model_hashes.py): the default, smaller nodes,

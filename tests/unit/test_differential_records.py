@@ -50,10 +50,9 @@ RECORDED = _records()
 
 def _nodes(site: Site) -> list[Any]:
     """The bench's sandbox nodes (gpu-0000 ...), with the CPU and memory they offer where the site has them."""
-    names = ["gpu-%04d" % index for index in range(site.nodes)]
     if site.resources:
-        return [fairshare.Node(name, site.node_gpus, site.node_cpus, site.node_memory_gib) for name in names]
-    return [(name, site.node_gpus) for name in names]
+        return [fairshare.Node(name, site.node_gpus, site.node_cpus, site.node_memory_gib) for name in site.node_names]
+    return [(name, site.node_gpus) for name in site.node_names]
 
 
 def model_differences(record: dict[str, Any]) -> list[str]:
@@ -61,7 +60,7 @@ def model_differences(record: dict[str, Any]) -> list[str]:
     site = Site(**record["site"])
     scenario = scenarios.load(generate(record["seed"], site), where="seed %d" % record["seed"])
     predicted = scenarios.predictions(scenario, _nodes(site), POLICY[record["scheduler"]])
-    owner = {model.name: job.name for step in scenario.steps for job in step.submit for model in job.model_jobs()}
+    owner = scenarios.workload_of(scenario)
     found = []
     for index, (engine, model) in enumerate(zip(record["steps"], predicted, strict=True)):
         for project, gpus in sorted(engine["allocated"].items()):

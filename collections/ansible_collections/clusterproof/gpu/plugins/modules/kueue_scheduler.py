@@ -107,9 +107,8 @@ def _sandbox_present(step, params):
         raise SandboxError("Kueue on the sandbox needs 'unshare' (util-linux) on PATH; it is not there")
     components = kueue.components(layout, Path(params["bin_dir"]) / "kueue", unshare, ports)
     ca_pem = layout.pki.ca_cert.read_bytes()
-    chart_crds = (share / "chart" / "templates" / "crd").glob("*.yaml")
-    converted = kueue.webhook_converted_crds(path.read_text() for path in chart_crds)
-    crds = [kueue.with_conversion_webhook(crd, ports, ca_pem, converted) for crd in install.load_crds(share / "crds")]
+    chart_crds = (path.read_text() for path in (share / "chart" / "templates" / "crd").glob("*.yaml"))
+    crds = kueue.sandbox_crds(install.load_crds(share / "crds"), chart_crds, ports, ca_pem)
     step.apply_crds(crds, kueue.system_objects(), params["timeout"])
     step.stop(registry.sandbox_processes(other_than=kueue.BACKEND.name))  # one backend schedules at a time
     # Kueue reads its configuration and certificates only when it starts.

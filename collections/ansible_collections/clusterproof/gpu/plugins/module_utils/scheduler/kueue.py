@@ -463,6 +463,15 @@ def with_conversion_webhook(
     return out
 
 
+def sandbox_crds(
+    upstream: Iterable[Mapping[str, Any]], chart_crd_templates: Iterable[str], ports: KueuePorts, ca_pem: bytes
+) -> list[dict[str, Any]]:
+    """Kueue's CRDs (config/components/crd/bases) as the sandbox applies them, each converted where
+    the chart's CRD templates (their texts) say: ``webhook_converted_crds``, ``with_conversion_webhook``."""
+    converted = webhook_converted_crds(chart_crd_templates)
+    return [with_conversion_webhook(crd, ports, ca_pem, converted) for crd in upstream]
+
+
 def system_objects() -> list[dict[str, Any]]:
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}]
 

@@ -1066,7 +1066,7 @@ def disruption(scenario: Scenario, index: int, before: Observation | None, after
     return Disruption(round(requested, 3), tuple(evicted))
 
 
-def _workload_of(scenario: Scenario) -> dict[str, str]:
+def workload_of(scenario: Scenario) -> dict[str, str]:
     """Each model job's workload (a replica ``name-0`` is ``name``'s): the names the observed side
     of a table uses."""
     return {model.name: job.name for step in scenario.steps for job in step.submit for model in job.model_jobs()}
@@ -1081,7 +1081,7 @@ def disruption_table(
     requested, and which workloads were evicted (a report table's data). A step that evicts more
     than it asks for (KAI's history has a 48-GPU request that evicted 376) is marked warn."""
     unit = scenario.unit
-    owner = _workload_of(scenario)
+    owner = workload_of(scenario)
     rows, status = [], []
     for index, after in enumerate(observed):
         seen = disruption(scenario, index, observed[index - 1] if index else None, after)
