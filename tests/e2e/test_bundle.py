@@ -87,23 +87,40 @@ def lab(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bund
 
 def _role_default(role: str, variable: str):
     """A role's default as Ansible gives it: its ``lookup('clusterproof.gpu.versions', ...)`` resolved
-    from versions.py (the roles' defaults write no version themselves)."""
+    from versions.py (the roles' defaults write no version themselves), and its references to the
+    role's other defaults resolved (the Kueue image tag is ``kueue_scheduler_version``). A default that
+    needs a site's variable stays unresolved, so a value that needs one fails here, naming it."""
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    defaults = yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())
 
     def lookup(plugin: str, term: str) -> str:
         assert plugin == "clusterproof.gpu.versions", plugin
         return versions.value(term)
 
-    def rendered(value):
+    def rendered(value, known: dict):
         if isinstance(value, dict):
-            return {key: rendered(item) for key, item in value.items()}
+            return {key: rendered(item, known) for key, item in value.items()}
         if isinstance(value, list):
-            return [rendered(item) for item in value]
+            return [rendered(item, known) for item in value]
         if isinstance(value, str) and "{{" in value:
-            return environment.from_string(value).render(lookup=lookup)
+            return environment.from_string(value).render(lookup=lookup, **known)
         return value
 
-    return rendered(yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())[variable])
+    # Resolve the role's scalar defaults in passes: each pass adds those whose references are known.
+    known: dict = {}
+    while True:
+        added = {}
+        for name, value in defaults.items():
+            if name in known or name == variable or not isinstance(value, (str, int, float, bool)):
+                continue
+            try:
+                added[name] = rendered(value, known)
+            except jinja2.exceptions.UndefinedError:
+                continue
+        if not added:
+            break
+        known.update(added)
+    return rendered(defaults[variable], known)
 
 
 def _listening(port: int) -> bool:
